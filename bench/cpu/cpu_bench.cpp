@@ -1,0 +1,197 @@
+// CPU kernel benchmarks (Google Benchmark). Counters:
+//   tokens_per_s  tokens processed per second (B * T)
+//   GFLOPs        GFLOP/s, counted as in docs/performance.md:
+//                 recurrent 2 * 3KV per token and value head,
+//                 chunked   2 * (3KV + C(K+V)) per token and value head,
+//                 sgemm     2 * M * N * K.
+// OpenBLAS cblas_sgemm on the chunked form's block shapes is the ceiling.
+#include "deltac/cpu/forward.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#ifdef DELTAC_HAVE_OPENBLAS
+#include <cblas.h>
+#include <omp.h>
+#endif
+
+namespace {
+
+struct Problem {
+  std::vector<float> q, k, v, g, beta, h0, o, ht;
+  deltac_fwd_params p{};
+};
+
+Problem make_problem(deltac_variant var, int B, int T, int H, int K, int V,
+                     bool state) {
+  Problem pr;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  const size_t rows = size_t(B) * T;
+  pr.q.resize(rows * H * K);
+  pr.k.resize(rows * H * K);
+  pr.v.resize(rows * H * V);
+  for (auto* vec : {&pr.q, &pr.k, &pr.v})
+    for (auto& x : *vec) x = nd(rng);
+  pr.beta.resize(rows * H);
+  for (auto& x : pr.beta) x = ud(rng);
+  if (var != DELTAC_VARIANT_DELTA) {
+    pr.g.resize(rows * H * (var == DELTAC_VARIANT_KDA ? K : 1));
+    for (auto& x : pr.g) x = -0.1f * ud(rng);
+  }
+  pr.o.resize(rows * H * V);
+  if (state) {
+    pr.h0.resize(size_t(B) * H * K * V);
+    for (auto& x : pr.h0) x = 0.1f * nd(rng);
+    pr.ht.resize(pr.h0.size());
+  }
+  deltac_fwd_params& p = pr.p;
+  p.variant = var;
+  p.B = B;
+  p.T = T;
+  p.H = p.HV = H;
+  p.K = K;
+  p.V = V;
+  p.N = B;
+  p.in_dtype = p.out_dtype = p.state_dtype = DELTAC_F32;
+  p.state_layout = DELTAC_STATE_KV;
+  p.q = pr.q.data();
+  p.k = pr.k.data();
+  p.v = pr.v.data();
+  p.g = pr.g.empty() ? nullptr : pr.g.data();
+  p.beta = pr.beta.data();
+  p.h0 = state ? pr.h0.data() : nullptr;
+  p.o = pr.o.data();
+  p.ht = state ? pr.ht.data() : nullptr;
+  p.scale = 0.0f;
+  p.qk_l2norm = 1;
+  p.threads = 0;
+  return pr;
+}
+
+void set_counters(benchmark::State& st, double tokens, double flops) {
+  st.counters["tokens_per_s"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOPs"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+constexpr int kPrefillT = 8192, kHeads = 16, kD = 128;
+
+// st.range(0): threads (0 = all cores).
+template <deltac_variant Var, int Chunk>
+void BM_Chunked(benchmark::State& st) {
+  Problem pr = make_problem(Var, 1, kPrefillT, kHeads, kD, kD, true);
+  pr.p.threads = int(st.range(0));
+  for (auto _ : st) {
+    deltac::cpu::chunked<Var, Chunk, kD, kD>(pr.p);
+    benchmark::DoNotOptimize(pr.o.data());
+  }
+  const double tokens = kPrefillT;
+  set_counters(st, tokens,
+               tokens * kHeads * 2.0 * (3.0 * kD * kD + Chunk * 2.0 * kD));
+}
+
+template <deltac_variant Var>
+void BM_RecurrentPrefill(benchmark::State& st) {
+  const int T = int(st.range(0));
+  Problem pr = make_problem(Var, 1, T, kHeads, kD, kD, true);
+  pr.p.threads = int(st.range(1));
+  for (auto _ : st) {
+    deltac::cpu::recurrent<Var, kD, kD>(pr.p);
+    benchmark::DoNotOptimize(pr.o.data());
+  }
+  set_counters(st, T, double(T) * kHeads * 2.0 * 3.0 * kD * kD);
+}
+
+// Decode: T = 1, batch st.range(0), heads st.range(1), state updated in
+// place (ht = h0, as an inference loop does), threads st.range(2) (0 = all
+// cores). state_GBps counts the state read and written once each.
+template <deltac_variant Var>
+void BM_Decode(benchmark::State& st) {
+  const int B = int(st.range(0)), H = int(st.range(1));
+  Problem pr = make_problem(Var, B, 1, H, kD, kD, true);
+  pr.p.ht = pr.h0.data();
+  pr.p.threads = int(st.range(2));
+  for (auto _ : st) {
+    deltac::cpu::recurrent<Var, kD, kD>(pr.p);
+    benchmark::DoNotOptimize(pr.h0.data());
+  }
+  set_counters(st, B, double(B) * H * 2.0 * 3.0 * kD * kD);
+  st.counters["state_GBps"] = benchmark::Counter(
+      2.0 * B * H * kD * kD * 4 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+#define DELTAC_VARIANTS(BM, ...)                                \
+  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_DELTA, ##__VA_ARGS__)   \
+  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_GATED, ##__VA_ARGS__)   \
+  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_KDA, ##__VA_ARGS__)
+
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_DELTA, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_KDA, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 32)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 16)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_DELTA)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_GATED)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_KDA)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {0, 1})
+    for (int H : {16, 32})
+      for (int B : {1, 2, 4, 8, 16, 32, 64}) b->Args({B, H, threads});
+  b->ArgNames({"batch", "heads", "threads"})->UseRealTime();
+}
+BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_DELTA)->Apply(decode_args);
+BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_GATED)->Apply(decode_args);
+BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_KDA)->Apply(decode_args);
+
+#ifdef DELTAC_HAVE_OPENBLAS
+// `batch` independent M x N x K products, spread over OpenMP threads with
+// single-threaded OpenBLAS (as the chunked kernel spreads heads).
+void BM_SgemmBatched(benchmark::State& st) {
+  const int M = int(st.range(0)), N = int(st.range(1)), K = int(st.range(2));
+  const int batch = int(st.range(3)), threads = int(st.range(4));
+  openblas_set_num_threads(1);
+  std::vector<float> a(size_t(batch) * M * K, 0.5f), b(size_t(batch) * K * N, 0.25f),
+      c(size_t(batch) * M * N);
+  for (auto _ : st) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int i = 0; i < batch; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f,
+                  a.data() + size_t(i) * M * K, K, b.data() + size_t(i) * K * N, N,
+                  0.0f, c.data() + size_t(i) * M * N, N);
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_counters(st, 0.0, 2.0 * M * N * K * batch);
+}
+BENCHMARK(BM_SgemmBatched)
+    ->Args({64, 128, 128, 2048, 2})
+    ->Args({128, 128, 64, 2048, 2})
+    ->Args({128, 128, 128, 1024, 2})
+    ->Args({64, 128, 128, 1024, 1})
+    ->ArgNames({"M", "N", "K", "batch", "threads"})
+    ->UseRealTime();
+
+// One large product on `threads` OpenBLAS threads.
+void BM_SgemmLarge(benchmark::State& st) {
+  const int n = int(st.range(0)), threads = int(st.range(1));
+  openblas_set_num_threads(threads);
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  for (auto _ : st) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(),
+                n, b.data(), n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_counters(st, 0.0, 2.0 * double(n) * n * n);
+}
+BENCHMARK(BM_SgemmLarge)->ArgNames({"n", "threads"})->Args({1024, 2})->Args({1024, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,370 @@
+//===- EmitCommon.cpp - pieces shared by the CPU and CUDA emitters --------===//
+
+#include "EmitInternal.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::delta;
+
+namespace deltac {
+
+const char *variantEnum(Variant v) {
+  switch (v) {
+  case Variant::delta:
+    return "DELTAC_VARIANT_DELTA";
+  case Variant::gated:
+    return "DELTAC_VARIANT_GATED";
+  case Variant::kda:
+    return "DELTAC_VARIANT_KDA";
+  }
+  return "?";
+}
+
+const char *dtypeEnum(DType d) {
+  switch (d) {
+  case DType::f32:
+    return "DELTAC_F32";
+  case DType::bf16:
+    return "DELTAC_BF16";
+  case DType::f16:
+    return "DELTAC_F16";
+  }
+  return "?";
+}
+
+std::string cpuEntry(LayerOp layer) {
+  return (layer.getSymName() + "_forward_cpu").str();
+}
+std::string cudaEntry(LayerOp layer) {
+  return (layer.getSymName() + "_forward_cuda").str();
+}
+std::string extraParams(LayerOp layer) {
+  std::string s;
+  if (layer.getChunkStates())
+    s += "float *chunk_states, ";
+  if (layer.getGateInKernel())
+    s += "const float *A_log, const float *dt_bias, ";
+  return s;
+}
+std::string extraArgs(LayerOp layer) {
+  std::string s;
+  if (layer.getChunkStates())
+    s += "chunk_states, ";
+  if (layer.getGateInKernel())
+    s += "A_log, dt_bias, ";
+  return s;
+}
+
+FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
+  KernelPlan plan;
+  plan.op = kernel;
+  plan.sched = kernel.getSchedule();
+  plan.tplIn = layer.getInDtype();
+  plan.tplOut = layer.getOutputDType();
+  bool seenFused = false;
+  for (Operation &op : kernel.getBody().front()) {
+    if (auto c = dyn_cast<ConvertOp>(op)) {
+      (seenFused ? plan.post : plan.pre).push_back(c);
+      if (c.getTensor() == "q")
+        plan.tplIn = c.getTo();
+      if (c.getTensor() == "o")
+        plan.tplOut = c.getFrom();
+      continue;
+    }
+    if (auto b = dyn_cast<BetaSigmoidOp>(op)) {
+      plan.betaSigmoid = b;
+      continue;
+    }
+    if (auto g = dyn_cast<GateOp>(op)) {
+      plan.gate = g;
+      continue;
+    }
+    auto fused = dyn_cast<FusedOp>(op);
+    if (!fused || seenFused)
+      return op.emitOpError() << "cannot be emitted here: a delta.kernel body "
+                                 "holds conversions, beta_sigmoid, gate and "
+                                 "one delta.fused";
+    seenFused = true;
+    plan.chunked = fused.getOver() == "chunks";
+    for (Operation &st : fused.getBody().front()) {
+      if (isa<QKNormOp>(st)) {
+        plan.l2norm = true;
+      } else if (auto scan = dyn_cast<StateScanOp>(st)) {
+        plan.chunkStates = scan.getSaveChunkStates();
+        if (plan.chunkStates && plan.sched.getTarget() != Target::cpu)
+          return scan.emitOpError()
+                 << "chunk-end states are emitted for the CPU chunked "
+                    "kernel only";
+      } else if (auto c = dyn_cast<GateCumsumOp>(st);
+                 c && int64_t(c.getChunk()) != plan.sched.getChunk()) {
+        return c.emitOpError() << "chunk " << c.getChunk()
+                               << " differs from the kernel's schedule chunk "
+                               << plan.sched.getChunk();
+      } else if (!isa<GateCumsumOp, KKTInverseOp, WYOp, ChunkOutputOp,
+                      RecurrentStepOp>(st)) {
+        return st.emitOpError() << "has no template to run it";
+      }
+    }
+  }
+  if (!seenFused)
+    return kernel.emitOpError() << "has no delta.fused stage loop";
+  if (plan.chunked != (plan.sched.getMode() == Mode::chunked))
+    return kernel.emitOpError() << "stage loop does not match the schedule";
+  return plan;
+}
+
+void emitCommonPrelude(raw_ostream &os, LayerOp layer) {
+  StringRef name = layer.getSymName();
+  os << "namespace {\n\n"
+     << "int fail(char *err, size_t len, const std::string &msg) {\n"
+     << "  if (err && len)\n"
+     << "    std::snprintf(err, len, \"%s\", msg.c_str());\n"
+     << "  return 1;\n}\n\n"
+     << "[[maybe_unused]] bool reject(char *err, size_t len, const std::string &msg) {\n"
+     << "  fail(err, len, msg);\n  return false;\n}\n\n";
+
+  os << "// Compares p with the spec @" << name << " was compiled for.\n"
+     << "bool matchSpec(const deltac_fwd_params &p, char *err, size_t len) "
+        "{\n"
+     << "  auto bad = [&](const char *field, long long got, const char *want) "
+        "{\n"
+     << "    fail(err, len, std::string(\"" << name
+     << ": params.\") + field + \" = \" +\n"
+     << "                       std::to_string(got) + \": compiled for \" + "
+        "want);\n"
+     << "    return false;\n  };\n";
+  auto eq = [&](StringRef field, const std::string &value, StringRef want) {
+    os << "  if (p." << field << " != " << value << ")\n"
+       << "    return bad(\"" << field << "\", p." << field << ", \"" << want
+       << "\");\n";
+  };
+  auto i = [](int64_t v) { return std::to_string(v); };
+  Variant var = layer.getVariant();
+  eq("variant", variantEnum(var),
+     llvm::formatv("{0} ({1})", (int)var, stringifyVariant(var)).str());
+  eq("H", i(layer.getHeads()), i(layer.getHeads()));
+  eq("HV", i(layer.getNumValueHeads()), i(layer.getNumValueHeads()));
+  eq("K", i(layer.getKeyDim()), i(layer.getKeyDim()));
+  eq("V", i(layer.getValueDim()), i(layer.getValueDim()));
+  auto dt = [&](StringRef field, DType d) {
+    eq(field, dtypeEnum(d),
+       llvm::formatv("{0} ({1})", (int)d, stringifyDType(d)).str());
+  };
+  dt("in_dtype", layer.getInDtype());
+  dt("out_dtype", layer.getOutputDType());
+  dt("state_dtype", layer.getStateDtype());
+  StateLayout sl = layer.getStateLayout();
+  eq("state_layout",
+     sl == StateLayout::kv ? "DELTAC_STATE_KV" : "DELTAC_STATE_VK",
+     llvm::formatv("{0} ({1})", (int)sl, stringifyStateLayout(sl)).str());
+  eq("qk_l2norm", layer.getQkL2norm() ? "1" : "0",
+     layer.getQkL2norm() ? "1 (q/k L2 norm on)" : "0 (q/k L2 norm off)");
+  auto forbid = [&](StringRef ptr, StringRef why) {
+    os << "  if (p." << ptr << ")\n    return reject(err, len, \"" << name
+       << ": params." << ptr << " is set but " << why << "\");\n";
+  };
+  auto require = [&](StringRef ptr, StringRef why) {
+    os << "  if (!p." << ptr << ")\n    return reject(err, len, \"" << name
+       << ": params." << ptr << " is null but " << why << "\");\n";
+  };
+  if (!layer.getInitialState())
+    forbid("h0", "the layer was compiled without initial_state");
+  if (layer.getFinalState())
+    require("ht", "the layer was compiled with final_state");
+  else
+    forbid("ht", "the layer was compiled without final_state");
+  if (!layer.getVarlen())
+    forbid("cu_seqlens", "the layer was compiled without varlen");
+  if (var == Variant::delta)
+    forbid("g", "the delta variant has no decay");
+  double scale = layer.getScaleOrDefault();
+  os << llvm::formatv(
+      "  // scale 0 means the compiled scale.\n"
+      "  if (p.scale != 0.0f && std::fabs(p.scale - {0:e9}f) > 1e-6f * "
+      "{0:e9}f)\n"
+      "    return reject(err, len, \"{1}: params.scale = \" + "
+      "std::to_string(p.scale) +\n"
+      "                                \": compiled for {0:e9} (or 0)\");\n",
+      scale, name);
+  os << "  if (p.N <= 0 || p.N > (1 << 24))\n"
+     << "    return bad(\"N\", p.N, \"1..2^24\");\n"
+     << "  return true;\n}\n\n";
+
+  os << "// Longest sequence of the call (cu_seqlens must be a host "
+        "pointer).\n"
+     << "[[maybe_unused]] int64_t longestSequence(const deltac_fwd_params "
+        "&p) {\n"
+     << "  if (!p.cu_seqlens)\n    return p.T;\n"
+     << "  int64_t longest = 0;\n"
+     << "  for (int32_t n = 0; n < p.N; ++n)\n"
+     << "    longest = std::max<int64_t>(longest, p.cu_seqlens[n + 1] - "
+        "p.cu_seqlens[n]);\n"
+     << "  return longest;\n}\n\n";
+}
+
+// check_params only knows the template dtypes; a converted tensor keeps the
+// user's pointer in the view, so size-equivalent dtypes keep its alignment
+// check exact (f16 is checked as the 2-byte bf16).
+void emitCheckView(raw_ostream &os, const KernelPlan &plan) {
+  auto sizeEq = [](DType d) {
+    return d == DType::f16 ? dtypeEnum(DType::bf16) : dtypeEnum(d);
+  };
+  LayerOp layer = SymbolTable::lookupNearestSymbolFrom<LayerOp>(
+      plan.op, plan.op.getLayerAttr());
+  os << "  deltac_fwd_params view = p;\n";
+  if (layer.getInDtype() != plan.tplIn)
+    os << "  view.in_dtype = " << sizeEq(layer.getInDtype()) << ";\n";
+  if (layer.getOutputDType() != plan.tplOut)
+    os << "  view.out_dtype = " << sizeEq(layer.getOutputDType()) << ";\n";
+  if (layer.getStateDtype() != DType::f32)
+    os << "  view.state_dtype = DELTAC_F32; // converted around the call\n";
+}
+
+void emitTry(raw_ostream &os) {
+  os << "#if defined(__cpp_exceptions)\n  try {\n#endif\n";
+}
+
+void emitCatch(raw_ostream &os, LayerOp layer) {
+  os << "#if defined(__cpp_exceptions)\n"
+     << "  } catch (const std::exception &e) {\n"
+     << "    return fail(err, err_len, std::string(\"" << layer.getSymName()
+     << ": \") + e.what());\n"
+     << "  }\n#endif\n";
+}
+
+void emitDispatch(raw_ostream &os, ArrayRef<KernelPlan> plans,
+                  const std::string &args) {
+  SmallVector<const KernelPlan *> order;
+  for (const KernelPlan &p : plans)
+    order.push_back(&p);
+  // Bounded kernels by their bound, then the unbounded one.
+  std::stable_sort(order.begin(), order.end(), [](auto *a, auto *b) {
+    int64_t x = a->sched.getMaxTokens(), y = b->sched.getMaxTokens();
+    return (x ? x : INT64_MAX) < (y ? y : INT64_MAX);
+  });
+  if (order.size() > 1)
+    os << "  const int64_t longest = longestSequence(view);\n";
+  for (const KernelPlan *k : order) {
+    int64_t bound = k->sched.getMaxTokens();
+    std::string call =
+        ("run_" + k->op.getSymName() + "(" + args + ")").str();
+    if (bound)
+      os << "  if (longest <= " << bound << ")\n    return " << call
+         << ";\n";
+    else {
+      os << "  return " << call << ";\n";
+      return;
+    }
+  }
+  os << "  return fail(err, err_len, \"the longest sequence (\" + "
+        "std::to_string(longest) + \" tokens) exceeds every compiled "
+        "kernel\");\n";
+}
+
+/// The spec as a params template and feature macros, for callers.
+static void emitSpecParams(raw_ostream &os, LayerOp layer) {
+  StringRef name = layer.getSymName();
+  std::string up = name.upper();
+  auto flag = [&](StringRef what, bool on) {
+    os << "#define " << up << "_" << what << " " << (on ? 1 : 0) << "\n";
+  };
+  flag("INITIAL_STATE", layer.getInitialState());
+  flag("FINAL_STATE", layer.getFinalState());
+  flag("VARLEN", layer.getVarlen());
+  flag("BETA_SIGMOID", layer.getBetaSigmoid());
+  flag("GATE_IN_KERNEL", layer.getGateInKernel());
+  flag("CHUNK_STATES", layer.getChunkStates());
+  if (layer.getChunkStates()) {
+    int64_t chunk = 0;
+    if (auto scheds = layer.getSchedules())
+      for (auto sc : scheds->getAsRange<ScheduleAttr>())
+        if (sc.getMode() == Mode::chunked)
+          chunk = sc.getChunk();
+    os << "#define " << up << "_CHUNK " << chunk << "\n\n"
+       << "/* Chunk-end states: f32 [" << name
+       << "_chunk_count(p), HV, K, V] (state layout), one per\n"
+       << " * chunk of " << chunk
+       << " tokens of each sequence, in order (host cu_seqlens). */\n"
+       << "static inline long long " << name
+       << "_chunk_count(const deltac_fwd_params *p) {\n"
+       << "  long long n = 0;\n"
+       << "  for (int i = 0; i < p->N; ++i) {\n"
+       << "    long long len = p->cu_seqlens ? p->cu_seqlens[i + 1] - "
+          "p->cu_seqlens[i] : p->T;\n"
+       << "    n += (len + " << chunk - 1 << ") / " << chunk << ";\n"
+       << "  }\n  return n;\n}\n\n";
+  }
+  os << "#define " << up << "_BETA_RANGE "
+     << (layer.getBetaRange() == BetaRange::zero_two ? "2.0f" : "1.0f")
+     << "\n#define " << up << "_DECODE_TOKENS " << layer.getDecodeTokens()
+     << "\n\n/* The compiled spec as params: fill B, T, N and the pointers. "
+        "*/\n"
+     << "static inline deltac_fwd_params " << name
+     << "_spec_params(void) {\n"
+     << "  deltac_fwd_params p;\n"
+     << "  memset(&p, 0, sizeof p);\n"
+     << "  p.variant = " << variantEnum(layer.getVariant()) << ";\n"
+     << "  p.H = " << layer.getHeads() << ";\n"
+     << "  p.HV = " << layer.getNumValueHeads() << ";\n"
+     << "  p.K = " << layer.getKeyDim() << ";\n"
+     << "  p.V = " << layer.getValueDim() << ";\n"
+     << "  p.in_dtype = " << dtypeEnum(layer.getInDtype()) << ";\n"
+     << "  p.out_dtype = " << dtypeEnum(layer.getOutputDType()) << ";\n"
+     << "  p.state_dtype = " << dtypeEnum(layer.getStateDtype()) << ";\n"
+     << "  p.state_layout = "
+     << (layer.getStateLayout() == StateLayout::kv ? "DELTAC_STATE_KV"
+                                                    : "DELTAC_STATE_VK")
+     << ";\n"
+     << llvm::formatv("  p.scale = {0:e9}f;\n", layer.getScaleOrDefault())
+     << "  p.qk_l2norm = " << (layer.getQkL2norm() ? 1 : 0) << ";\n"
+     << "  return p;\n}\n\n";
+}
+
+std::string emitHeader(LayerOp layer, bool cpu, bool cuda) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  std::string guard = ("DELTAC_GENERATED_" + layer.getSymName().upper() + "_H");
+  StringRef name = layer.getSymName();
+  os << "/* " << name << ".h: generated by deltac from delta.layer @" << name
+     << ". Do not edit.\n"
+     << " * Spec: variant " << stringifyVariant(layer.getVariant())
+     << ", H = " << layer.getHeads() << ", HV = " << layer.getNumValueHeads()
+     << ", K = " << layer.getKeyDim() << ", V = " << layer.getValueDim()
+     << ",\n *   in " << stringifyDType(layer.getInDtype()) << ", out "
+     << stringifyDType(layer.getOutputDType()) << ", state "
+     << stringifyDType(layer.getStateDtype()) << " "
+     << stringifyStateLayout(layer.getStateLayout()) << ", scale "
+     << llvm::formatv("{0:e9}", layer.getScaleOrDefault()) << ".\n"
+     << " * Entry points return 0 on success, non-zero with a message in err "
+        "otherwise. */\n"
+     << "#ifndef " << guard << "\n#define " << guard << "\n\n"
+     << "#include <stddef.h>\n#include <string.h>\n\n"
+     << "#include \"deltac/params.h\"\n\n"
+     << "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  if (layer.getGateInKernel())
+    os << "/* g = -exp(A_log) * softplus(a + dt_bias) is computed in the "
+          "entry: params.g holds a\n"
+       << " * (the shape of g), A_log is [HV], dt_bias is "
+       << (layer.getVariant() == Variant::kda ? "[HV, K]" : "[HV]")
+       << ". */\n";
+  if (layer.getBetaSigmoid())
+    os << "/* params.beta holds logits: beta = "
+       << (layer.getBetaRange() == BetaRange::zero_two ? "2 * " : "")
+       << "sigmoid(logits). */\n";
+  emitSpecParams(os, layer);
+  if (cpu)
+    os << "/* Host pointers. */\nint " << cpuEntry(layer)
+       << "(const deltac_fwd_params *p, " << extraParams(layer)
+       << "char *err, size_t err_len);\n";
+  if (cuda)
+    os << "/* Device pointers; stream is a cudaStream_t. */\nint "
+       << cudaEntry(layer) << "(const deltac_fwd_params *p, void *stream, "
+       << extraParams(layer) << "char *err, size_t err_len);\n";
+  os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
+  return s;
+}
+
+} // namespace deltac

@@ -1,0 +1,305 @@
+//===- EmitCpp.cpp - C++ for the CPU kernel templates ---------------------===//
+//
+// <layer>_cpu.cpp: the extern "C" entry checks the params against the
+// compiled spec and with deltac::check_params, then dispatches on the
+// longest sequence to one run_<kernel> function per delta.kernel. Each runs
+// its pre-processing stages as host loops, instantiates
+// deltac::cpu::chunked<Var, Chunk, K, V> or deltac::cpu::recurrent<Var, K, V>
+// for the delta.fused loop, then its post-processing stages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EmitInternal.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::delta;
+
+namespace deltac {
+namespace {
+
+const char kConversions[] = R"([[maybe_unused]] float bf16ToF32(uint16_t x) {
+  uint32_t u = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+[[maybe_unused]] uint16_t f32ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((u >> 16) | 0x40u); // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);      // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+[[maybe_unused]] float f16ToF32(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float mag = e == 0    ? std::ldexp(float(m), -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : std::ldexp(float(m | 0x400), e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+[[maybe_unused]] uint16_t f32ToF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u)
+    return sign | 0x7e00u;
+  if (u >= 0x477ff000u) // rounds to infinity
+    return sign | 0x7c00u;
+  if (u < 0x38800000u) { // half subnormal: units of 2^-24
+    float a;
+    std::memcpy(&a, &u, 4);
+    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
+  }
+  uint32_t r = u + 0xfffu + ((u >> 13) & 1u);
+  return sign | uint16_t((r >> 13) - (112u << 10));
+}
+
+template <class Cvt>
+std::vector<float> widen(const void *src, size_t n, Cvt cvt) {
+  const uint16_t *s = static_cast<const uint16_t *>(src);
+  std::vector<float> out(n);
+#pragma omp parallel for
+  for (int64_t i = 0; i < int64_t(n); ++i)
+    out[i] = cvt(s[i]);
+  return out;
+}
+
+template <class Cvt>
+void narrow(void *dst, const std::vector<float> &src, Cvt cvt) {
+  uint16_t *d = static_cast<uint16_t *>(dst);
+#pragma omp parallel for
+  for (int64_t i = 0; i < int64_t(src.size()); ++i)
+    d[i] = cvt(src[i]);
+}
+
+)";
+
+const char *toF32Fn(DType d) { return d == DType::f16 ? "f16ToF32" : "bf16ToF32"; }
+const char *fromF32Fn(DType d) { return d == DType::f16 ? "f32ToF16" : "f32ToBf16"; }
+
+/// Element count expression of a tensor.
+const char *countOf(StringRef t) {
+  if (t == "q" || t == "k")
+    return "nQK";
+  if (t == "v" || t == "o")
+    return "nVO";
+  return "nH";
+}
+
+// delta.state_scan with save_chunk_states: the chunked template runs one
+// chunk of one sequence per call, carrying the state through the chunk-state
+// slots (the last one is the final state).
+void emitChunkStateLoop(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
+  int64_t gw = layer.getVariant() == Variant::kda ? layer.getKeyDim() : 1;
+  os << "  // delta.state_scan saves chunk-end states: one template call per "
+        "chunk of each\n"
+     << "  // sequence, the state carried through the chunk_states slots.\n"
+     << "  {\n"
+     << "    const int64_t C = " << k.sched.getChunk() << ";\n"
+     << "    const size_t hs = size_t(p.HV) * p.K * p.V;\n"
+     << "    const size_t inB = p.in_dtype == DELTAC_F32 ? 4 : 2;\n"
+     << "    const size_t outB = p.out_dtype == DELTAC_F32 ? 4 : 2;\n"
+     << "    int64_t slot = 0;\n"
+     << "    for (int32_t n = 0; n < p.N; ++n) {\n"
+     << "      const int64_t start = p.cu_seqlens ? p.cu_seqlens[n] : "
+        "int64_t(n) * p.T;\n"
+     << "      const int64_t len = p.cu_seqlens ? p.cu_seqlens[n + 1] - start "
+        ": p.T;\n"
+     << "      const float *h = p.h0 ? static_cast<const float *>(p.h0) + n * "
+        "hs : nullptr;\n"
+     << "      for (int64_t t0 = 0; t0 < len; t0 += C, ++slot) {\n"
+     << "        const int64_t tok = start + t0;\n"
+     << "        deltac_fwd_params c = p;\n"
+     << "        c.B = 1;\n        c.N = 1;\n"
+     << "        c.T = int32_t(std::min<int64_t>(C, len - t0));\n"
+     << "        c.cu_seqlens = nullptr;\n"
+     << "        c.q = static_cast<const char *>(p.q) + tok * p.H * p.K * "
+        "inB;\n"
+     << "        c.k = static_cast<const char *>(p.k) + tok * p.H * p.K * "
+        "inB;\n"
+     << "        c.v = static_cast<const char *>(p.v) + tok * p.HV * p.V * "
+        "inB;\n"
+     << "        c.o = static_cast<char *>(p.o) + tok * p.HV * p.V * outB;\n"
+     << "        c.beta = p.beta + tok * p.HV;\n";
+  if (layer.getVariant() != Variant::delta)
+    os << "        c.g = p.g + tok * p.HV * " << gw << ";\n";
+  os << "        c.h0 = h;\n"
+     << "        c.ht = chunk_states + slot * hs;\n"
+     << llvm::formatv("        deltac::cpu::chunked<{0}, {1}, {2}, {3}>(c);\n",
+                      variantEnum(layer.getVariant()), k.sched.getChunk(),
+                      layer.getKeyDim(), layer.getValueDim())
+     << "        h = chunk_states + slot * hs;\n"
+     << "      }\n"
+     << "      if (p.ht) {\n"
+     << "        float *out = static_cast<float *>(p.ht) + n * hs;\n"
+     << "        if (h)\n          std::copy(h, h + hs, out);\n"
+     << "        else\n          std::fill(out, out + hs, 0.0f);\n"
+     << "      }\n"
+     << "    }\n"
+     << "  }\n";
+}
+
+void emitKernel(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
+  os << "// delta.kernel @" << k.op.getSymName() << ": "
+     << stringifyMode(k.sched.getMode());
+  if (k.chunked)
+    os << ", chunk " << k.sched.getChunk();
+  if (k.sched.getMaxTokens())
+    os << ", sequences of <= " << k.sched.getMaxTokens() << " tokens";
+  os << " (schedule: " << k.sched.getSource() << ").\n"
+     << "int run_" << k.op.getSymName() << "(deltac_fwd_params p, "
+     << extraParams(layer) << "char *err, size_t err_len) {\n"
+     << "  (void)err;\n  (void)err_len;\n"
+     << "  [[maybe_unused]] const size_t nQK = size_t(p.B) * p.T * p.H * "
+        "p.K;\n"
+     << "  [[maybe_unused]] const size_t nVO = size_t(p.B) * p.T * p.HV * "
+        "p.V;\n"
+     << "  [[maybe_unused]] const size_t nH = size_t(p.N) * p.HV * p.K * "
+        "p.V;\n"
+     << "  [[maybe_unused]] const size_t nBeta = size_t(p.B) * p.T * p.HV;\n";
+
+  for (ConvertOp c : k.pre) {
+    StringRef t = c.getTensor();
+    os << "  // delta.convert \"" << t << "\" " << stringifyDType(c.getFrom())
+       << " to " << stringifyDType(c.getTo()) << "\n";
+    std::string buf = (t + "_f32").str();
+    if (t == "h0") {
+      os << "  std::vector<float> " << buf << ";\n  if (p.h0) {\n    " << buf
+         << " = widen(p.h0, nH, " << toF32Fn(c.getFrom())
+         << ");\n    p.h0 = " << buf << ".data();\n  }\n"
+         << "  p.state_dtype = DELTAC_F32;\n";
+    } else {
+      os << "  std::vector<float> " << buf << " = widen(p." << t << ", "
+         << countOf(t) << ", " << toF32Fn(c.getFrom()) << ");\n  p." << t
+         << " = " << buf << ".data();\n";
+      if (t == "v")
+        os << "  p.in_dtype = DELTAC_F32;\n";
+    }
+  }
+  // Outputs converted after the call are first written to f32 buffers.
+  for (ConvertOp c : k.post) {
+    StringRef t = c.getTensor();
+    std::string buf = (t + "_f32").str();
+    os << "  // delta.convert \"" << t << "\" " << stringifyDType(c.getFrom())
+       << " to " << stringifyDType(c.getTo())
+       << " (after the call): f32 buffer\n"
+       << "  void *" << t << "_out = p." << t << ";\n"
+       << "  std::vector<float> " << buf << ";\n";
+    if (t == "ht")
+      os << "  if (p.ht) {\n    " << buf << ".resize(nH);\n    p.ht = " << buf
+         << ".data();\n  }\n  p.state_dtype = DELTAC_F32;\n";
+    else
+      os << "  " << buf << ".resize(nVO);\n  p.o = " << buf
+         << ".data();\n  p.out_dtype = DELTAC_F32;\n";
+  }
+  if (k.betaSigmoid) {
+    bool two = k.betaSigmoid.getRange() == BetaRange::zero_two;
+    os << "  // delta.beta_sigmoid " << stringifyBetaRange(k.betaSigmoid.getRange())
+       << ": params.beta holds logits\n"
+       << "  std::vector<float> beta_buf(nBeta);\n#pragma omp parallel for\n"
+       << "  for (int64_t i = 0; i < int64_t(nBeta); ++i)\n"
+       << "    beta_buf[i] = " << (two ? "2.0f" : "1.0f")
+       << " / (1.0f + std::exp(-p.beta[i]));\n"
+       << "  p.beta = beta_buf.data();\n";
+  }
+  if (k.gate) {
+    int64_t w = k.gate.getWidth();
+    os << "  // delta.gate width " << w
+       << ": g = -exp(A_log[h]) * softplus(a + dt_bias), params.g holds a\n"
+       << "  const size_t nG = nBeta * " << w << ";\n"
+       << "  std::vector<float> g_buf(nG);\n#pragma omp parallel for\n"
+       << "  for (int64_t i = 0; i < int64_t(nG); ++i) {\n"
+       << "    const int64_t h = (i / " << w << ") % p.HV, c = i % " << w
+       << ";\n"
+       << "    const float x = p.g[i] + dt_bias[h * " << w << " + c];\n"
+       << "    const float sp = x > 20.0f ? x : std::log1p(std::exp(x));\n"
+       << "    g_buf[i] = -std::exp(A_log[h]) * sp;\n  }\n"
+       << "  p.g = g_buf.data();\n";
+  }
+
+  const char *var = variantEnum(layer.getVariant());
+  os << "  // delta.fused over " << (k.chunked ? "chunks" : "tokens");
+  if (k.l2norm)
+    os << " (qk_l2norm fused: p.qk_l2norm = 1)";
+  os << "\n";
+  if (k.chunkStates)
+    emitChunkStateLoop(os, layer, k);
+  else if (k.chunked)
+    os << llvm::formatv("  deltac::cpu::chunked<{0}, {1}, {2}, {3}>(p);\n",
+                        var, k.sched.getChunk(), layer.getKeyDim(),
+                        layer.getValueDim());
+  else
+    os << llvm::formatv("  deltac::cpu::recurrent<{0}, {1}, {2}>(p);\n", var,
+                        layer.getKeyDim(), layer.getValueDim());
+
+  for (ConvertOp c : k.post) {
+    StringRef t = c.getTensor();
+    os << "  // delta.convert \"" << t << "\" " << stringifyDType(c.getFrom())
+       << " to " << stringifyDType(c.getTo()) << "\n";
+    if (t == "ht")
+      os << "  if (ht_out)\n  ";
+    os << "  narrow(" << t << "_out, " << t << "_f32, "
+       << fromF32Fn(c.getTo()) << ");\n";
+  }
+  os << "  return 0;\n}\n\n";
+}
+
+} // namespace
+
+std::string emitCpuSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  StringRef name = layer.getSymName();
+  os << "// " << name << "_cpu.cpp: generated by deltac from delta.layer @"
+     << name << ". Do not edit.\n"
+     << "#include \"" << name << ".h\"\n\n"
+     << "#include \"deltac/check.h\"\n#include \"deltac/cpu/forward.h\"\n"
+     << "#include \"deltac/params.h\"\n\n"
+     << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
+     << "#include <cstdio>\n#include <cstring>\n#include <exception>\n#include <string>\n"
+     << "#include <vector>\n\n";
+  emitCommonPrelude(os, layer);
+  bool needCvt = llvm::any_of(plans, [](const KernelPlan &k) {
+    return !k.pre.empty() || !k.post.empty();
+  });
+  if (needCvt)
+    os << kConversions;
+  for (const KernelPlan &k : plans)
+    emitKernel(os, layer, k);
+  os << "} // namespace\n\n";
+
+  std::string entry = cpuEntry(layer);
+  os << "extern \"C\" int " << entry << "(const deltac_fwd_params *params, "
+     << extraParams(layer) << "char *err, size_t err_len) {\n"
+     << "  if (!params)\n    return fail(err, err_len, \"" << entry
+     << ": params is null\");\n"
+     << "  deltac_fwd_params p = *params;\n"
+     << "  if (!matchSpec(p, err, err_len))\n    return 1;\n"
+     << llvm::formatv("  if (p.scale == 0.0f)\n    p.scale = {0:e9}f;\n",
+                      layer.getScaleOrDefault());
+  if (layer.getGateInKernel())
+    os << "  if (!A_log || !dt_bias || !p.g)\n    return fail(err, err_len, \""
+       << name << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
+  if (layer.getChunkStates())
+    os << "  if (!chunk_states)\n    return fail(err, err_len, \"" << name
+       << ": chunk_states is null: the layer was compiled with "
+          "chunk_states\");\n";
+  emitCheckView(os, plans.front());
+  os << "  std::string msg;\n"
+     << "  if (!deltac::check_params(view, &msg))\n"
+     << "    return fail(err, err_len, \"" << name << ": \" + msg);\n";
+  emitTry(os);
+  emitDispatch(os, plans, "p, " + extraArgs(layer) + "err, err_len");
+  emitCatch(os, layer);
+  os << "}\n";
+  return s;
+}
+
+} // namespace deltac

@@ -1,0 +1,26 @@
+//===- Pipeline.cpp - the deltac pass pipeline ----------------------------===//
+
+#include "deltac/Emit.h"
+
+#include "Delta/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+
+LogicalResult deltac::runPipeline(ModuleOp module,
+                                  const PipelineOptions &opts) {
+  PassManager pm(module.getContext());
+  delta::DeltaSelectScheduleOptions so;
+  so.target = opts.target;
+  so.mode = opts.mode;
+  so.chunk = opts.chunk;
+  so.tileK = opts.tileK;
+  so.tileV = opts.tileV;
+  so.warps = opts.warps;
+  so.stages = opts.stages;
+  so.tuningDb = opts.tuningDb;
+  pm.addPass(delta::createDeltaSelectSchedule(so));
+  pm.addPass(delta::createDeltaLowerStages());
+  return pm.run(module);
+}

@@ -1,0 +1,208 @@
+//===- deltac.cpp - the deltac driver -------------------------------------===//
+//
+//   deltac generate SPEC.mlir -o DIR [--target=cpu|cuda:sm_90a|all] [...]
+//   deltac generate --variant=gated --heads=16 ... -o DIR
+//   deltac run ...   (forwards to deltac::run_command from deltac_cli)
+//
+//===----------------------------------------------------------------------===//
+
+#include "Flags.h"
+#include "deltac/Emit.h"
+
+#include "Delta/DeltaDialect.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+#ifdef DELTAC_HAVE_CLI
+#include "deltac/cli.h"
+#endif
+
+using namespace llvm;
+using namespace mlir;
+
+namespace {
+
+cl::SubCommand runCmd("run", "Run a compiled layer on .npy inputs (see "
+                             "`deltac run --help`)");
+
+cl::OptionCategory genCat("Generate options");
+cl::opt<std::string> specFile(cl::Positional, cl::desc("[spec.mlir]"),
+                              cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<std::string> outDir("o", cl::desc("output directory"),
+                            cl::value_desc("dir"),
+                            cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<std::string> emitWhat(
+    "emit",
+    cl::desc("files (default: write DIR), or print one thing to stdout: "
+             "mlir (IR after lowering), header, cpp, cuda, manifest"),
+    cl::init("files"), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<std::string> target("target", cl::desc("cpu, cuda:sm_90a or all"),
+                            cl::init("cpu"), cl::sub(deltac::generateCmd()),
+                            cl::cat(genCat));
+cl::opt<std::string> mode("mode",
+                          cl::desc("auto, chunked or recurrent (overrides "
+                                   "the spec)"),
+                          cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> chunk("chunk", cl::desc("chunk length: 16, 32 or 64"),
+                   cl::init(0), cl::sub(deltac::generateCmd()),
+                   cl::cat(genCat));
+cl::opt<int> tileK("tile-k", cl::desc("key tile override"), cl::init(0),
+                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> tileV("tile-v", cl::desc("value tile override"), cl::init(0),
+                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> warps("warps", cl::desc("CUDA warps override"), cl::init(0),
+                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> stages("stages", cl::desc("pipeline stages override"),
+                    cl::init(0), cl::sub(deltac::generateCmd()),
+                    cl::cat(genCat));
+cl::opt<std::string> tuningDb("tuning-db",
+                              cl::desc("tuning database (JSON)"),
+                              cl::value_desc("path"),
+                              cl::sub(deltac::generateCmd()), cl::cat(genCat));
+
+int error(const Twine &msg) {
+  errs() << "deltac: error: " << msg << "\n";
+  return 1;
+}
+
+int writeFiles(const std::vector<deltac::GeneratedFile> &files) {
+  if (std::error_code ec = sys::fs::create_directories(outDir))
+    return error("cannot create output directory '" + outDir +
+                 "': " + ec.message());
+  for (const deltac::GeneratedFile &f : files) {
+    SmallString<256> path(outDir);
+    sys::path::append(path, f.name);
+    std::string err;
+    auto out = openOutputFile(path, &err);
+    if (!out)
+      return error(err);
+    out->os() << f.text;
+    out->keep();
+  }
+  return 0;
+}
+
+int printOne(const std::vector<deltac::GeneratedFile> &files) {
+  StringRef suffix = llvm::StringSwitch<StringRef>(emitWhat)
+                         .Case("header", ".h")
+                         .Case("cpp", "_cpu.cpp")
+                         .Case("cuda", "_cuda.cu")
+                         .Case("manifest", "manifest.json");
+  bool any = false;
+  for (const deltac::GeneratedFile &f : files)
+    if (StringRef(f.name).ends_with(suffix)) {
+      outs() << f.text;
+      any = true;
+    }
+  if (!any)
+    return error("--emit=" + emitWhat + ": nothing of that kind was "
+                 "generated (check --target)");
+  return 0;
+}
+
+int generate() {
+  static const char *kinds[] = {"files", "mlir", "header", "cpp", "cuda",
+                                "manifest"};
+  if (!llvm::is_contained(kinds, StringRef(emitWhat)))
+    return error("--emit=" + emitWhat +
+                 ": expected files, mlir, header, cpp, cuda or manifest");
+  if (emitWhat == "files" && outDir.empty())
+    return error("generate: -o DIR is required (or --emit=... to print to "
+                 "stdout)");
+
+  SourceMgr sourceMgr;
+  bool flags = deltac::specFlagsGiven();
+  if (!specFile.empty() && flags)
+    return error("generate: give either a spec file or spec flags "
+                 "(--variant, --heads, ...), not both");
+  if (specFile.empty() && !flags)
+    return error("generate: expected a spec file (SPEC.mlir) or spec flags "
+                 "(--variant, --heads, --key-dim, --value-dim, ...)");
+  if (flags) {
+    std::string text, err;
+    if (!deltac::specFromFlags(mode, text, err))
+      return error(err);
+    sourceMgr.AddNewSourceBuffer(
+        MemoryBuffer::getMemBufferCopy(text, "<spec from flags>"), SMLoc());
+  } else {
+    std::string err;
+    auto buf = openInputFile(specFile, &err);
+    if (!buf)
+      return error("cannot read spec '" + specFile + "': " + err);
+    sourceMgr.AddNewSourceBuffer(std::move(buf), SMLoc());
+  }
+
+  MLIRContext ctx;
+  ctx.loadDialect<delta::DeltaDialect>();
+  ctx.printOpOnDiagnostic(false); // messages name the op and the problem
+  SourceMgrDiagnosticHandler diag(sourceMgr, &ctx);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &ctx);
+  if (!module)
+    return 1;
+
+  deltac::PipelineOptions opts;
+  opts.target = target;
+  opts.mode = mode;
+  opts.chunk = chunk;
+  opts.tileK = tileK;
+  opts.tileV = tileV;
+  opts.warps = warps;
+  opts.stages = stages;
+  opts.tuningDb = tuningDb;
+  if (failed(deltac::runPipeline(*module, opts)))
+    return 1;
+  if (emitWhat == "mlir") {
+    module->print(outs());
+    outs() << "\n";
+    return 0;
+  }
+  std::vector<deltac::GeneratedFile> files;
+  if (failed(deltac::emitPackage(*module, files)))
+    return 1;
+  return emitWhat == "files" ? writeFiles(files) : printOne(files);
+}
+
+int run(int argc, char **argv) {
+#ifdef DELTAC_HAVE_CLI
+  return deltac::run_command(argc, argv);
+#else
+  (void)argc;
+  (void)argv;
+  return error("run: this deltac was built without deltac_cli; use "
+               "deltac-run");
+#endif
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  // `deltac run ...` is parsed by the runtime's command, not by llvm::cl.
+  if (argc >= 2 && std::strcmp(argv[1], "run") == 0)
+    return run(argc - 1, argv + 1);
+  cl::HideUnrelatedOptions({&genCat, &deltac::specCategory()});
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "deltac: delta-rule attention kernel "
+                                   "compiler\n",
+                                   &errs()))
+    return 1;
+  if (deltac::generateCmd())
+    return generate();
+  errs() << "deltac: expected a subcommand: generate or run (see deltac "
+            "--help)\n";
+  return 1;
+}

@@ -1,0 +1,29 @@
+//===- DeltaDialect.td - the delta dialect -----------------*- tablegen -*-===//
+//
+// The `delta` dialect describes delta-rule linear attention layers (DeltaNet,
+// Gated DeltaNet, Kimi Delta Attention), their schedules and their stages.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DELTA_DIALECT_TD
+#define DELTA_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Delta_Dialect : Dialect {
+  let name = "delta";
+  let summary = "Delta-rule linear attention layers and their kernel schedules";
+  let description = [{
+    A `delta.layer` op is the spec of one recurrence layer. Passes attach a
+    schedule (`delta-select-schedule`), lower the layer into kernels made of
+    stage ops (`delta-lower-stages`), and the deltac emitter turns kernels
+    into C++/CUDA that instantiates the hand-written templates.
+  }];
+  let cppNamespace = "::mlir::delta";
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Delta_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Delta_Dialect, mnemonic, traits>;
+
+#endif // DELTA_DIALECT_TD

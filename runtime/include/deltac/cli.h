@@ -1,0 +1,18 @@
+// The `deltac run` command, shared by the deltac-run executable and the
+// compiler's `deltac run` subcommand.
+#ifndef DELTAC_CLI_H
+#define DELTAC_CLI_H
+
+namespace deltac {
+
+// argv[0] is "run" (or the program name); the rest are the flags documented
+// in run_usage(). Prints errors (one line) to stderr and returns 0 on
+// success, 1 on any error; on error no output file is written.
+int run_command(int argc, char **argv);
+
+// The --help text.
+const char *run_usage();
+
+} // namespace deltac
+
+#endif // DELTAC_CLI_H

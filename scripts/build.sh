@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds deltac into ${DELTAC_BUILD_DIR:-build}. Extra args go to cmake.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${DELTAC_BUILD_DIR:-$root/build}"
+cuda=()
+[ -x /usr/local/cuda/bin/nvcc ] && cuda=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_DIR=/usr/lib/llvm-22/lib/cmake/llvm \
+  "${cuda[@]}" "$@" >/dev/null
+cmake --build "$build" -j "$(nproc)"

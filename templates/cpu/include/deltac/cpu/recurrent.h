@@ -1,0 +1,263 @@
+// Token-by-token recurrent kernel. The value columns of the state evolve
+// independently, so each head's state is processed in column tiles of VB
+// columns ([K][VB] floats, kept in L1) over a block of TB tokens whose q, k
+// (normalised) and decays are prepared once. Per token and tile: one
+// read-write pass (rank-1 update + h^T q + next token's h^T k); decays are
+// applied lazily through per-row scalars (see rec_pass).
+#ifndef DELTAC_CPU_RECURRENT_H
+#define DELTAC_CPU_RECURRENT_H
+
+#include "deltac/cpu/common.h"
+
+namespace deltac::cpu {
+namespace detail {
+
+constexpr int kRecTokens = 64;  // tokens prepared per block
+
+// tile[K][VB] <- columns [v0, v0+VB) of a state in `layout` (null: zeros).
+template <int VB>
+inline void load_tile(float* tile, const float* src, int layout, int K, int V,
+                      int v0) {
+  if (!src) {
+    std::memset(tile, 0, sizeof(float) * K * VB);
+  } else if (layout == DELTAC_STATE_VK) {
+    for (int c = 0; c < VB; ++c)
+      for (int k = 0; k < K; ++k) tile[k * VB + c] = src[size_t(v0 + c) * K + k];
+  } else {
+    for (int k = 0; k < K; ++k)
+      std::memcpy(tile + k * VB, src + size_t(k) * V + v0, sizeof(float) * VB);
+  }
+}
+
+template <int VB>
+inline void store_tile(float* dst, int layout, const float* tile, int K, int V,
+                       int v0) {
+  if (layout == DELTAC_STATE_VK) {
+    for (int c = 0; c < VB; ++c)
+      for (int k = 0; k < K; ++k) dst[size_t(v0 + c) * K + k] = tile[k * VB + c];
+  } else {
+    for (int k = 0; k < K; ++k)
+      std::memcpy(dst + size_t(k) * V + v0, tile + k * VB, sizeof(float) * VB);
+  }
+}
+
+// Lazy decay. The tile holds h~ with h = c (.) h~ per key row, c the decay
+// accumulated since the last "fold" token. Non-fold tokens then cost what a
+// delta-rule token costs (no per-element multiply):
+//   h^T k = sum_r h~_r (c_r k_r),  h~_r += (k_r / c_r) u,  o = sum_r h~_r (c_r q_r).
+// A fold token applies c to the tile (h = c h~ + k u^T) and resets c to 1;
+// folds happen when some c_r drops below kFoldBelow (so k / c stays finite)
+// and at the last token of a block (the tile is stored in true scale).
+constexpr float kFoldBelow = 0x1p-40f;
+
+// One pass over the tile for one token. ks, qs, kn: per-row scalars (see
+// above; kn = c k of the next token), av: c (fold tokens).
+template <bool Fold, int NV, int P>
+inline void rec_pass(float* tile, int K, const float* ks, const float* qs,
+                     const float* kn, const float* av, const simd::v8* u,
+                     simd::v8 (&oa)[P][NV], simd::v8 (&hk)[P][NV]) {
+  using namespace simd;
+  constexpr int VB = NV * W;
+  for (int r = 0; r < K; r += P) {
+#pragma GCC unroll 4
+    for (int s = 0; s < P; ++s) {
+      const v8 kv = set1(ks[r + s]), qv = set1(qs[r + s]), nv = set1(kn[r + s]);
+      v8 a = zero();
+      if (Fold)
+        a = set1(av[r + s]);
+      float* h = tile + (r + s) * VB;
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; ++c) {
+        v8 x = load(h + c * W);
+        if (Fold)
+          x *= a;
+        x = fma(kv, u[c], x);
+        store(h + c * W, x);
+        oa[s][c] = fma(x, qv, oa[s][c]);
+        hk[s][c] = fma(x, nv, hk[s][c]);
+      }
+    }
+  }
+}
+
+// Runs tokens [0, nt) of a prepared block over one state tile. Per token t
+// ([nt][K] rows): ks, qs, kd (= c k, for h^T k), av (= c, fold tokens);
+// fold[t] != 0 marks fold tokens; vb [nt][V]; bb beta [nt]. Outputs
+// (unscaled) go to ob[t][VB]. One pass over the tile per token: while token
+// t's update is written, h^T k for token t+1 is accumulated.
+template <int VB, int KC>
+inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks,
+                     const float* qs, const float* kd, const float* av,
+                     const float* fold, const float* vb, const float* bb,
+                     float* ob) {
+  using namespace simd;
+  constexpr int NV = VB / W;
+  constexpr int P = NV >= 4 ? 1 : 2;  // partial sums per accumulator
+  const int K = KC ? KC : K_;
+  v8 hk[P][NV];
+  for (int s = 0; s < P; ++s)
+    for (int c = 0; c < NV; ++c) hk[s][c] = zero();
+  for (int r = 0; r < K; r += P)
+#pragma GCC unroll 4
+    for (int s = 0; s < P; ++s) {
+      const v8 kv = set1(kd[r + s]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NV; ++c)
+        hk[s][c] = fma(load(tile + (r + s) * VB + c * W), kv, hk[s][c]);
+    }
+  for (int t = 0; t < nt; ++t) {
+    const size_t row = size_t(t) * K;
+    const float* kn = kd + (t + 1 < nt ? row + K : row);
+    v8 u[NV];
+    const v8 beta = set1(bb[t]);
+    for (int c = 0; c < NV; ++c) {
+      v8 x = hk[0][c];
+      for (int s = 1; s < P; ++s) x += hk[s][c];
+      u[c] = beta * (load(vb + size_t(t) * V + v0 + c * W) - x);
+    }
+    v8 oa[P][NV];
+    for (int s = 0; s < P; ++s)
+      for (int c = 0; c < NV; ++c) oa[s][c] = hk[s][c] = zero();
+    if (fold[t] != 0.0f)
+      rec_pass<true, NV, P>(tile, K, ks + row, qs + row, kn, av + row, u, oa, hk);
+    else
+      rec_pass<false, NV, P>(tile, K, ks + row, qs + row, kn, av + row, u, oa, hk);
+    for (int c = 0; c < NV; ++c) {
+      v8 o = oa[0][c];
+      for (int s = 1; s < P; ++s) o += oa[s][c];
+      store(ob + t * VB + c * W, o);
+    }
+  }
+}
+
+template <deltac_variant Var, int VB, int KC, int VC>
+void recurrent_impl(const deltac_fwd_params& p) {
+  const int K = KC ? KC : p.K, V = VC ? VC : p.V;
+  const int TB = kRecTokens;
+  const int group = p.HV / p.H;
+  const float scale = kernel_scale(p, K);
+  // Scratch: S [K][V] (state between token blocks, tile-major), tile, q, k,
+  // kd, a [TB][K], v [TB][V], beta, gate, o [TB][VB].
+  const size_t nS = pad16(size_t(K) * V), nT = pad16(size_t(K) * VB),
+               nK = pad16(size_t(TB) * K), nV = pad16(size_t(TB) * V);
+  const size_t total =
+      nS + nT + 4 * nK + nV + 2 * pad16(TB) + pad16(TB * VB) + pad16(K);
+
+  for_each_head(p, [&](int n, int j) {
+    float* S = scratch(total);
+    float* tile = S + nS;
+    float* qb = tile + nT;
+    float* kb = qb + nK;
+    float* kd = kb + nK;
+    float* ab = kd + nK;
+    float* vb = ab + nK;
+    float* bb = vb + nV;
+    float* fl = bb + pad16(TB);  // fold flags [TB]
+    float* ob = fl + pad16(TB);
+    float* cs = ob + pad16(TB * VB);  // running decay c [K]
+
+    int64_t t0, t1;
+    seq_range(p, n, &t0, &t1);
+    const int hk = j / group;
+    const size_t sofs = (size_t(n) * p.HV + j) * size_t(K) * V;
+    const float* h0 = p.h0 ? static_cast<const float*>(p.h0) + sofs : nullptr;
+    float* ht = p.ht ? static_cast<float*>(p.ht) + sofs : nullptr;
+    if (t0 == t1) {  // empty sequence: ht = h0
+      if (ht) {
+        load_state(S, V, h0, p.state_layout, K, V);
+        store_state(ht, p.state_layout, S, V, K, V);
+      }
+      return;
+    }
+    for (int64_t b0 = t0; b0 < t1; b0 += TB) {
+      const int nt = int(t1 - b0 < TB ? t1 - b0 : TB);
+      const bool first = b0 == t0, last = b0 + nt == t1;
+      for (int t = 0; t < nt; ++t) {
+        const int64_t tok = b0 + t;
+        const int64_t qo = (tok * p.H + hk) * K;
+        const int64_t th = tok * p.HV + j;
+        float* q = qb + size_t(t) * K;
+        float* k = kb + size_t(t) * K;
+        load_row(q, p.q, p.in_dtype, qo, K);
+        load_row(k, p.k, p.in_dtype, qo, K);
+        if (p.qk_l2norm) {
+          l2norm(q, K);
+          l2norm(k, K);
+        }
+        load_row(vb + size_t(t) * V, p.v, p.in_dtype, th * V, V);
+        bb[t] = p.beta[th];
+        // Lazy-decay scalars (see rec_pass); cs holds c for this token.
+        float* k1 = kd + size_t(t) * K;
+        if (Var == DELTAC_VARIANT_DELTA) {
+          std::memcpy(k1, k, sizeof(float) * K);
+          fl[t] = 0.0f;
+          continue;
+        }
+        if (t == 0)
+          for (int r = 0; r < K; ++r) cs[r] = 1.0f;
+        if (Var == DELTAC_VARIANT_KDA) {
+          const float* g = p.g + th * K;
+          for (int r = 0; r < K; r += simd::W)
+            simd::store(cs + r, simd::load(cs + r) * simd::exp(simd::load(g + r)));
+        } else {
+          const float a = std::exp(p.g[th]);
+          for (int r = 0; r < K; ++r) cs[r] *= a;
+        }
+        float cmin = cs[0];
+        for (int r = 0; r < K; ++r) {
+          k1[r] = cs[r] * k[r];
+          cmin = cs[r] < cmin ? cs[r] : cmin;
+        }
+        if (t == nt - 1 || !(cmin >= kFoldBelow)) {
+          fl[t] = 1.0f;
+          std::memcpy(ab + size_t(t) * K, cs, sizeof(float) * K);
+          for (int r = 0; r < K; ++r) cs[r] = 1.0f;
+        } else {
+          fl[t] = 0.0f;
+          for (int r = 0; r < K; ++r) {
+            k[r] /= cs[r];
+            q[r] *= cs[r];
+          }
+        }
+      }
+      // Touch the next block's rows a slice per tile (see prefetch()).
+      const int64_t nb0 = b0 + TB, nb1 = b0 + 2 * TB < t1 ? b0 + 2 * TB : t1;
+      const int per_tile = (TB + V / VB - 1) / (V / VB);
+      int64_t pf = nb0;
+      for (int v0 = 0; v0 < V; v0 += VB) {
+        for (int c = 0; c < per_tile && pf < nb1; ++c, ++pf)
+          prefetch_token(p, pf, j, hk, K, V);
+        // The tile lives in S (tile-major) between token blocks.
+        float* st = S + size_t(v0) * K;
+        if (first)
+          load_tile<VB>(tile, h0, p.state_layout, K, V, v0);
+        else
+          std::memcpy(tile, st, sizeof(float) * K * VB);
+        rec_tile<VB, KC>(tile, K, V, v0, nt, kb, qb, kd, ab, fl, vb, bb, ob);
+        if (!last)
+          std::memcpy(st, tile, sizeof(float) * K * VB);
+        else if (ht)
+          store_tile<VB>(ht, p.state_layout, tile, K, V, v0);
+        for (int t = 0; t < nt; ++t)
+          store_row(p.o, p.out_dtype, ((b0 + t) * p.HV + j) * V + v0,
+                    ob + t * VB, VB, scale);
+      }
+    }
+  });
+}
+
+}  // namespace detail
+
+// Recurrent forward. KC/VC = 0: dims from p; otherwise they must equal p.K/p.V.
+template <deltac_variant Var, int KC = 0, int VC = 0>
+void recurrent(const deltac_fwd_params& p) {
+  const int K = KC ? KC : p.K, V = VC ? VC : p.V;
+  if (V % 32 == 0 && K <= 128)
+    detail::recurrent_impl<Var, 32, KC, VC>(p);
+  else
+    detail::recurrent_impl<Var, 16, KC, VC>(p);
+}
+
+}  // namespace deltac::cpu
+
+#endif  // DELTAC_CPU_RECURRENT_H

@@ -1,0 +1,120 @@
+// deltac::cuda::recurrent: the fused recurrent delta-rule forward pass on a
+// CUDA stream (decode and short sequences).
+//
+//   template <deltac_variant Var, int K, int V, class InT>
+//   cudaError_t recurrent(const deltac_fwd_params& p, cudaStream_t stream);
+//
+// p holds device pointers (cu_seqlens too). InT is float or __nv_bfloat16 and
+// is the dtype of q, k, v and o; g, beta and the state are f32, the state in
+// either layout. h0 and ht may be null and may be the same buffer (in-place
+// update). K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
+// Returns cudaErrorInvalidValue when p does not match the instantiation
+// (nothing is launched), else the launch's error. The kernel assumes the
+// rest of p was validated (deltac::check_params).
+#ifndef DELTAC_CUDA_RECURRENT_CUH
+#define DELTAC_CUDA_RECURRENT_CUH
+
+#include "deltac/cuda/recurrent_kernel.cuh"
+#include "deltac/cuda/traits.cuh"
+#include "deltac/params.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace deltac::cuda {
+namespace detail {
+
+template <class InT>
+constexpr int32_t dtype_of() {
+  static_assert(std::is_same_v<InT, float> || std::is_same_v<InT, __nv_bfloat16>,
+                "InT: float or __nv_bfloat16");
+  return std::is_same_v<InT, float> ? DELTAC_F32 : DELTAC_BF16;
+}
+
+inline bool aligned(const void* ptr, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+// Whether p matches this instantiation and has what the kernel dereferences.
+template <deltac_variant Var, int K, int V, class InT>
+bool matches(const deltac_fwd_params& p) {
+  if (p.variant != Var || p.K != K || p.V != V)
+    return false;
+  if (p.in_dtype != dtype_of<InT>() || p.out_dtype != dtype_of<InT>() ||
+      p.state_dtype != DELTAC_F32)
+    return false;
+  if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
+    return false;
+  if (p.H <= 0 || p.HV <= 0 || p.HV % p.H != 0 || p.N < 0 || p.T < 0)
+    return false;
+  if (!p.q || !p.k || !p.v || !p.beta || !p.o)
+    return false;
+  if (Var != DELTAC_VARIANT_DELTA && !p.g)
+    return false;
+  if (p.cu_seqlens ? p.B != 1 : p.N != p.B)
+    return false;
+  return true;
+}
+
+template <deltac_variant Var, int K, int V, int BV, class InT>
+cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
+                   cudaStream_t stream) {
+  using Tr = RecurrentTraits<K, V, BV>;
+  const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
+  if (blocks > 0x7fffffff)
+    return cudaErrorInvalidConfiguration;
+  if constexpr (Tr::kThreads > 128)
+    recurrent_kernel_2<Var, Tr, InT>
+        <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
+  else
+    recurrent_kernel<Var, Tr, InT>
+        <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
+  return cudaGetLastError();
+}
+
+// recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
+// (32 only when it divides V), or 0 to choose by the grid size.
+template <deltac_variant Var, int K, int V, class InT>
+cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv) {
+  if (!matches<Var, K, V, InT>(p))
+    return cudaErrorInvalidValue;
+  constexpr int kWide = wide_bv<V>();
+  if (bv != 0 && bv != 16 && bv != kWide)
+    return cudaErrorInvalidValue;
+  if (p.N == 0)
+    return cudaSuccess;
+  const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
+  // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
+  // rows; element-aligned pointers still work through scalar accesses.
+  const bool vec_io = aligned(p.v, 4 * sizeof(InT)) && aligned(p.o, 4 * sizeof(InT));
+  const bool vec_state = aligned(p.h0, 16) && aligned(p.ht, 16);
+
+  // Wide tiles (32 columns) unless that leaves the GPU short of blocks, as
+  // in small-batch decode: then 16-column tiles give twice the blocks.
+  if (bv == 0) {
+    bv = kWide;
+    int dev = 0, sms = 0;
+    if (kWide == 32 && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        int64_t(p.N) * p.HV * (V / 32) < 2 * int64_t(sms))
+      bv = 16;
+  }
+  if (bv == 16)
+    return launch<Var, K, V, 16, InT>(p, scale, vec_io, vec_state, stream);
+  return launch<Var, K, V, kWide, InT>(p, scale, vec_io, vec_state, stream);
+}
+
+}  // namespace detail
+
+template <deltac_variant Var, int K, int V, class InT>
+cudaError_t recurrent(const deltac_fwd_params& p, cudaStream_t stream) {
+  return detail::recurrent_bv<Var, K, V, InT>(p, stream, 0);
+}
+
+}  // namespace deltac::cuda
+
+#endif  // DELTAC_CUDA_RECURRENT_CUH

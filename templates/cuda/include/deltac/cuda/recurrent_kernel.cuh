@@ -1,0 +1,224 @@
+// The fused recurrent (token-by-token) delta-rule kernel. One block owns the
+// [K, BV] state tile of one (sequence, value head, V-tile) in registers for
+// the whole sequence: the state is read once and written once.
+#ifndef DELTAC_CUDA_RECURRENT_KERNEL_CUH
+#define DELTAC_CUDA_RECURRENT_KERNEL_CUH
+
+#include "deltac/cuda/convert.cuh"
+#include "deltac/cuda/traits.cuh"
+#include "deltac/params.h"
+
+#include <cstdint>
+
+namespace deltac::cuda::detail {
+
+// Per token, with h' = a (.) h the decayed state:
+//   hk = h'^T k, hq = h'^T q (one pass over the registers, one block-wide
+//   reduction), u = beta (v - hk), h = h' + k u^T,
+//   o = scale (hq + u (k . q))  ( = scale h^T q, without a second reduction).
+// `vec_io` / `vec_state` say the v/o and h0/ht pointers allow vector access.
+template <deltac_variant Var, class Tr, class InT>
+__device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float scale,
+                                               bool vec_io, bool vec_state) {
+  constexpr int K = Tr::K, V = Tr::V, BV = Tr::BV;
+  constexpr int kWarps = Tr::kWarps, kRows = Tr::kRowsPerThread;
+  constexpr int kStep = Tr::kRowsPerStep, kLanesV = Tr::kLanesV;
+  constexpr int kThreads = Tr::kThreads;
+  constexpr int kLoads = (K + kThreads - 1) / kThreads;  // q/k elements staged per thread
+  constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
+  constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
+
+  __shared__ float sq[K], sk[K];
+  __shared__ float sg[kKda ? K : 1];
+  __shared__ __align__(16) float sp[2][kWarps][BV];  // per-warp partial h'^T k, h'^T q
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int col = (lane % kLanesV) * 4;  // first of this thread's 4 columns in the tile
+  const int rsub = lane / kLanesV;       // row inside a warp step
+
+  int bid = blockIdx.x;
+  const int tile = bid % Tr::kTiles;
+  bid /= Tr::kTiles;
+  const int j = bid % p.HV;  // value head
+  const int n = bid / p.HV;  // sequence
+  const int hqk = j / (p.HV / p.H);
+  const int v0 = tile * BV + col;
+
+  int64_t t0, t1;
+  if (p.cu_seqlens) {
+    t0 = p.cu_seqlens[n];
+    t1 = p.cu_seqlens[n + 1];
+  } else {
+    t0 = int64_t(n) * p.T;
+    t1 = t0 + p.T;
+  }
+  auto row = [&](int i) { return (i * kWarps + warp) * kStep + rsub; };
+
+  // Initial state.
+  float h[kRows][4];
+  const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  if (p.h0) {
+    const float* h0 = static_cast<const float*>(p.h0) + sbase;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!vk) {
+        load4(h0 + int64_t(row(i)) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) h[i][c] = h0[int64_t(v0 + c) * K + row(i)];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) h[i][c] = 0.f;
+  }
+
+  const InT* q = static_cast<const InT*>(p.q);
+  const InT* k = static_cast<const InT*>(p.k);
+  const InT* v = static_cast<const InT*>(p.v);
+  InT* o = static_cast<InT*>(p.o);
+
+  // Inputs of the next token, loaded one token ahead into registers.
+  float nq[kLoads], nk[kLoads], ng[kLoads], nv[4], nb = 0.f, na = 1.f;
+  auto prefetch = [&](int64_t t) {
+    const int64_t qoff = (t * p.H + hqk) * K;
+    const int64_t th = t * p.HV + j;
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int i = tid + l * kThreads;
+      if (i < K) {
+        nq[l] = to_float(q[qoff + i]);
+        nk[l] = to_float(k[qoff + i]);
+        if (kKda)
+          ng[l] = p.g[th * K + i];
+      }
+    }
+    load4(v + th * V + v0, vec_io, nv);
+    nb = p.beta[th];
+    if (kGated)
+      na = p.g[th];
+  };
+  if (t0 < t1)
+    prefetch(t0);
+
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t th = t * p.HV + j;
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int i = tid + l * kThreads;
+      if (i < K) {
+        sq[i] = nq[l];
+        sk[i] = nk[l];
+        if (kKda)
+          sg[i] = ng[l];
+      }
+    }
+    float vv[4] = {nv[0], nv[1], nv[2], nv[3]};
+    const float beta = nb;
+    const float a = kGated ? expf(na) : 1.f;
+    if (t + 1 < t1)
+      prefetch(t + 1);
+    __syncthreads();
+
+    // q . k and the L2 norms, each warp on its own.
+    float dot = 0.f, ssq = 0.f, ssk = 0.f;
+#pragma unroll
+    for (int i = lane; i < K; i += 32) {
+      const float x = sq[i], y = sk[i];
+      dot = fmaf(x, y, dot);
+      ssq = fmaf(x, x, ssq);
+      ssk = fmaf(y, y, ssk);
+    }
+    dot = reduce_rows<1>(dot);
+    float rq = 1.f, rk = 1.f;
+    if (p.qk_l2norm) {
+      rq = 1.f / sqrtf(reduce_rows<1>(ssq) + 1e-6f);
+      rk = 1.f / sqrtf(reduce_rows<1>(ssk) + 1e-6f);
+    }
+    const float qk = dot * rq * rk;
+
+    // Decay, then this thread's part of h'^T k and h'^T q.
+    float kr[kRows], pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int r = row(i);
+      kr[i] = sk[r] * rk;
+      const float qr = sq[r] * rq;
+      const float ai = kKda ? expf(sg[r]) : a;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (Var != DELTAC_VARIANT_DELTA)
+          h[i][c] *= ai;
+        pk[c] = fmaf(h[i][c], kr[i], pk[c]);
+        pq[c] = fmaf(h[i][c], qr, pq[c]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      pk[c] = reduce_rows<kLanesV>(pk[c]);
+      pq[c] = reduce_rows<kLanesV>(pq[c]);
+    }
+    if (rsub == 0) {
+      *reinterpret_cast<float4*>(&sp[0][warp][col]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
+      *reinterpret_cast<float4*>(&sp[1][warp][col]) = make_float4(pq[0], pq[1], pq[2], pq[3]);
+    }
+    __syncthreads();
+
+    float hk[4] = {0.f, 0.f, 0.f, 0.f}, hq[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float4 x = *reinterpret_cast<const float4*>(&sp[0][w][col]);
+      const float4 y = *reinterpret_cast<const float4*>(&sp[1][w][col]);
+      hk[0] += x.x, hk[1] += x.y, hk[2] += x.z, hk[3] += x.w;
+      hq[0] += y.x, hq[1] += y.y, hq[2] += y.z, hq[3] += y.w;
+    }
+    float u[4], out[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      u[c] = beta * (vv[c] - hk[c]);
+      out[c] = scale * fmaf(u[c], qk, hq[c]);
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) h[i][c] = fmaf(kr[i], u[c], h[i][c]);
+    if (warp == 0 && rsub == 0)
+      store4(o + th * V + v0, vec_io, out);
+  }
+
+  // Final state, written once.
+  if (p.ht) {
+    float* ht = static_cast<float*>(p.ht) + sbase;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!vk) {
+        store4(ht + int64_t(row(i)) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) ht[int64_t(v0 + c) * K + row(i)] = h[i][c];
+      }
+    }
+  }
+}
+
+// Entry points. ptxas picks few registers for launch bounds with no
+// minimum, but spilled at 256 threads; asking for 2 blocks per SM there
+// (at most 128 registers) removes the spills.
+template <deltac_variant Var, class Tr, class InT>
+__global__ void __launch_bounds__(Tr::kThreads)
+    recurrent_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
+  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+}
+
+template <deltac_variant Var, class Tr, class InT>
+__global__ void __launch_bounds__(Tr::kThreads, 2)
+    recurrent_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
+  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+}
+
+}  // namespace deltac::cuda::detail
+
+#endif  // DELTAC_CUDA_RECURRENT_KERNEL_CUH

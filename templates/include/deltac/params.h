@@ -1,0 +1,75 @@
+/* deltac kernel parameters: the one contract between the runtime, the
+ * generated code and the kernel templates (CPU and CUDA). Plain C so that
+ * it can be used from C, C++ and CUDA alike. */
+#ifndef DELTAC_PARAMS_H
+#define DELTAC_PARAMS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum deltac_variant {
+  DELTAC_VARIANT_DELTA = 0, /* a_t = 1 */
+  DELTAC_VARIANT_GATED = 1, /* a_t = exp(g_t), one scalar per value head */
+  DELTAC_VARIANT_KDA = 2    /* a_t = diag(exp(g_t)), one value per key channel */
+} deltac_variant;
+
+typedef enum deltac_dtype {
+  DELTAC_F32 = 0,
+  DELTAC_BF16 = 1,
+  DELTAC_F16 = 2
+} deltac_dtype;
+
+typedef enum deltac_state_layout {
+  DELTAC_STATE_KV = 0, /* [K, V] per head (default) */
+  DELTAC_STATE_VK = 1  /* [V, K] per head */
+} deltac_state_layout;
+
+/* One forward call of a delta-rule layer.
+ *
+ * Shapes (row-major, C order):
+ *   q, k  [B, T, H, K]      in_dtype
+ *   v     [B, T, HV, V]     in_dtype
+ *   beta  [B, T, HV]        f32
+ *   g     gated: [B, T, HV]; kda: [B, T, HV, K]; f32, log of the decay (<= 0);
+ *         NULL for delta
+ *   h0    [N, HV, K, V] (or [N, HV, V, K] for DELTAC_STATE_VK), state_dtype,
+ *         may be NULL (zero initial state)
+ *   o     [B, T, HV, V]     out_dtype
+ *   ht    [N, HV, K, V] (or V-first), state_dtype, may be NULL
+ *   cu_seqlens [N + 1] int64 or NULL. With cu_seqlens B must be 1 and the
+ *         sequences are tokens [cu_seqlens[n], cu_seqlens[n+1]); otherwise
+ *         N == B and each batch row is one sequence of T tokens.
+ * Value head j reads q/k head j / (HV / H).
+ *
+ * Per sequence and value head, for t in order:
+ *   h <- a_t (.) h;  u = beta_t (v_t - h^T k_t);  h <- h + k_t u^T;
+ *   o_t = scale * h^T q_t
+ * with q, k first L2-normalised when qk_l2norm is set
+ * (x / sqrt(sum x^2 + 1e-6)). */
+typedef struct deltac_fwd_params {
+  int32_t variant; /* deltac_variant */
+  int32_t B, T, H, HV, K, V;
+  int32_t N; /* number of sequences */
+  int32_t in_dtype;     /* deltac_dtype of q, k, v */
+  int32_t out_dtype;    /* deltac_dtype of o */
+  int32_t state_dtype;  /* deltac_dtype of h0, ht */
+  int32_t state_layout; /* deltac_state_layout */
+  const void *q, *k, *v;
+  const float *g, *beta;
+  const void *h0;
+  void *o;
+  void *ht;
+  const int64_t *cu_seqlens;
+  float scale;       /* 0 = default 1/sqrt(K) */
+  int32_t qk_l2norm; /* 0 or 1 */
+  int32_t threads;   /* CPU worker threads, 0 = all cores */
+} deltac_fwd_params;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DELTAC_PARAMS_H */

@@ -1,0 +1,164 @@
+// Plain float64 reference of the delta-rule forward pass (token-by-token
+// recurrence). Slow and simple on purpose: every test compares against it.
+#ifndef DELTAC_REFERENCE_H
+#define DELTAC_REFERENCE_H
+
+#include "deltac/params.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace deltac::ref {
+
+// bf16 (raw uint16) -> float: the bf16 bits are the top half of an f32.
+inline float bf16_to_float(uint16_t x) {
+  uint32_t bits = uint32_t(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// float -> bf16 with round-to-nearest-even (NaN stays NaN).
+inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+// Element i of an input tensor of dtype `dt` (F32 or BF16).
+inline double load_in(const void* base, int32_t dt, int64_t i) {
+  if (dt == DELTAC_BF16)
+    return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+  return static_cast<const float*>(base)[i];
+}
+
+// The scale the kernels use: p.scale, or 1/sqrt(K) when p.scale == 0.
+inline double effective_scale(const deltac_fwd_params& p) {
+  return p.scale != 0.0f ? double(p.scale) : 1.0 / std::sqrt(double(p.K));
+}
+
+// Runs the recurrence over host pointers in p. in_dtype F32 or BF16, state
+// f32 in p.state_layout. Writes o as [B, T, HV, V] and ht as [N, HV, K, V]
+// (or [N, HV, V, K] for DELTAC_STATE_VK), both double. Either output pointer
+// may be null.
+inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
+                    std::vector<double>* ht) {
+  const int K = p.K, V = p.V, H = p.H, HV = p.HV, T = p.T;
+  const int group = HV / H;
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  const double scale = effective_scale(p);
+  const int N = p.cu_seqlens ? p.N : p.B;
+  if (o)
+    o->assign(size_t(p.B) * T * HV * V, 0.0);
+  if (ht)
+    ht->assign(size_t(N) * HV * K * V, 0.0);
+
+  std::vector<double> h(size_t(K) * V), q(K), k(K), u(V), a(K);
+  for (int n = 0; n < N; ++n) {
+    // Token range, as rows of the flattened [B*T] token axis.
+    int64_t t0 = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * T;
+    int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : int64_t(n + 1) * T;
+    for (int j = 0; j < HV; ++j) {
+      const int hk = j / group;
+      const size_t sbase = (size_t(n) * HV + j) * K * V;
+      // h is kept as [K][V] here whatever the layout.
+      for (int kk = 0; kk < K; ++kk)
+        for (int vv = 0; vv < V; ++vv) {
+          double x = 0.0;
+          if (p.h0) {
+            const float* h0 = static_cast<const float*>(p.h0) + sbase;
+            x = vk ? h0[size_t(vv) * K + kk] : h0[size_t(kk) * V + vv];
+          }
+          h[size_t(kk) * V + vv] = x;
+        }
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t qk_off = (t * H + hk) * K;
+        for (int kk = 0; kk < K; ++kk) {
+          q[kk] = load_in(p.q, p.in_dtype, qk_off + kk);
+          k[kk] = load_in(p.k, p.in_dtype, qk_off + kk);
+        }
+        if (p.qk_l2norm) {
+          double sq = 0.0, sk = 0.0;
+          for (int kk = 0; kk < K; ++kk) {
+            sq += q[kk] * q[kk];
+            sk += k[kk] * k[kk];
+          }
+          double rq = 1.0 / std::sqrt(sq + 1e-6), rk = 1.0 / std::sqrt(sk + 1e-6);
+          for (int kk = 0; kk < K; ++kk) {
+            q[kk] *= rq;
+            k[kk] *= rk;
+          }
+        }
+        const int64_t th = t * HV + j;
+        // Decay.
+        if (p.variant == DELTAC_VARIANT_GATED) {
+          double e = std::exp(double(p.g[th]));
+          for (int kk = 0; kk < K; ++kk) a[kk] = e;
+        } else if (p.variant == DELTAC_VARIANT_KDA) {
+          for (int kk = 0; kk < K; ++kk) a[kk] = std::exp(double(p.g[th * K + kk]));
+        } else {
+          for (int kk = 0; kk < K; ++kk) a[kk] = 1.0;
+        }
+        for (int kk = 0; kk < K; ++kk)
+          for (int vv = 0; vv < V; ++vv) h[size_t(kk) * V + vv] *= a[kk];
+        // u = beta (v - h^T k)
+        const double b = p.beta[th];
+        for (int vv = 0; vv < V; ++vv) {
+          double s = 0.0;
+          for (int kk = 0; kk < K; ++kk) s += h[size_t(kk) * V + vv] * k[kk];
+          u[vv] = b * (load_in(p.v, p.in_dtype, th * V + vv) - s);
+        }
+        // h += k u^T
+        for (int kk = 0; kk < K; ++kk)
+          for (int vv = 0; vv < V; ++vv) h[size_t(kk) * V + vv] += k[kk] * u[vv];
+        // o = scale h^T q
+        if (o)
+          for (int vv = 0; vv < V; ++vv) {
+            double s = 0.0;
+            for (int kk = 0; kk < K; ++kk) s += h[size_t(kk) * V + vv] * q[kk];
+            (*o)[size_t(th) * V + vv] = scale * s;
+          }
+      }
+      if (ht)
+        for (int kk = 0; kk < K; ++kk)
+          for (int vv = 0; vv < V; ++vv)
+            (*ht)[sbase + (vk ? size_t(vv) * K + kk : size_t(kk) * V + vv)] =
+                h[size_t(kk) * V + vv];
+    }
+  }
+}
+
+// ||x - ref|| / ||ref|| over ref.size() elements (0 when both are zero).
+inline double rel_rms(const float* x, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = double(x[i]) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  if (den == 0.0)
+    return num == 0.0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+// Same for a bf16 (raw uint16) array.
+inline double rel_rms(const uint16_t* x, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = double(bf16_to_float(x[i])) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  if (den == 0.0)
+    return num == 0.0 ? 0.0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+}  // namespace deltac::ref
+
+#endif  // DELTAC_REFERENCE_H

@@ -1,0 +1,3 @@
+// No layer at all.
+module {
+}

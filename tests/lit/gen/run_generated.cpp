@@ -1,0 +1,345 @@
+// Runs one deltac-generated CPU entry point on random inputs and compares o
+// and the final state with the float64 reference (deltac/reference.h).
+// Built per spec with -DDELTA_HEADER="name.h" -DDELTA_NAME=name
+// -DDELTA_UPPER=NAME; with -DDELTA_CUDA it calls <name>_forward_cuda on
+// device copies instead. Two calls: a prompt (longest sequence > decode
+// tokens: the chunked kernel under mode auto on CPU) and a decode step.
+#include DELTA_HEADER
+
+#include "deltac/reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef DELTA_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+#ifdef DELTA_CUDA
+#define ENTRY CAT(DELTA_NAME, _forward_cuda)
+#define STREAM nullptr,
+#else
+#define ENTRY CAT(DELTA_NAME, _forward_cpu)
+#define STREAM
+#endif
+#define SPEC_PARAMS CAT(DELTA_NAME, _spec_params)
+#define FLAG(x) CAT(DELTA_UPPER, _##x)
+#define CHUNK_COUNT CAT(DELTA_NAME, _chunk_count)
+#if FLAG(CHUNK_STATES)
+#define CHUNK_ARG chunkStates.data(),
+#define NULL_CHUNK_ARG nullptr,
+#else
+#define CHUNK_ARG
+#define NULL_CHUNK_ARG
+#endif
+
+namespace {
+
+std::mt19937 rng(12345);
+
+float uniform(float lo, float hi) {
+  return std::uniform_real_distribution<float>(lo, hi)(rng);
+}
+
+uint16_t toF16(float f) { // round to nearest even, finite normal range
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  u &= 0x7fffffffu;
+  if (u < 0x38800000u) {
+    float a;
+    std::memcpy(&a, &u, 4);
+    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
+  }
+  uint32_t r = u + 0xfffu + ((u >> 13) & 1u);
+  return sign | uint16_t((r >> 13) - (112u << 10));
+}
+
+float fromF16(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float mag = e == 0 ? std::ldexp(float(m), -24)
+                     : std::ldexp(float(m | 0x400), e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+// A tensor stored in dtype `dt`, with the exact f32 values it holds.
+struct Tensor {
+  int32_t dt;
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  Tensor(int32_t dt, size_t n, float lo, float hi) : dt(dt), f32(n) {
+    if (dt != DELTAC_F32)
+      half.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      store(i, uniform(lo, hi));
+  }
+  void store(size_t i, float x) {
+    if (dt == DELTAC_BF16) {
+      half[i] = deltac::ref::float_to_bf16(x);
+      f32[i] = deltac::ref::bf16_to_float(half[i]);
+    } else if (dt == DELTAC_F16) {
+      half[i] = toF16(x);
+      f32[i] = fromF16(half[i]);
+    } else {
+      f32[i] = x;
+    }
+  }
+  void *data() { return dt == DELTAC_F32 ? (void *)f32.data() : half.data(); }
+  float at(size_t i) const {
+    if (dt == DELTAC_BF16)
+      return deltac::ref::bf16_to_float(half[i]);
+    if (dt == DELTAC_F16)
+      return fromF16(half[i]);
+    return f32[i];
+  }
+};
+
+#ifdef DELTA_CUDA
+// Device copies of host buffers; copied back on request.
+struct Device {
+  std::vector<void *> ptrs;
+  ~Device() {
+    for (void *p : ptrs)
+      cudaFree(p);
+  }
+  template <class T> T *copy(const T *host, size_t bytes) {
+    if (!host)
+      return nullptr;
+    void *d = nullptr;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+      std::printf("cudaMalloc failed\n");
+      std::exit(1);
+    }
+    cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    ptrs.push_back(d);
+    return static_cast<T *>(d);
+  }
+};
+size_t bytesOf(int32_t dt) { return dt == DELTAC_F32 ? 4 : 2; }
+#endif
+
+double relRms(const Tensor &x, const std::vector<double> &ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = x.at(i) - ref[i];
+    num += d * d;
+    den += ref[i] * ref[i];
+  }
+  return den == 0 ? (num == 0 ? 0 : INFINITY) : std::sqrt(num / den);
+}
+
+// One call with the given sequence lengths; returns false on a mismatch.
+bool runCase(const char *what, const std::vector<int> &lens) {
+  deltac_fwd_params p = SPEC_PARAMS();
+  std::vector<int64_t> cu{0};
+  if (FLAG(VARLEN)) {
+    for (int l : lens)
+      cu.push_back(cu.back() + l);
+    p.B = 1;
+    p.T = int32_t(cu.back());
+    p.N = int32_t(lens.size());
+    p.cu_seqlens = cu.data();
+  } else {
+    p.B = int32_t(lens.size());
+    p.T = lens[0]; // equal lengths without varlen
+    p.N = p.B;
+  }
+  const size_t bt = size_t(p.B) * p.T;
+  const bool lowp = p.in_dtype != DELTAC_F32 || p.out_dtype != DELTAC_F32 ||
+                    p.state_dtype != DELTAC_F32;
+  const double tol = lowp ? 5e-3 : 1e-5;
+  const int gw = p.variant == DELTAC_VARIANT_KDA ? p.K : 1;
+
+  // Without the in-kernel L2 norm, small keys keep beta ||k||^2 < 2 (a
+  // stable recurrence): entries in +-1/sqrt(K) give ||k||^2 ~ 1/3.
+  const float kr = p.qk_l2norm ? 1.0f : 1.0f / std::sqrt(float(p.K));
+  Tensor q(p.in_dtype, bt * p.H * p.K, -1, 1), k(p.in_dtype, bt * p.H * p.K, -kr, kr);
+  Tensor v(p.in_dtype, bt * p.HV * p.V, -1, 1);
+  std::vector<float> betaIn(bt * p.HV), betaRef(bt * p.HV);
+  for (size_t i = 0; i < betaIn.size(); ++i) {
+    if (FLAG(BETA_SIGMOID)) {
+      betaIn[i] = uniform(-3, 3);
+      betaRef[i] = FLAG(BETA_RANGE) / (1.0f + std::exp(-betaIn[i]));
+    } else {
+      betaIn[i] = betaRef[i] = uniform(0.05f, 0.95f);
+    }
+  }
+  std::vector<float> gIn, gRef, aLog(p.HV), dtBias(size_t(p.HV) * gw);
+  for (float &x : aLog)
+    x = uniform(-2.0f, 0.0f);
+  for (float &x : dtBias)
+    x = uniform(-1.0f, 1.0f);
+  if (p.variant != DELTAC_VARIANT_DELTA) {
+    gIn.resize(bt * p.HV * gw);
+    gRef.resize(gIn.size());
+    for (size_t i = 0; i < gIn.size(); ++i) {
+      if (FLAG(GATE_IN_KERNEL)) {
+        gIn[i] = uniform(-4, 1);
+        size_t h = (i / gw) % p.HV, c = i % gw;
+        float x = gIn[i] + dtBias[h * gw + c];
+        float sp = x > 20.0f ? x : std::log1p(std::exp(x));
+        gRef[i] = -std::exp(aLog[h]) * sp;
+      } else {
+        gIn[i] = gRef[i] = uniform(-0.2f, 0.0f);
+      }
+    }
+  }
+  const size_t nH = size_t(p.N) * p.HV * p.K * p.V;
+  Tensor h0(p.state_dtype, FLAG(INITIAL_STATE) ? nH : 0, -0.5f, 0.5f);
+  Tensor o(p.out_dtype, bt * p.HV * p.V, 0, 0);
+  Tensor ht(p.state_dtype, FLAG(FINAL_STATE) ? nH : 0, 0, 0);
+
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.beta = betaIn.data();
+  p.g = gIn.empty() ? nullptr : gIn.data();
+  p.h0 = FLAG(INITIAL_STATE) ? h0.data() : nullptr;
+  p.o = o.data();
+  p.ht = FLAG(FINAL_STATE) ? ht.data() : nullptr;
+
+  char err[256] = "";
+  const float *aLogArg = aLog.data(), *dtBiasArg = dtBias.data();
+  (void)aLogArg;
+  (void)dtBiasArg;
+#ifdef DELTA_CUDA
+  // The same call on device copies; o and ht are copied back.
+  Device dev;
+  deltac_fwd_params d = p;
+  const size_t in = bytesOf(p.in_dtype), st = bytesOf(p.state_dtype);
+  d.q = dev.copy((const char *)p.q, q.f32.size() * in);
+  d.k = dev.copy((const char *)p.k, k.f32.size() * in);
+  d.v = dev.copy((const char *)p.v, v.f32.size() * in);
+  d.beta = dev.copy(p.beta, betaIn.size() * 4);
+  d.g = dev.copy(p.g, gIn.size() * 4);
+  d.h0 = dev.copy((const char *)p.h0, h0.f32.size() * st);
+  d.o = dev.copy((char *)p.o, o.f32.size() * bytesOf(p.out_dtype));
+  d.ht = dev.copy((char *)p.ht, ht.f32.size() * st);
+  d.cu_seqlens = dev.copy(p.cu_seqlens, cu.size() * 8);
+  aLogArg = dev.copy(aLog.data(), aLog.size() * 4);
+  dtBiasArg = dev.copy(dtBias.data(), dtBias.size() * 4);
+#if FLAG(GATE_IN_KERNEL)
+  int rc = ENTRY(&d, STREAM aLogArg, dtBiasArg, err, sizeof err);
+#else
+  int rc = ENTRY(&d, STREAM err, sizeof err);
+#endif
+  cudaError_t ce = cudaDeviceSynchronize();
+  if (ce != cudaSuccess) {
+    std::printf("FAIL %s: %s\n", what, cudaGetErrorString(ce));
+    return false;
+  }
+  cudaMemcpy(p.o, d.o, o.f32.size() * bytesOf(p.out_dtype),
+             cudaMemcpyDeviceToHost);
+  if (p.ht)
+    cudaMemcpy(p.ht, d.ht, ht.f32.size() * st, cudaMemcpyDeviceToHost);
+#else
+#if FLAG(CHUNK_STATES)
+  std::vector<float> chunkStates(size_t(CHUNK_COUNT(&p)) * p.HV * p.K * p.V);
+#endif
+#if FLAG(GATE_IN_KERNEL)
+  int rc = ENTRY(&p, CHUNK_ARG aLogArg, dtBiasArg, err, sizeof err);
+#else
+  int rc = ENTRY(&p, CHUNK_ARG err, sizeof err);
+#endif
+#endif
+  if (rc != 0) {
+    std::printf("FAIL %s: entry returned %d: %s\n", what, rc, err);
+    return false;
+  }
+
+  // The reference on the f32 values the entry saw, f32 state.
+  deltac_fwd_params r = p;
+  r.in_dtype = DELTAC_F32;
+  r.q = q.f32.data();
+  r.k = k.f32.data();
+  r.v = v.f32.data();
+  r.beta = betaRef.data();
+  r.g = gRef.empty() ? nullptr : gRef.data();
+  r.state_dtype = DELTAC_F32;
+  r.h0 = FLAG(INITIAL_STATE) ? h0.f32.data() : nullptr;
+  std::vector<double> oRef, htRef;
+  deltac::ref::forward(r, &oRef, &htRef);
+  double eo = relRms(o, oRef);
+  double eh = FLAG(FINAL_STATE) ? relRms(ht, htRef) : 0.0;
+  bool ok = eo <= tol && eh <= tol;
+  std::printf("%s %s: T=%d N=%d rel_rms(o)=%.3g rel_rms(ht)=%.3g tol=%.0e\n",
+              ok ? "ok" : "FAIL", what, p.T, p.N, eo, eh, tol);
+#if FLAG(CHUNK_STATES) && !defined(DELTA_CUDA)
+  // Chunk-end states: the reference final state of every chunk-aligned
+  // prefix of every sequence.
+  std::vector<double> csRef;
+  const size_t hs = size_t(p.HV) * p.K * p.V;
+  for (int32_t n = 0; n < p.N; ++n) {
+    const int64_t start = p.cu_seqlens ? cu[n] : int64_t(n) * p.T;
+    const int64_t len = p.cu_seqlens ? cu[n + 1] - start : p.T;
+    for (int64_t e = FLAG(CHUNK); e - FLAG(CHUNK) < len; e += FLAG(CHUNK)) {
+      deltac_fwd_params s = r;
+      s.B = 1;
+      s.N = 1;
+      s.T = int32_t(std::min<int64_t>(e, len));
+      s.cu_seqlens = nullptr;
+      s.q = q.f32.data() + start * p.H * p.K;
+      s.k = k.f32.data() + start * p.H * p.K;
+      s.v = v.f32.data() + start * p.HV * p.V;
+      s.beta = betaRef.data() + start * p.HV;
+      s.g = gRef.empty() ? nullptr : gRef.data() + start * p.HV * gw;
+      s.h0 = FLAG(INITIAL_STATE) ? h0.f32.data() + n * hs : nullptr;
+      std::vector<double> ht1;
+      deltac::ref::forward(s, nullptr, &ht1);
+      csRef.insert(csRef.end(), ht1.begin(), ht1.end());
+    }
+  }
+  double ec = csRef.size() == chunkStates.size()
+                  ? deltac::ref::rel_rms(chunkStates.data(), csRef)
+                  : INFINITY;
+  bool cok = ec <= 1e-5 || (lowp && ec <= tol);
+  std::printf("%s %s chunk states: %zu states rel_rms=%.3g\n",
+              cok ? "ok" : "FAIL", what, csRef.size() / hs, ec);
+  ok &= cok;
+#endif
+  return ok;
+}
+
+// A params struct that does not match the spec must be refused.
+bool rejectsMismatch() {
+  deltac_fwd_params p = SPEC_PARAMS();
+  p.H += 1;
+  char err[256] = "";
+#if FLAG(GATE_IN_KERNEL)
+  int rc = ENTRY(&p, STREAM NULL_CHUNK_ARG nullptr, nullptr, err, sizeof err);
+#else
+  int rc = ENTRY(&p, STREAM NULL_CHUNK_ARG err, sizeof err);
+#endif
+  bool ok = rc != 0 && std::strstr(err, "params.H") != nullptr;
+  std::printf("%s mismatch: rc=%d err=\"%s\"\n", ok ? "ok" : "FAIL", rc, err);
+  return ok;
+}
+
+} // namespace
+
+int main() {
+#ifdef DELTA_CUDA
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 77; // ctest SKIP_RETURN_CODE
+  }
+#endif
+  bool ok = rejectsMismatch();
+  if (FLAG(VARLEN)) {
+    ok &= runCase("prompt", {37, 150, 5});
+    ok &= runCase("decode", std::vector<int>(3, FLAG(DECODE_TOKENS)));
+  } else {
+    ok &= runCase("prompt", {150, 150});
+    ok &= runCase("decode", {FLAG(DECODE_TOKENS), FLAG(DECODE_TOKENS)});
+  }
+  return ok ? 0 : 1;
+}

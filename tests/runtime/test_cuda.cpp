@@ -1,0 +1,271 @@
+// The CUDA side of the runtime, on a GPU: host-pointer and device-pointer
+// paths of deltac_forward against the float64 reference, auto device choice
+// and `deltac run --device=cuda`. Every test skips without a usable GPU.
+#include "deltac/cli.h"
+#include "deltac/npy.h"
+#include "deltac/runtime.h"
+
+#include "test_util.h"
+
+#include <cuda_runtime.h>
+
+namespace deltac {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  if (!deltac_cuda_available())                                                \
+  GTEST_SKIP() << "no CUDA device"
+
+const char *variantName(int v) {
+  return v == 0 ? "delta" : v == 1 ? "gated" : "kda";
+}
+
+struct CudaShape {
+  int K, V;
+};
+const CudaShape kCudaShapes[] = {{64, 64}, {128, 128}, {256, 256}, {128, 256},
+                                 {256, 128}};
+
+test::Problem cudaProblem(int variant, int K, int V, uint64_t seed,
+                          bool varlen) {
+  test::Problem pr;
+  pr.variant = variant;
+  pr.B = varlen ? 1 : 2;
+  pr.T = 21;
+  pr.H = 2;
+  pr.HV = 4;
+  pr.K = K;
+  pr.V = V;
+  if (varlen)
+    pr.cu = {0, 1, 1, 13, 21};
+  pr.fill(seed);
+  return pr;
+}
+
+class CudaHostPointers
+    : public ::testing::TestWithParam<std::tuple<int, CudaShape, bool, bool>> {
+};
+
+TEST_P(CudaHostPointers, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  auto [variant, shape, bf16, varlen] = GetParam();
+  uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::Problem pr = cudaProblem(variant, shape.K, shape.V, seed, varlen);
+  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
+                        v16 = test::toBf16(pr.v), o16(pr.oCount());
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(bf16 ? (void *)o16.data() : o.data(), ht.data());
+  if (bf16) {
+    p.in_dtype = p.out_dtype = DELTAC_BF16;
+    p.q = q16.data();
+    p.k = k16.data();
+    p.v = v16.data();
+  }
+  p.state_layout = seed % 2 ? DELTAC_STATE_VK : DELTAC_STATE_KV;
+  p.qk_l2norm = int(seed / 2 % 2);
+  std::vector<double> oRef, htRef;
+  ref::forward(p, &oRef, &htRef);
+
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  deltac_run_info info{};
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_EQ(info.device, DELTAC_DEVICE_CUDA);
+  EXPECT_EQ(info.mode, DELTAC_MODE_RECURRENT);
+  double eo = bf16 ? ref::rel_rms(o16.data(), oRef) : ref::rel_rms(o.data(), oRef);
+  EXPECT_LE(eo, bf16 ? 5e-3 : 1e-5) << "o";
+  EXPECT_LE(ref::rel_rms(ht.data(), htRef), 1e-5) << "ht";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, CudaHostPointers,
+    ::testing::Combine(::testing::Values(0, 1, 2), ::testing::ValuesIn(kCudaShapes),
+                       ::testing::Bool(), ::testing::Bool()),
+    [](const auto &info) {
+      auto s = std::get<1>(info.param);
+      return std::string(variantName(std::get<0>(info.param))) + "_K" +
+             std::to_string(s.K) + "_V" + std::to_string(s.V) +
+             (std::get<2>(info.param) ? "_bf16" : "_f32") +
+             (std::get<3>(info.param) ? "_varlen" : "_batch");
+    });
+
+// Device memory freed at scope end.
+struct DevMem {
+  void *ptr = nullptr;
+  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
+  DevMem(DevMem &&o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
+  DevMem(const DevMem &) = delete;
+  DevMem &operator=(const DevMem &) = delete;
+  ~DevMem() {
+    if (ptr)
+      cudaFree(ptr);
+  }
+};
+
+template <class T> DevMem upload(const std::vector<T> &x) {
+  DevMem m(x.size() * sizeof(T) + 1);
+  EXPECT_EQ(cudaMemcpy(m.ptr, x.data(), x.size() * sizeof(T),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  return m;
+}
+
+TEST(CudaDevicePointers, MatchesReferenceOnAStream) {
+  SKIP_WITHOUT_GPU();
+  for (int variant : {0, 1, 2}) {
+    uint64_t seed = test::freshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    test::Problem pr = cudaProblem(variant, 128, 128, seed, true);
+    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+    deltac_fwd_params hp = pr.params(o.data(), ht.data());
+    std::vector<double> oRef, htRef;
+    ref::forward(hp, &oRef, &htRef);
+
+    DevMem q = upload(pr.q), k = upload(pr.k), v = upload(pr.v),
+           beta = upload(pr.beta), h0 = upload(pr.h0), cu = upload(pr.cu);
+    DevMem g(pr.g.size() * 4 + 4), dO(o.size() * 4), dHt(ht.size() * 4);
+    if (!pr.g.empty())
+      ASSERT_EQ(cudaMemcpy(g.ptr, pr.g.data(), pr.g.size() * 4,
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    deltac_fwd_params p = hp;
+    p.q = q.ptr;
+    p.k = k.ptr;
+    p.v = v.ptr;
+    p.beta = static_cast<const float *>(beta.ptr);
+    p.g = pr.g.empty() ? nullptr : static_cast<const float *>(g.ptr);
+    p.h0 = h0.ptr;
+    p.o = dO.ptr;
+    p.ht = dHt.ptr;
+    p.cu_seqlens = static_cast<const int64_t *>(cu.ptr);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    deltac_options opt = deltac_default_options();
+    opt.device = DELTAC_DEVICE_CUDA;
+    opt.device_pointers = 1;
+    opt.cuda_stream = stream;
+    ASSERT_EQ(deltac_forward(&p, &opt), 0) << deltac_last_error();
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+    ASSERT_EQ(cudaMemcpy(o.data(), dO.ptr, o.size() * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(ht.data(), dHt.ptr, ht.size() * 4,
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_LE(ref::rel_rms(o.data(), oRef), 1e-5);
+    EXPECT_LE(ref::rel_rms(ht.data(), htRef), 1e-5);
+  }
+}
+
+TEST(CudaDevicePointers, ValidatesDeviceCuSeqlens) {
+  SKIP_WITHOUT_GPU();
+  test::Problem pr = cudaProblem(1, 64, 64, test::freshSeed(), true);
+  std::vector<int64_t> badCu = {0, 5, 3, 21};
+  DevMem q = upload(pr.q), k = upload(pr.k), v = upload(pr.v),
+         beta = upload(pr.beta), g = upload(pr.g), cu = upload(badCu),
+         dO(pr.oCount() * 4);
+  deltac_fwd_params p = pr.params(dO.ptr, nullptr);
+  p.q = q.ptr;
+  p.k = k.ptr;
+  p.v = v.ptr;
+  p.beta = static_cast<const float *>(beta.ptr);
+  p.g = static_cast<const float *>(g.ptr);
+  p.h0 = nullptr;
+  p.N = 3;
+  p.cu_seqlens = static_cast<const int64_t *>(cu.ptr);
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.device_pointers = 1;
+  EXPECT_NE(deltac_forward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("non-decreasing"),
+            std::string::npos)
+      << deltac_last_error();
+}
+
+TEST(CudaAuto, PicksTheGpuWhenAKernelExists) {
+  SKIP_WITHOUT_GPU();
+  deltac_run_info info{};
+  deltac_options opt = deltac_default_options();
+  // Supported: GPU.
+  test::Problem pr = cudaProblem(2, 128, 128, test::freshSeed(), false);
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_EQ(info.device, DELTAC_DEVICE_CUDA);
+  // Chunked requested: CPU.
+  opt.mode = DELTAC_MODE_CHUNKED;
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
+  // No kernel for K = 32: CPU under auto, an error when forced.
+  test::Problem small = cudaProblem(2, 32, 32, test::freshSeed(), false);
+  std::vector<float> o2(small.oCount()), ht2(small.stateCount());
+  deltac_fwd_params p2 = small.params(o2.data(), ht2.data());
+  opt = deltac_default_options();
+  ASSERT_EQ(deltac_forward_info(&p2, &opt, &info), 0) << deltac_last_error();
+  EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
+  opt.device = DELTAC_DEVICE_CUDA;
+  EXPECT_NE(deltac_forward(&p2, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("no CUDA kernel"),
+            std::string::npos)
+      << deltac_last_error();
+}
+
+TEST(CudaCli, DeviceCudaMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  for (bool bf16 : {false, true}) {
+    uint64_t seed = test::freshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    test::TempDir dir;
+    test::Problem pr = cudaProblem(1, 128, 128, seed, true);
+    std::string err;
+    auto w = [&](const char *name, const std::vector<int64_t> &shape,
+                 const std::vector<float> &x) {
+      ASSERT_TRUE(npy::write_file(dir.file(name), npy::DType::F32, shape,
+                                  x.data(), &err))
+          << err;
+    };
+    w("q.npy", pr.qShape(), pr.q);
+    w("k.npy", pr.qShape(), pr.k);
+    w("v.npy", pr.vShape(), pr.v);
+    w("beta.npy", pr.betaShape(), pr.beta);
+    w("g.npy", pr.gShape(), pr.g);
+    w("h0.npy", pr.stateShape(), pr.h0);
+    ASSERT_TRUE(npy::write_file(dir.file("cu_seqlens.npy"), npy::DType::I64,
+                                {int64_t(pr.cu.size())}, pr.cu.data(), &err));
+    std::vector<std::string> args = {"run", "--variant=gated",
+                                     "--inputs=" + dir.path(),
+                                     "--outputs=" + dir.file("out"),
+                                     "--device=cuda", "--stats"};
+    if (bf16)
+      args.push_back("--dtype=bf16");
+    std::vector<char *> argv;
+    for (auto &a : args)
+      argv.push_back(&a[0]);
+    ::testing::internal::CaptureStdout();
+    int rc = run_command(int(argv.size()), argv.data());
+    std::string out = ::testing::internal::GetCapturedStdout();
+    ASSERT_EQ(rc, 0);
+    EXPECT_NE(out.find("device=cuda"), std::string::npos) << out;
+
+    std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
+                          v16 = test::toBf16(pr.v);
+    deltac_fwd_params p = pr.params(nullptr, nullptr);
+    if (bf16) {
+      p.in_dtype = DELTAC_BF16;
+      p.q = q16.data();
+      p.k = k16.data();
+      p.v = v16.data();
+    }
+    std::vector<double> oRef, htRef;
+    ref::forward(p, &oRef, &htRef);
+    npy::Array o, ht;
+    ASSERT_TRUE(npy::read_file(dir.file("out/o.npy"), &o, &err)) << err;
+    ASSERT_TRUE(npy::read_file(dir.file("out/ht.npy"), &ht, &err)) << err;
+    EXPECT_LE(ref::rel_rms(o.as<float>(), oRef), bf16 ? 5e-3 : 1e-5);
+    EXPECT_LE(ref::rel_rms(ht.as<float>(), htRef), 1e-5);
+  }
+}
+
+} // namespace
+} // namespace deltac

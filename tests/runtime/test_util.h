@@ -1,0 +1,190 @@
+// Shared helpers of the runtime tests: random problems, temp directories.
+#ifndef DELTAC_TESTS_RUNTIME_TEST_UTIL_H
+#define DELTAC_TESTS_RUNTIME_TEST_UTIL_H
+
+#include "deltac/npy.h"
+#include "deltac/params.h"
+#include "deltac/reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <dirent.h>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace deltac {
+namespace test {
+
+// A fresh seed per call; printed by the tests through SCOPED_TRACE.
+inline uint64_t freshSeed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// mkdtemp directory removed (recursively) on destruction.
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/deltac_rt_XXXXXX";
+    char *d = ::mkdtemp(tmpl);
+    EXPECT_NE(d, nullptr);
+    path_ = d ? d : "/tmp";
+  }
+  ~TempDir() {
+    std::string cmd = "rm -rf '" + path_ + "'";
+    if (std::system(cmd.c_str()) != 0)
+      ADD_FAILURE() << "cannot remove " << path_;
+  }
+  const std::string &path() const { return path_; }
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+inline bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Names in a directory, without . and .. (empty when it does not exist).
+inline std::vector<std::string> listDir(const std::string &dir) {
+  std::vector<std::string> names;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..")
+        names.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// One forward problem with host tensors, shaped as in deltac_fwd_params.
+struct Problem {
+  int variant = DELTAC_VARIANT_GATED;
+  int B = 1, T = 1, H = 1, HV = 1, K = 16, V = 16;
+  std::vector<int64_t> cu; // empty: no cu_seqlens
+  bool withH0 = true;
+  std::vector<float> q, k, v, g, beta, h0;
+
+  int N() const { return cu.empty() ? B : int(cu.size()) - 1; }
+  std::vector<int64_t> qShape() const { return {B, T, H, K}; }
+  std::vector<int64_t> vShape() const { return {B, T, HV, V}; }
+  std::vector<int64_t> betaShape() const { return {B, T, HV}; }
+  std::vector<int64_t> gShape() const {
+    if (variant == DELTAC_VARIANT_KDA)
+      return {B, T, HV, K};
+    return {B, T, HV};
+  }
+  std::vector<int64_t> stateShape() const { return {N(), HV, K, V}; }
+
+  // Random contents: q and k rows of unit norm (stable recurrence with or
+  // without qk_l2norm), v ~ N(0, 1), beta ~ U(0, 1), g in [-0.2, 0].
+  void fill(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> n01(0.f, 1.f);
+    std::uniform_real_distribution<float> u01(0.f, 1.f);
+    auto unitRows = [&](std::vector<float> &x) {
+      x.resize(size_t(B) * T * H * K);
+      for (size_t r = 0; r < x.size() / K; ++r) {
+        double s = 0;
+        for (int i = 0; i < K; ++i) {
+          float z = n01(rng);
+          x[r * K + i] = z;
+          s += double(z) * z;
+        }
+        for (int i = 0; i < K; ++i)
+          x[r * K + i] = float(x[r * K + i] / std::sqrt(s));
+      }
+    };
+    unitRows(q);
+    unitRows(k);
+    v.resize(size_t(B) * T * HV * V);
+    for (float &x : v)
+      x = n01(rng);
+    beta.resize(size_t(B) * T * HV);
+    for (float &x : beta)
+      x = u01(rng);
+    g.clear();
+    if (variant != DELTAC_VARIANT_DELTA) {
+      g.resize(variant == DELTAC_VARIANT_KDA ? size_t(B) * T * HV * K
+                                             : size_t(B) * T * HV);
+      for (float &x : g)
+        x = -0.2f * u01(rng);
+    }
+    h0.clear();
+    if (withH0) {
+      h0.resize(size_t(N()) * HV * K * V);
+      for (float &x : h0)
+        x = 0.3f * n01(rng);
+    }
+  }
+
+  // Params over this problem's f32 host tensors (o, ht supplied by caller).
+  deltac_fwd_params params(void *o, void *ht) const {
+    deltac_fwd_params p{};
+    p.variant = variant;
+    p.B = B;
+    p.T = T;
+    p.H = H;
+    p.HV = HV;
+    p.K = K;
+    p.V = V;
+    p.N = N();
+    p.in_dtype = DELTAC_F32;
+    p.out_dtype = DELTAC_F32;
+    p.state_dtype = DELTAC_F32;
+    p.state_layout = DELTAC_STATE_KV;
+    p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
+    p.g = g.empty() ? nullptr : g.data();
+    p.beta = beta.data();
+    p.h0 = withH0 ? h0.data() : nullptr;
+    p.o = o;
+    p.ht = ht;
+    p.cu_seqlens = cu.empty() ? nullptr : cu.data();
+    p.scale = float(1.0 / std::sqrt(double(K)));
+    p.qk_l2norm = 0;
+    p.threads = 0;
+    return p;
+  }
+
+  size_t oCount() const { return size_t(B) * T * HV * V; }
+  size_t stateCount() const { return size_t(N()) * HV * K * V; }
+};
+
+// Random cu_seqlens over T tokens with n sequences (some may be empty).
+inline std::vector<int64_t> randomCuSeqlens(int T, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> d(0, T);
+  std::vector<int64_t> cu(size_t(n) + 1);
+  cu[0] = 0;
+  cu[size_t(n)] = T;
+  for (int i = 1; i < n; ++i)
+    cu[size_t(i)] = d(rng);
+  std::sort(cu.begin(), cu.end());
+  return cu;
+}
+
+inline std::vector<uint16_t> toBf16(const std::vector<float> &x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    out[i] = ref::float_to_bf16(x[i]);
+  return out;
+}
+
+} // namespace test
+} // namespace deltac
+
+#endif // DELTAC_TESTS_RUNTIME_TEST_UTIL_H
