@@ -96,9 +96,10 @@ inline double rel_rms_out(const Outputs &out, const std::vector<double> &ref) {
   return rel_rms(o.data(), ref);
 }
 
-inline double chunked_flops(const Problem &pb) {
-  double per = pb.T > 8 ? deltac::chunked_flops_per_token(pb.D, pb.D, 64)
-                        : deltac::recurrent_flops_per_token(pb.D, pb.D);
+// FLOPs of the form that ran: the chunked scan (chunk 64) or the recurrence.
+inline double flops(const Problem &pb, bool chunked) {
+  double per = chunked ? deltac::chunked_flops_per_token(pb.D, pb.D, 64)
+                       : deltac::recurrent_flops_per_token(pb.D, pb.D);
   return per * pb.B * pb.T * pb.HV;
 }
 

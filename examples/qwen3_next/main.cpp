@@ -44,13 +44,13 @@ double time_cpu(const deltac_fwd_params &p, int reps) {
 }
 
 bool report(const char *what, const demo::Problem &pb, demo::Outputs &out,
-            double secs, long tokens) {
+            double secs, long tokens, bool chunked) {
   std::vector<double> o_ref, ht_ref;
   deltac::ref::forward(pb.params(out.o.data(), out.ht.data()), &o_ref, &ht_ref);
   double eo = demo::rel_rms_out(out, o_ref);
   double eh = demo::rel_rms(out.ht.data(), ht_ref);
   bool ok = eo <= 5e-3 && eh <= 5e-3;
-  double gflop = demo::chunked_flops(pb) * 1e-9;
+  double gflop = demo::flops(pb, chunked) * 1e-9;
   std::printf("%-34s err o %.2e  ht %.2e  %s  %9.3f ms  %10.0f tokens/s  %6.1f "
               "GFLOP/s\n",
               what, eo, eh, ok ? "ok  " : "FAIL", secs * 1e3, tokens / secs,
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
   if (opt.cpu) {
     double t = time_cpu(p, opt.reps);
     ok &= report(("cpu prefill T=" + std::to_string(opt.tokens)).c_str(), prompt,
-                 out, t, opt.tokens);
+                 out, t, opt.tokens, opt.tokens > 1);
   }
   // Decode: a batch of sequences with a cached state, one token each.
   demo::Problem step(rng, opt.batch, 1, kHeads, kVHeads, kDim, true);
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
   if (opt.cpu) {
     double t = time_cpu(s, std::max(opt.reps, 20));
     ok &= report(("cpu decode step batch=" + std::to_string(opt.batch)).c_str(),
-                 step, step_out, t, opt.batch);
+                 step, step_out, t, opt.batch, false);
   }
 #ifdef DELTAC_DEMO_CUDA
   if (opt.gpu) {
@@ -95,10 +95,10 @@ int main(int argc, char **argv) {
     } else {
       double t = demo::time_cuda(prompt, &out, opt.reps);
       ok &= report(("cuda prefill T=" + std::to_string(opt.tokens)).c_str(),
-                   prompt, out, t, opt.tokens);
+                   prompt, out, t, opt.tokens, false); // recurrent on CUDA for now
       t = demo::time_cuda(step, &step_out, std::max(opt.reps, 50));
       ok &= report(("cuda decode step batch=" + std::to_string(opt.batch)).c_str(),
-                   step, step_out, t, opt.batch);
+                   step, step_out, t, opt.batch, false);
     }
   }
 #endif
