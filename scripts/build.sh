@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds deltac into ${DELTAC_BUILD_DIR:-build}. Extra args go to cmake.
+# Configures and builds deltac into ${DELTAC_BUILD_DIR:-build}. Extra args go
+# to cmake's configure step; DELTAC_TARGETS (space-separated) limits the build.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${DELTAC_BUILD_DIR:-$root/build}"
@@ -8,4 +9,6 @@ cuda=()
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_DIR=/usr/lib/llvm-22/lib/cmake/llvm \
   "${cuda[@]}" "$@" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+targets=()
+for t in ${DELTAC_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"

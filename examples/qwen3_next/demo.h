@@ -2,7 +2,9 @@
 #ifndef DELTAC_EXAMPLES_DEMO_H
 #define DELTAC_EXAMPLES_DEMO_H
 
+#include "deltac/convert.h"
 #include "deltac/flops.h"
+#include "deltac/reference.h"
 #include "deltac/params.h"
 
 #include <cmath>
@@ -16,18 +18,7 @@
 
 namespace demo {
 
-inline uint16_t to_bf16(float x) { // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-inline float from_bf16(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using deltac::f32_to_bf16;
 
 // One forward call's inputs: q, k, v in bf16, gates and betas in f32.
 struct Problem {
@@ -42,7 +33,7 @@ struct Problem {
     size_t tok = size_t(B) * T;
     auto fill_bf16 = [&](std::vector<uint16_t> &x, size_t n) {
       x.resize(n);
-      for (auto &e : x) e = to_bf16(n01(rng));
+      for (auto &e : x) e = f32_to_bf16(n01(rng));
     };
     fill_bf16(q, tok * H * D);
     fill_bf16(k, tok * H * D);
@@ -81,20 +72,6 @@ struct Outputs {
       : o(size_t(pb.B) * pb.T * pb.HV * pb.D),
         ht(size_t(pb.B) * pb.HV * pb.D * pb.D) {}
 };
-
-inline double rel_rms(const float *x, const std::vector<double> &ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    double d = double(x[i]) - ref[i];
-    num += d * d, den += ref[i] * ref[i];
-  }
-  return std::isfinite(num) ? std::sqrt(num / (den > 0 ? den : 1)) : INFINITY;
-}
-inline double rel_rms_out(const Outputs &out, const std::vector<double> &ref) {
-  std::vector<float> o(out.o.size());
-  for (size_t i = 0; i < o.size(); ++i) o[i] = from_bf16(out.o[i]);
-  return rel_rms(o.data(), ref);
-}
 
 // FLOPs of the form that ran: the chunked scan (chunk 64) or the recurrence.
 inline double flops(const Problem &pb, bool chunked) {

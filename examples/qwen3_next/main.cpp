@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,8 @@ bool report(const char *what, const demo::Problem &pb, demo::Outputs &out,
             double secs, long tokens, bool chunked) {
   std::vector<double> o_ref, ht_ref;
   deltac::ref::forward(pb.params(out.o.data(), out.ht.data()), &o_ref, &ht_ref);
-  double eo = demo::rel_rms_out(out, o_ref);
-  double eh = demo::rel_rms(out.ht.data(), ht_ref);
+  double eo = deltac::ref::rel_rms(out.o.data(), o_ref); // o is bf16
+  double eh = deltac::ref::rel_rms(out.ht.data(), ht_ref);
   bool ok = eo <= 5e-3 && eh <= 5e-3;
   double gflop = demo::flops(pb, chunked) * 1e-9;
   std::printf("%-34s err o %.2e  ht %.2e  %s  %9.3f ms  %10.0f tokens/s  %6.1f "
@@ -60,7 +61,7 @@ bool report(const char *what, const demo::Problem &pb, demo::Outputs &out,
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv) try {
   demo::Options opt = demo::parse(argc, argv);
   std::printf("deltac main job: Qwen3-Next gated DeltaNet layer, %d q/k heads, "
               "%d value heads, K = V = %d, bf16 in, f32 state\n",
@@ -105,4 +106,9 @@ int main(int argc, char **argv) {
   std::printf("%s\n", ok ? "all results within tolerance (rel. RMS <= 5e-3, bf16 inputs)"
                          : "SOME RESULTS ARE OUT OF TOLERANCE");
   return ok ? 0 : 1;
+}
+catch (const std::bad_alloc &) {
+  std::fprintf(stderr, "deltac demo: out of memory for these sizes; try fewer "
+                       "--tokens or a smaller --batch\n");
+  return 1;
 }

@@ -1,6 +1,6 @@
 // Host-side pre-processing for the layer options the dialect can fuse
-// (delta.beta_sigmoid, delta.gate), with the same formulas as the code the
-// compiler generates, so that `deltac run` and generated kernels agree.
+// (delta.beta_sigmoid, delta.gate): the one definition of these formulas,
+// used by `deltac run` and by the CPU code deltac generates.
 #ifndef DELTAC_PREPROCESS_H
 #define DELTAC_PREPROCESS_H
 
