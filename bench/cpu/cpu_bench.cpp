@@ -6,6 +6,7 @@
 //                 sgemm     2 * M * N * K.
 // OpenBLAS cblas_sgemm on the chunked form's block shapes is the ceiling.
 #include "deltac/cpu/forward.h"
+#include "deltac/flops.h"
 
 #include <benchmark/benchmark.h>
 
@@ -93,7 +94,7 @@ void BM_Chunked(benchmark::State& st) {
   }
   const double tokens = kPrefillT;
   set_counters(st, tokens,
-               tokens * kHeads * 2.0 * (3.0 * kD * kD + Chunk * 2.0 * kD));
+               tokens * kHeads * deltac::chunked_flops_per_token(kD, kD, Chunk));
 }
 
 template <deltac_variant Var>
@@ -105,7 +106,7 @@ void BM_RecurrentPrefill(benchmark::State& st) {
     deltac::cpu::recurrent<Var, kD, kD>(pr.p);
     benchmark::DoNotOptimize(pr.o.data());
   }
-  set_counters(st, T, double(T) * kHeads * 2.0 * 3.0 * kD * kD);
+  set_counters(st, T, double(T) * kHeads * deltac::recurrent_flops_per_token(kD, kD));
 }
 
 // Decode: T = 1, batch st.range(0), heads st.range(1), state updated in
@@ -121,7 +122,7 @@ void BM_Decode(benchmark::State& st) {
     deltac::cpu::recurrent<Var, kD, kD>(pr.p);
     benchmark::DoNotOptimize(pr.h0.data());
   }
-  set_counters(st, B, double(B) * H * 2.0 * 3.0 * kD * kD);
+  set_counters(st, B, double(B) * H * deltac::recurrent_flops_per_token(kD, kD));
   st.counters["state_GBps"] = benchmark::Counter(
       2.0 * B * H * kD * kD * 4 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }

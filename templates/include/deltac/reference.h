@@ -3,6 +3,7 @@
 #ifndef DELTAC_REFERENCE_H
 #define DELTAC_REFERENCE_H
 
+#include "deltac/convert.h"
 #include "deltac/params.h"
 
 #include <cmath>
@@ -12,23 +13,9 @@
 
 namespace deltac::ref {
 
-// bf16 (raw uint16) -> float: the bf16 bits are the top half of an f32.
-inline float bf16_to_float(uint16_t x) {
-  uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// float -> bf16 with round-to-nearest-even (NaN stays NaN).
-inline uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
+// bf16 (raw uint16) <-> float, as everywhere in deltac.
+inline float bf16_to_float(uint16_t x) { return deltac::bf16_to_f32(x); }
+inline uint16_t float_to_bf16(float f) { return deltac::f32_to_bf16(f); }
 
 // Element i of an input tensor of dtype `dt` (F32 or BF16).
 inline double load_in(const void* base, int32_t dt, int64_t i) {

@@ -3,6 +3,7 @@
 #ifndef DELTAC_CPU_COMMON_H
 #define DELTAC_CPU_COMMON_H
 
+#include "deltac/convert.h"
 #include "deltac/cpu/simd.h"
 #include "deltac/params.h"
 
@@ -15,22 +16,8 @@
 
 namespace deltac::cpu::detail {
 
-inline float bf16_to_f32(uint16_t x) {
-  uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest even; NaN stays NaN.
-inline uint16_t f32_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
+using deltac::bf16_to_f32;
+using deltac::f32_to_bf16;
 
 // dst[0..n) = element `off`.. of an F32 or BF16 tensor, as f32.
 inline void load_row(float* dst, const void* base, int32_t dtype, int64_t off,
@@ -189,16 +176,20 @@ inline int thread_count(const deltac_fwd_params& p) {
   return omp_get_max_threads();
 }
 
-// Value heads per work item of for_each_head_group: each sequence's heads are
-// split into about 2 * threads / N groups (so that threads get balanced work),
-// at most 4 heads per group (their states stay in L2).
+// Value heads per work item of for_each_head_group: the largest g <= 4 (so
+// that a group's states stay in L2) that divides HV and leaves the threads
+// balanced work (a multiple of the thread count, or many items); else 1.
 inline int heads_per_group(const deltac_fwd_params& p) {
-  const int N = num_seqs(p) > 0 ? num_seqs(p) : 1;
-  int groups = (2 * thread_count(p) + N - 1) / N;
-  if (groups > p.HV)
-    groups = p.HV;
-  int g = (p.HV + groups - 1) / groups;
-  return g < 4 ? g : 4;
+  const int64_t N = num_seqs(p) > 0 ? num_seqs(p) : 1;
+  const int nt = thread_count(p);
+  for (int g = p.HV < 4 ? p.HV : 4; g > 1; --g) {
+    if (p.HV % g)
+      continue;
+    const int64_t items = N * (p.HV / g);
+    if (items % nt == 0 || items >= 4 * nt)
+      return g;
+  }
+  return 1;
 }
 
 // Runs fn(n, j0, j1) for every sequence n and group [j0, j1) of consecutive
