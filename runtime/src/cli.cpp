@@ -3,6 +3,7 @@
 // before anything is written.
 #include "deltac/cli.h"
 
+#include "deltac/convert.h"
 #include "deltac/npy.h"
 #include "deltac/preprocess.h"
 #include "deltac/runtime.h"
@@ -47,7 +48,8 @@ const char kUsage[] =
     "  --device    auto: GPU when present and a kernel exists, else CPU\n"
     "  --mode      auto: recurrent for short sequences, else chunked (CPU)\n"
     "  --chunk     chunk size of the chunked mode (default 64)\n"
-    "  --dtype     bf16 rounds q, k, v to bf16 and runs the bf16 kernels\n"
+    "  --dtype     bf16 rounds q, k, v to bf16 (nearest even) on load; the\n"
+    "              arithmetic is f32 and o is f32 (on CUDA o is rounded to bf16)\n"
     "  --scale     output scale (default 1/sqrt(K))\n"
     "  --qk-l2norm L2-normalise q and k per head\n"
     "  --threads   CPU threads (0 = all cores)\n"
@@ -58,7 +60,10 @@ const char kUsage[] =
     "  --gate-in-kernel g.npy holds a: g = -exp(A_log) * softplus(a + dt_bias)"
     "\n"
     "                   with A_log.npy [HV] and dt_bias.npy [HV] (gated) or"
-    " [HV, K] (kda)\n"
+    " [HV, K] or [HV*K]\n"
+    "                   (kda);"
+    " A_log.npy or dt_bias.npy without --gate-in-kernel is an\n"
+    "                   error\n"
     "Exit code 0 on success, 1 on any error (nothing is written then).\n";
 
 struct CliError : std::runtime_error {
@@ -267,29 +272,23 @@ void checkHeadDim(const std::string &path, const char *name, int64_t d) {
          " (last dimension): expected a multiple of 16 in [16, 256]");
 }
 
-// float -> bf16 bits, round to nearest even (NaN stays NaN).
-uint16_t toBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
-
-float fromBf16(uint16_t x) {
-  uint32_t bits = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 std::vector<uint16_t> toBf16(const Array &a) {
   std::vector<uint16_t> out(std::size_t(a.count()));
   const float *x = a.as<float>();
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i] = toBf16(x[i]);
+    out[i] = f32_to_bf16(x[i]);
   return out;
+}
+
+// An existing output path must be a file (or a link) that rename() can
+// replace; a directory there would make the second rename fail after the
+// first succeeded.
+void expectReplaceable(const std::string &path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !S_ISLNK(st.st_mode))
+    fail(path + ": exists and is not a regular file: expected a file to "
+                "replace (remove it)");
 }
 
 // mkdir -p.
@@ -318,6 +317,10 @@ int run(const Options &opt) {
     fail(in + ": input directory not found");
   if (::stat(opt.outputs.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
     fail(opt.outputs + ": exists and is not a directory (--outputs)");
+  const std::string oPath = joinPath(opt.outputs, "o.npy"),
+                    htPath = joinPath(opt.outputs, "ht.npy");
+  expectReplaceable(oPath);
+  expectReplaceable(htPath);
   const std::string qPath = joinPath(in, "q.npy"), kPath = joinPath(in, "k.npy"),
                     vPath = joinPath(in, "v.npy"),
                     betaPath = joinPath(in, "beta.npy"),
@@ -506,8 +509,16 @@ int run(const Options &opt) {
     }
   }
 
-  // Parameters.
+  // Parameters. bf16 rounds q, k, v; o stays f32 except on CUDA, whose
+  // kernels write o in their input type.
   const bool bf16 = opt.dtype == "bf16";
+  const bool wantChunked = opt.mode == "chunked" || opt.chunk != 0;
+  const bool onCuda =
+      opt.device == "cuda" ||
+      (opt.device == "auto" && !wantChunked && deltac_cuda_available() &&
+       deltac_cuda_supports(variant, int32_t(K), int32_t(V),
+                            bf16 ? DELTAC_BF16 : DELTAC_F32));
+  const bool o16Out = bf16 && onCuda;
   std::vector<uint16_t> q16, k16, v16;
   if (bf16) {
     q16 = toBf16(q);
@@ -516,7 +527,7 @@ int run(const Options &opt) {
   }
   const std::size_t oCount = std::size_t(B * T * HV * V);
   std::vector<float> o(oCount);
-  std::vector<uint16_t> o16(bf16 ? oCount : 0);
+  std::vector<uint16_t> o16(o16Out ? oCount : 0);
   std::vector<float> ht(std::size_t(N * HV * K * V));
 
   deltac_fwd_params p{};
@@ -529,7 +540,7 @@ int run(const Options &opt) {
   p.V = int32_t(V);
   p.N = int32_t(N);
   p.in_dtype = bf16 ? DELTAC_BF16 : DELTAC_F32;
-  p.out_dtype = p.in_dtype;
+  p.out_dtype = o16Out ? DELTAC_BF16 : DELTAC_F32;
   p.state_dtype = DELTAC_F32;
   p.state_layout = DELTAC_STATE_KV;
   p.q = bf16 ? static_cast<const void *>(q16.data()) : q.as<float>();
@@ -538,7 +549,7 @@ int run(const Options &opt) {
   p.g = !haveG ? nullptr : gBuf.empty() ? g.as<float>() : gBuf.data();
   p.beta = betaBuf.empty() ? beta.as<float>() : betaBuf.data();
   p.h0 = haveH0 ? h0.as<float>() : nullptr;
-  p.o = bf16 ? static_cast<void *>(o16.data()) : o.data();
+  p.o = o16Out ? static_cast<void *>(o16.data()) : o.data();
   p.ht = ht.data();
   p.cu_seqlens = haveCu ? cu.data() : nullptr;
   p.scale = float(opt.haveScale ? opt.scale : 1.0 / std::sqrt(double(K)));
@@ -559,21 +570,30 @@ int run(const Options &opt) {
   if (deltac_forward_info(&p, &dopt, &info) != 0)
     fail(std::string("forward failed: ") + deltac_last_error());
   auto t1 = std::chrono::steady_clock::now();
-  if (bf16)
+  if (o16Out)
     for (std::size_t i = 0; i < oCount; ++i)
-      o[i] = fromBf16(o16[i]);
+      o[i] = bf16_to_f32(o16[i]);
 
-  // Outputs: o.npy and ht.npy, each written atomically.
+  // Outputs: o.npy and ht.npy, both written to temporary files first and
+  // renamed only when both are complete, so a failure leaves earlier
+  // outputs in place.
   makeDirs(opt.outputs);
-  const std::string oPath = joinPath(opt.outputs, "o.npy"),
-                    htPath = joinPath(opt.outputs, "ht.npy");
-  std::string err;
-  if (!npy::write_file(oPath, DType::F32, {B, T, HV, V}, o.data(), &err))
+  expectReplaceable(oPath);
+  expectReplaceable(htPath);
+  std::string err, oTmp, htTmp;
+  if (!npy::write_temp(oPath, DType::F32, {B, T, HV, V}, o.data(), &oTmp, &err))
     fail(oPath + ": " + err);
-  if (!npy::write_file(htPath, DType::F32, {N, HV, K, V}, ht.data(), &err)) {
-    ::unlink(oPath.c_str());
+  if (!npy::write_temp(htPath, DType::F32, {N, HV, K, V}, ht.data(), &htTmp,
+                       &err)) {
+    ::unlink(oTmp.c_str());
     fail(htPath + ": " + err);
   }
+  if (!npy::commit(oTmp, oPath, &err)) {
+    ::unlink(htTmp.c_str());
+    fail(oPath + ": " + err);
+  }
+  if (!npy::commit(htTmp, htPath, &err))
+    fail(htPath + ": " + err);
 
   if (opt.stats) {
     double secs = std::chrono::duration<double>(t1 - t0).count();
@@ -593,8 +613,6 @@ int run(const Options &opt) {
 }
 
 } // namespace
-
-const char *run_usage() { return kUsage; }
 
 int run_command(int argc, char **argv) {
   try {

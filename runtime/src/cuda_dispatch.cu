@@ -90,15 +90,13 @@ bool cuda_run(const deltac_fwd_params &p, const deltac_options &opt,
   cudaError_t e;
 
   if (opt.device_pointers) {
-    // Validate on the host with a host copy of cu_seqlens.
+    // Everything but the contents of cu_seqlens first (this bounds N), then
+    // the contents through a host copy.
+    if (!check_params(p, error, /*cu_seqlens_on_host=*/false))
+      return false;
     deltac_fwd_params hp = p;
     std::vector<int64_t> cu;
     if (p.cu_seqlens) {
-      if (p.N <= 0 || p.N > (1 << 28)) {
-        *error = "params.N = " + std::to_string(p.N) +
-                 ": expected > 0 with cu_seqlens";
-        return false;
-      }
       cu.resize(size_t(p.N) + 1);
       e = cudaMemcpy(cu.data(), p.cu_seqlens, cu.size() * sizeof(int64_t),
                      cudaMemcpyDeviceToHost);

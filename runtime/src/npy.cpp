@@ -357,7 +357,9 @@ bool parse(const void *bytes, std::size_t size, Array *out,
 }
 
 bool read_file(const std::string &path, Array *out, std::string *error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not block; anything but a
+  // regular file is rejected by the fstat below before a read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return fail(error, errno == ENOENT ? "file not found"
                                        : std::string("cannot open: ") +
@@ -457,9 +459,9 @@ std::string encode(DType t, const std::vector<int64_t> &shape,
   return out;
 }
 
-bool write_file(const std::string &path, DType t,
+bool write_temp(const std::string &path, DType t,
                 const std::vector<int64_t> &shape, const void *data,
-                std::string *error) {
+                std::string *tmp_path, std::string *error) {
   std::string bytes = encode(t, shape, data);
   std::string tmp = path + ".tmp.XXXXXX";
   std::vector<char> name(tmp.begin(), tmp.end());
@@ -487,15 +489,29 @@ bool write_file(const std::string &path, DType t,
     ok = false;
     err = errno;
   }
-  if (ok && ::rename(name.data(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
   if (!ok) {
     ::unlink(name.data());
     return fail(error, std::string("cannot write: ") + std::strerror(err));
   }
+  *tmp_path = name.data();
   return true;
+}
+
+bool commit(const std::string &tmp_path, const std::string &path,
+            std::string *error) {
+  if (::rename(tmp_path.c_str(), path.c_str()) == 0)
+    return true;
+  int err = errno;
+  ::unlink(tmp_path.c_str());
+  return fail(error, std::string("cannot write: ") + std::strerror(err));
+}
+
+bool write_file(const std::string &path, DType t,
+                const std::vector<int64_t> &shape, const void *data,
+                std::string *error) {
+  std::string tmp;
+  return write_temp(path, t, shape, data, &tmp, error) &&
+         commit(tmp, path, error);
 }
 
 } // namespace npy

@@ -205,6 +205,81 @@ TEST_F(CheckParams, FlagsAndThreads) {
   expectFail([](auto &x) { x.threads = -1; }, {"threads"});
 }
 
+// One bound on N, with or without cu_seqlens, checked before cu_seqlens is
+// read.
+TEST_F(CheckParams, SequenceCountBound) {
+  const int32_t over = int32_t(kMaxSequences + 1);
+  expectFail([&](auto &x) { x.B = over; x.N = over; },
+             {"params.N", "16777216"});
+  static const int64_t cu[2] = {0, 5}; // far shorter than N + 1
+  expectFail(
+      [&](auto &x) {
+        x.B = 1;
+        x.T = 5;
+        x.N = over;
+        x.cu_seqlens = cu;
+      },
+      {"params.N", "[1, 16777216]"});
+  // The state N*HV*K*V is bounded too.
+  expectFail(
+      [&](auto &x) {
+        x.B = 1;
+        x.T = 1;
+        x.H = 1;
+        x.HV = 1 << 30;
+        x.K = x.V = 256;
+        x.N = int32_t(kMaxSequences);
+        x.cu_seqlens = cu;
+      },
+      {"N*HV*K*V"});
+  deltac_fwd_params ok = p;
+  ok.B = ok.N = int32_t(kMaxSequences);
+  EXPECT_TRUE(check_params(ok, nullptr));
+}
+
+// cu_seqlens_on_host = false: everything but the contents of cu_seqlens is
+// checked, and they are never read (the pointer here is unmapped).
+TEST_F(CheckParams, DeviceCuSeqlensNotRead) {
+  const int64_t *unmapped = reinterpret_cast<const int64_t *>(uintptr_t(8));
+  deltac_fwd_params x = p;
+  x.B = 1;
+  x.T = 5;
+  x.N = 3;
+  x.cu_seqlens = unmapped;
+  std::string err;
+  EXPECT_TRUE(check_params(x, &err, /*cu_seqlens_on_host=*/false)) << err;
+  static const int64_t decreasing[] = {0, 3, 2, 5};
+  x.cu_seqlens = decreasing;
+  EXPECT_TRUE(check_params(x, &err, false)) << err;
+  EXPECT_FALSE(check_params(x, &err, true));
+  EXPECT_NE(err.find("non-decreasing"), std::string::npos) << err;
+  x.cu_seqlens = unmapped;
+
+  auto bad = [&](const std::function<void(deltac_fwd_params &)> &mutate,
+                 const std::string &mention) {
+    deltac_fwd_params y = x;
+    mutate(y);
+    std::string e;
+    EXPECT_FALSE(check_params(y, &e, false)) << mention;
+    EXPECT_NE(e.find(mention), std::string::npos) << e;
+  };
+  bad([](auto &y) { y.B = 2; }, "1 when cu_seqlens");
+  bad([](auto &y) { y.N = 0; }, "params.N");
+  bad([](auto &y) { y.N = int32_t(kMaxSequences + 1); }, "params.N");
+  bad([](auto &y) {
+        y.cu_seqlens = reinterpret_cast<const int64_t *>(uintptr_t(12));
+      },
+      "alignment");
+  bad([](auto &y) { y.K = 8; }, "params.K");
+  bad([](auto &y) { y.o = nullptr; }, "params.o");
+  // Without cu_seqlens the flag changes nothing.
+  deltac_fwd_params z = p;
+  EXPECT_TRUE(check_params(z, &err, false)) << err;
+  z.N = 3;
+  EXPECT_FALSE(check_params(z, &err, false));
+  EXPECT_NE(err.find("B = 2"), std::string::npos) << err;
+}
+
 TEST_F(CheckParams, HugeDimsRejected) {
   expectFail(
       [](auto &x) {

@@ -2,6 +2,7 @@
 // deltac-run binary), outputs compared with the float64 reference; every bad
 // input gives exit code 1, a one-line error naming the file, no outputs.
 #include "deltac/cli.h"
+#include "deltac/convert.h"
 #include "deltac/npy.h"
 #include "deltac/runtime.h"
 
@@ -175,7 +176,15 @@ TEST_P(CliBf16, MatchesReference) {
                         "--inputs", dir.path(), "--outputs", dir.path(),
                         "--dtype=bf16", "--device=cpu"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  expectOutputsMatch(pr, dir.path(), 5e-3, /*bf16=*/true);
+  // bf16 rounds the inputs only: f32 arithmetic and an f32 o, so o matches
+  // the reference on the rounded inputs at the f32 tolerance (a bf16 o
+  // would be ~2e-3 off).
+  expectOutputsMatch(pr, dir.path(), 1e-5, /*bf16=*/true);
+  Array o = readArray(dir.file("o.npy"));
+  size_t exact = 0;
+  for (int64_t i = 0; i < o.count(); ++i)
+    exact += bf16_to_f32(f32_to_bf16(o.as<float>()[i])) == o.as<float>()[i];
+  EXPECT_LT(exact, size_t(o.count()) / 2) << "o.npy looks rounded to bf16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cli, CliBf16, ::testing::Values(0, 1, 2),
@@ -301,8 +310,10 @@ TEST(Cli, StatsAndHelp) {
 
   CliResult h = runCli({"--help"});
   EXPECT_EQ(h.rc, 0);
-  EXPECT_NE(h.out.find("--variant=delta|gated|kda"), std::string::npos);
-  EXPECT_NE(h.out.find("--allow-neg-eigval"), std::string::npos);
+  for (const char *m : {"--variant=delta|gated|kda", "--allow-neg-eigval",
+                        "--beta-sigmoid", "--gate-in-kernel", "A_log.npy",
+                        "dt_bias.npy", "without --gate-in-kernel is an"})
+    EXPECT_NE(h.out.find(m), std::string::npos) << m;
   EXPECT_EQ(h.err, "");
 }
 
@@ -773,6 +784,53 @@ INSTANTIATE_TEST_SUITE_P(
                  {"--variant=gated", kIn, "--outputs=DIR/q.npy"},
                  "not a directory"}),
     [](const auto &info) { return std::string(info.param.name); });
+
+// A FIFO input is refused at once instead of waiting for a writer.
+TEST(Cli, FifoInputFailsFast) {
+  test::TempDir dir;
+  test::Problem pr = smallProblem(1, test::freshSeed());
+  writeInputs(pr, dir.path());
+  std::string g = dir.file("g.npy");
+  ASSERT_EQ(std::remove(g.c_str()), 0);
+  ASSERT_EQ(::mkfifo(g.c_str(), 0600), 0);
+  CliResult r{};
+  EXPECT_TRUE(test::finishesDespiteFifo(g, [&] {
+    r = runCli({"--variant=gated", "--inputs=" + dir.path(),
+                "--outputs=" + dir.file("out"), "--device=cpu"});
+  })) << "deltac run blocked on a FIFO input";
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find("g.npy: not a regular file"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(test::fileExists(dir.file("out")));
+}
+
+// A directory where o.npy or ht.npy goes fails the run before anything is
+// written, so the two renames cannot half-succeed.
+TEST(Cli, OutputPathIsDirectory) {
+  for (const char *blocked : {"o.npy", "ht.npy"}) {
+    SCOPED_TRACE(blocked);
+    test::TempDir dir;
+    test::Problem pr = smallProblem(1, test::freshSeed());
+    writeInputs(pr, dir.path());
+    std::string out = dir.file("out");
+    ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((out + "/" + blocked).c_str(), 0755), 0);
+    writeRaw(out + "/keep", "x");
+    CliResult r = runCli({"--variant=gated", "--inputs=" + dir.path(),
+                          "--outputs=" + out, "--device=cpu"});
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(std::string(blocked) + ": exists and is not a "
+                                                "regular file"),
+              std::string::npos)
+        << r.err;
+    std::vector<std::string> want = {blocked, "keep"};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(test::listDir(out), want) << "something was written";
+    EXPECT_TRUE(test::listDir(out + "/" + blocked).empty());
+  }
+}
 
 TEST(Cli, CudaForcedWithoutGpu) {
   if (deltac_cuda_available())

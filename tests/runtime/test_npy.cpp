@@ -327,6 +327,21 @@ TEST(Npy, ReadFileErrors) {
   EXPECT_NE(err.find("truncated"), std::string::npos) << err;
 }
 
+// A FIFO is refused at once: opening it must not wait for a writer.
+TEST(Npy, FifoIsRefusedWithoutBlocking) {
+  test::TempDir dir;
+  std::string fifo = dir.file("q.npy");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Array a;
+  std::string err;
+  bool ok = true;
+  EXPECT_TRUE(test::finishesDespiteFifo(
+      fifo, [&] { ok = npy::read_file(fifo, &a, &err); }))
+      << "read_file blocked on a FIFO";
+  EXPECT_FALSE(ok);
+  EXPECT_NE(err.find("not a regular file"), std::string::npos) << err;
+}
+
 TEST(Npy, WriteFileErrorsLeaveNothing) {
   test::TempDir dir;
   float x = 1.0f;

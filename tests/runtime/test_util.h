@@ -10,9 +10,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <dirent.h>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <dirent.h>
+#include <fcntl.h>
+#include <future>
 #include <random>
 #include <string>
 #include <sys/stat.h>
@@ -67,6 +70,21 @@ inline std::vector<std::string> listDir(const std::string &dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Runs fn, which may open the FIFO at fifo for reading, and returns whether
+// it finished within 10 s. If it did not, the FIFO is opened for writing and
+// closed, which unblocks a reader stuck in open() (it then sees EOF), so the
+// test reports a failure instead of hanging.
+template <class Fn> bool finishesDespiteFifo(const std::string &fifo, Fn fn) {
+  auto done = std::async(std::launch::async, fn);
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready)
+    return true;
+  int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  if (fd >= 0)
+    ::close(fd);
+  done.wait();
+  return false;
 }
 
 // One forward problem with host tensors, shaped as in deltac_fwd_params.

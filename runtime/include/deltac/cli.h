@@ -5,13 +5,11 @@
 
 namespace deltac {
 
-// argv[0] is "run" (or the program name); the rest are the flags documented
-// in run_usage(). Prints errors (one line) to stderr and returns 0 on
-// success, 1 on any error; on error no output file is written.
+// argv[0] is "run" (or the program name); the rest are the flags that
+// --help prints (see runtime/README.md). Prints errors (one line) to stderr
+// and returns 0 on success, 1 on any error; on error no output file is
+// written.
 int run_command(int argc, char **argv);
-
-// The --help text.
-const char *run_usage();
 
 } // namespace deltac
 

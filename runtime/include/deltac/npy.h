@@ -50,6 +50,14 @@ std::string encode(DType t, const std::vector<int64_t> &shape,
 bool write_file(const std::string &path, DType t,
                 const std::vector<int64_t> &shape, const void *data,
                 std::string *error);
+// The two halves of write_file, for writing several files all or nothing:
+// write_temp leaves the bytes in *tmp_path (next to path), commit renames it
+// to path (and removes it on failure).
+bool write_temp(const std::string &path, DType t,
+                const std::vector<int64_t> &shape, const void *data,
+                std::string *tmp_path, std::string *error);
+bool commit(const std::string &tmp_path, const std::string &path,
+            std::string *error);
 
 } // namespace npy
 } // namespace deltac

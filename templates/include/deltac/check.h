@@ -29,10 +29,22 @@ inline bool isAligned(const void *ptr, std::size_t align) {
 
 } // namespace detail
 
+// The one bound on the number of sequences N (and so on B). With it and the
+// element-count checks below, every index the kernels form fits in int64.
+constexpr int64_t kMaxSequences = int64_t(1) << 24;
+
 // Returns true when p describes a forward call the kernels can run. On
 // failure returns false and, when error is non-null, stores a one-line
 // message naming the field and what was expected.
-inline bool check_params(const deltac_fwd_params &p, std::string *error) {
+//
+// cu_seqlens_on_host = false is for callers whose cu_seqlens is device
+// memory: the pointer's presence, alignment and the N/B rules are checked,
+// but its contents are not read. The kernels then trust those contents: the
+// caller must guarantee cu_seqlens[0] == 0, non-decreasing values and
+// cu_seqlens[N] == T (other values make the kernels read or write out of
+// bounds).
+inline bool check_params(const deltac_fwd_params &p, std::string *error,
+                         bool cu_seqlens_on_host = true) {
   using detail::checkFail;
   auto msg = [](const char *field, long long got, const char *expected) {
     std::ostringstream os;
@@ -70,16 +82,25 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error) {
       (long double)p.B * p.T * p.HV * (p.K > p.V ? p.K : p.V);
   if (elems > 9.0e18L)
     return checkFail(error, "params: B*T*HV*max(K,V) overflows 64-bit indexing");
+  if (p.N <= 0 || p.N > kMaxSequences) {
+    std::ostringstream os;
+    os << "params.N = " << p.N << ": expected a sequence count in [1, "
+       << kMaxSequences << "]";
+    return checkFail(error, os.str());
+  }
+  const long double stateElems = (long double)p.N * p.HV * p.K * p.V;
+  if (stateElems > 9.0e18L)
+    return checkFail(error, "params: N*HV*K*V overflows 64-bit indexing");
 
   // Sequences.
   if (p.cu_seqlens) {
     if (p.B != 1)
       return checkFail(error,
                        msg("B", p.B, "1 when cu_seqlens is given"));
-    if (p.N <= 0)
-      return checkFail(error, msg("N", p.N, "> 0 with cu_seqlens"));
     if (!detail::isAligned(p.cu_seqlens, alignof(int64_t)))
       return checkFail(error, "params.cu_seqlens: expected 8-byte alignment");
+  }
+  if (p.cu_seqlens && cu_seqlens_on_host) {
     if (p.cu_seqlens[0] != 0)
       return checkFail(error, msg("cu_seqlens[0]", (long long)p.cu_seqlens[0],
                                   "0"));
@@ -98,7 +119,7 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error) {
          << ": expected T = " << p.T;
       return checkFail(error, os.str());
     }
-  } else if (p.N != p.B) {
+  } else if (!p.cu_seqlens && p.N != p.B) {
     std::ostringstream os;
     os << "params.N = " << p.N << ": expected N == B = " << p.B
        << " without cu_seqlens";
