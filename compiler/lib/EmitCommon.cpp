@@ -58,6 +58,47 @@ std::string extraArgs(LayerOp layer) {
   return s;
 }
 
+const char *countOf(StringRef t) {
+  if (t == "q" || t == "k")
+    return "nQK";
+  if (t == "v" || t == "o")
+    return "nVO";
+  return "nH";
+}
+
+void emitSizes(raw_ostream &os) {
+  os << "  [[maybe_unused]] const size_t nQK = size_t(p.B) * p.T * p.H * "
+        "p.K;\n"
+     << "  [[maybe_unused]] const size_t nVO = size_t(p.B) * p.T * p.HV * "
+        "p.V;\n"
+     << "  [[maybe_unused]] const size_t nH = size_t(p.N) * p.HV * p.K * "
+        "p.V;\n"
+     << "  [[maybe_unused]] const size_t nBeta = size_t(p.B) * p.T * p.HV;\n";
+}
+
+void emitEntryPrologue(raw_ostream &os, LayerOp layer, StringRef entry,
+                       StringRef extra) {
+  os << "extern \"C\" int " << entry << "(const deltac_fwd_params *params, "
+     << extra << extraParams(layer) << "char *err, size_t err_len) {\n"
+     << "  if (!params)\n    return fail(err, err_len, \"" << entry
+     << ": params is null\");\n"
+     << "  deltac_fwd_params p = *params;\n"
+     << "  if (!matchSpec(p, err, err_len))\n    return 1;\n"
+     << llvm::formatv("  if (p.scale == 0.0f)\n    p.scale = {0:e9}f;\n",
+                      layer.getScaleOrDefault());
+  if (layer.getGateInKernel())
+    os << "  if (!A_log || !dt_bias || !p.g)\n    return fail(err, err_len, \""
+       << layer.getSymName()
+       << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
+}
+
+void emitCheckParams(raw_ostream &os, LayerOp layer) {
+  os << "  std::string msg;\n"
+     << "  if (!deltac::check_params(view, &msg))\n"
+     << "    return fail(err, err_len, \"" << layer.getSymName()
+     << ": \" + msg);\n";
+}
+
 FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
   KernelPlan plan;
   plan.op = kernel;
@@ -245,7 +286,8 @@ void emitDispatch(raw_ostream &os, ArrayRef<KernelPlan> plans,
     int64_t x = a->sched.getMaxTokens(), y = b->sched.getMaxTokens();
     return (x ? x : INT64_MAX) < (y ? y : INT64_MAX);
   });
-  if (order.size() > 1)
+  // `longest` is needed by every bounded kernel and by the final error.
+  if (llvm::any_of(order, [](auto *k) { return k->sched.getMaxTokens(); }))
     os << "  const int64_t longest = longestSequence(view);\n";
   for (const KernelPlan *k : order) {
     int64_t bound = k->sched.getMaxTokens();

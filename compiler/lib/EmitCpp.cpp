@@ -19,49 +19,8 @@ using namespace mlir::delta;
 namespace deltac {
 namespace {
 
-const char kConversions[] = R"([[maybe_unused]] float bf16ToF32(uint16_t x) {
-  uint32_t u = uint32_t(x) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-[[maybe_unused]] uint16_t f32ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u); // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);      // round to nearest even
-  return uint16_t(u >> 16);
-}
-
-[[maybe_unused]] float f16ToF32(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  float mag = e == 0    ? std::ldexp(float(m), -24)
-              : e == 31 ? (m ? NAN : INFINITY)
-                        : std::ldexp(float(m | 0x400), e - 25);
-  return (h & 0x8000) ? -mag : mag;
-}
-
-[[maybe_unused]] uint16_t f32ToF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  u &= 0x7fffffffu;
-  if (u > 0x7f800000u)
-    return sign | 0x7e00u;
-  if (u >= 0x477ff000u) // rounds to infinity
-    return sign | 0x7c00u;
-  if (u < 0x38800000u) { // half subnormal: units of 2^-24
-    float a;
-    std::memcpy(&a, &u, 4);
-    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
-  }
-  uint32_t r = u + 0xfffu + ((u >> 13) & 1u);
-  return sign | uint16_t((r >> 13) - (112u << 10));
-}
-
-template <class Cvt>
+// Element-wise loops around the conversions of deltac/convert.h.
+const char kConversions[] = R"(template <class Cvt>
 std::vector<float> widen(const void *src, size_t n, Cvt cvt) {
   const uint16_t *s = static_cast<const uint16_t *>(src);
   std::vector<float> out(n);
@@ -81,16 +40,11 @@ void narrow(void *dst, const std::vector<float> &src, Cvt cvt) {
 
 )";
 
-const char *toF32Fn(DType d) { return d == DType::f16 ? "f16ToF32" : "bf16ToF32"; }
-const char *fromF32Fn(DType d) { return d == DType::f16 ? "f32ToF16" : "f32ToBf16"; }
-
-/// Element count expression of a tensor.
-const char *countOf(StringRef t) {
-  if (t == "q" || t == "k")
-    return "nQK";
-  if (t == "v" || t == "o")
-    return "nVO";
-  return "nH";
+const char *toF32Fn(DType d) {
+  return d == DType::f16 ? "deltac::f16_to_f32" : "deltac::bf16_to_f32";
+}
+const char *fromF32Fn(DType d) {
+  return d == DType::f16 ? "deltac::f32_to_f16" : "deltac::f32_to_bf16";
 }
 
 // delta.state_scan with save_chunk_states: the chunked template runs one
@@ -156,14 +110,8 @@ void emitKernel(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
   os << " (schedule: " << k.sched.getSource() << ").\n"
      << "int run_" << k.op.getSymName() << "(deltac_fwd_params p, "
      << extraParams(layer) << "char *err, size_t err_len) {\n"
-     << "  (void)err;\n  (void)err_len;\n"
-     << "  [[maybe_unused]] const size_t nQK = size_t(p.B) * p.T * p.H * "
-        "p.K;\n"
-     << "  [[maybe_unused]] const size_t nVO = size_t(p.B) * p.T * p.HV * "
-        "p.V;\n"
-     << "  [[maybe_unused]] const size_t nH = size_t(p.N) * p.HV * p.K * "
-        "p.V;\n"
-     << "  [[maybe_unused]] const size_t nBeta = size_t(p.B) * p.T * p.HV;\n";
+     << "  (void)err;\n  (void)err_len;\n";
+  emitSizes(os);
 
   for (ConvertOp c : k.pre) {
     StringRef t = c.getTensor();
@@ -201,12 +149,12 @@ void emitKernel(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
   }
   if (k.betaSigmoid) {
     bool two = k.betaSigmoid.getRange() == BetaRange::zero_two;
-    os << "  // delta.beta_sigmoid " << stringifyBetaRange(k.betaSigmoid.getRange())
+    os << "  // delta.beta_sigmoid "
+       << stringifyBetaRange(k.betaSigmoid.getRange())
        << ": params.beta holds logits\n"
-       << "  std::vector<float> beta_buf(nBeta);\n#pragma omp parallel for\n"
-       << "  for (int64_t i = 0; i < int64_t(nBeta); ++i)\n"
-       << "    beta_buf[i] = " << (two ? "2.0f" : "1.0f")
-       << " / (1.0f + std::exp(-p.beta[i]));\n"
+       << "  std::vector<float> beta_buf(nBeta);\n"
+       << "  deltac::beta_sigmoid(p.beta, beta_buf.data(), nBeta, "
+       << (two ? "2.0f" : "1.0f") << ");\n"
        << "  p.beta = beta_buf.data();\n";
   }
   if (k.gate) {
@@ -214,13 +162,10 @@ void emitKernel(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
     os << "  // delta.gate width " << w
        << ": g = -exp(A_log[h]) * softplus(a + dt_bias), params.g holds a\n"
        << "  const size_t nG = nBeta * " << w << ";\n"
-       << "  std::vector<float> g_buf(nG);\n#pragma omp parallel for\n"
-       << "  for (int64_t i = 0; i < int64_t(nG); ++i) {\n"
-       << "    const int64_t h = (i / " << w << ") % p.HV, c = i % " << w
-       << ";\n"
-       << "    const float x = p.g[i] + dt_bias[h * " << w << " + c];\n"
-       << "    const float sp = x > 20.0f ? x : std::log1p(std::exp(x));\n"
-       << "    g_buf[i] = -std::exp(A_log[h]) * sp;\n  }\n"
+       << "  std::vector<float> g_buf(nG);\n"
+       << "  deltac::gate_from_logits(p.g, A_log, dt_bias, g_buf.data(), nG, "
+          "p.HV, "
+       << w << ");\n"
        << "  p.g = g_buf.data();\n";
   }
 
@@ -260,8 +205,9 @@ std::string emitCpuSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
   os << "// " << name << "_cpu.cpp: generated by deltac from delta.layer @"
      << name << ". Do not edit.\n"
      << "#include \"" << name << ".h\"\n\n"
-     << "#include \"deltac/check.h\"\n#include \"deltac/cpu/forward.h\"\n"
-     << "#include \"deltac/params.h\"\n\n"
+     << "#include \"deltac/check.h\"\n#include \"deltac/convert.h\"\n"
+     << "#include \"deltac/cpu/forward.h\"\n#include \"deltac/params.h\"\n"
+     << "#include \"deltac/preprocess.h\"\n\n"
      << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
      << "#include <cstdio>\n#include <cstring>\n#include <exception>\n#include <string>\n"
      << "#include <vector>\n\n";
@@ -275,26 +221,13 @@ std::string emitCpuSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
     emitKernel(os, layer, k);
   os << "} // namespace\n\n";
 
-  std::string entry = cpuEntry(layer);
-  os << "extern \"C\" int " << entry << "(const deltac_fwd_params *params, "
-     << extraParams(layer) << "char *err, size_t err_len) {\n"
-     << "  if (!params)\n    return fail(err, err_len, \"" << entry
-     << ": params is null\");\n"
-     << "  deltac_fwd_params p = *params;\n"
-     << "  if (!matchSpec(p, err, err_len))\n    return 1;\n"
-     << llvm::formatv("  if (p.scale == 0.0f)\n    p.scale = {0:e9}f;\n",
-                      layer.getScaleOrDefault());
-  if (layer.getGateInKernel())
-    os << "  if (!A_log || !dt_bias || !p.g)\n    return fail(err, err_len, \""
-       << name << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
+  emitEntryPrologue(os, layer, cpuEntry(layer), "");
   if (layer.getChunkStates())
     os << "  if (!chunk_states)\n    return fail(err, err_len, \"" << name
        << ": chunk_states is null: the layer was compiled with "
           "chunk_states\");\n";
   emitCheckView(os, plans.front());
-  os << "  std::string msg;\n"
-     << "  if (!deltac::check_params(view, &msg))\n"
-     << "    return fail(err, err_len, \"" << name << ": \" + msg);\n";
+  emitCheckParams(os, layer);
   emitTry(os);
   emitDispatch(os, plans, "p, " + extraArgs(layer) + "err, err_len");
   emitCatch(os, layer);

@@ -38,6 +38,8 @@ __global__ void convertKernel(To *out, const From *in, size_t n) {
 
 )";
 
+// Device copies of deltac::beta_sigmoid and deltac::gate_from_logits
+// (templates/include/deltac/preprocess.h): keep the formulas identical.
 const char kBetaHelpers[] = R"(__global__ void betaSigmoidKernel(float *out, const float *logits, size_t n,
                                   float range) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
@@ -47,7 +49,8 @@ const char kBetaHelpers[] = R"(__global__ void betaSigmoidKernel(float *out, con
 
 )";
 
-const char kGateHelpers[] = R"(// g = -exp(A_log[h]) * softplus(a + dt_bias[h * width + c]).
+const char kGateHelpers[] = R"(// g = -exp(A_log[h]) * softplus(a + dt_bias[h * width + c]), as
+// deltac::gate_from_logits in deltac/preprocess.h.
 __global__ void gateKernel(float *g, const float *a, const float *A_log,
                            const float *dt_bias, size_t n, int hv, int width) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
@@ -94,14 +97,6 @@ const char *cudaType(DType d) {
   return "?";
 }
 
-const char *countOf(StringRef t) {
-  if (t == "q" || t == "k")
-    return "nQK";
-  if (t == "v" || t == "o")
-    return "nVO";
-  return "nH";
-}
-
 void emitCheck(raw_ostream &os, StringRef what) {
   os << "  if ((e = cudaGetLastError()) != cudaSuccess)\n"
      << "    return fail(err, err_len, std::string(\"" << what
@@ -134,14 +129,8 @@ void emitKernel(raw_ostream &os, LayerOp layer, const KernelPlan &k) {
      << "int run_" << k.op.getSymName()
      << "(deltac_fwd_params p, cudaStream_t stream, " << extraParams(layer)
      << "char *err, size_t err_len) {\n"
-     << "  cudaError_t e = cudaSuccess;\n"
-     << "  [[maybe_unused]] const size_t nQK = size_t(p.B) * p.T * p.H * "
-        "p.K;\n"
-     << "  [[maybe_unused]] const size_t nVO = size_t(p.B) * p.T * p.HV * "
-        "p.V;\n"
-     << "  [[maybe_unused]] const size_t nH = size_t(p.N) * p.HV * p.K * "
-        "p.V;\n"
-     << "  [[maybe_unused]] const size_t nBeta = size_t(p.B) * p.T * p.HV;\n";
+     << "  cudaError_t e = cudaSuccess;\n";
+  emitSizes(os);
   for (ConvertOp c : k.pre) {
     StringRef t = c.getTensor();
     std::string buf = (t + "_buf").str();
@@ -255,20 +244,8 @@ std::string emitCudaSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
     emitKernel(os, layer, k);
   os << "} // namespace\n\n";
 
-  std::string entry = cudaEntry(layer);
-  os << "extern \"C\" int " << entry
-     << "(const deltac_fwd_params *params, void *stream_, "
-     << extraParams(layer) << "char *err, size_t err_len) {\n"
-     << "  if (!params)\n    return fail(err, err_len, \"" << entry
-     << ": params is null\");\n"
-     << "  cudaStream_t stream = static_cast<cudaStream_t>(stream_);\n"
-     << "  deltac_fwd_params p = *params;\n"
-     << "  if (!matchSpec(p, err, err_len))\n    return 1;\n"
-     << llvm::formatv("  if (p.scale == 0.0f)\n    p.scale = {0:e9}f;\n",
-                      layer.getScaleOrDefault());
-  if (layer.getGateInKernel())
-    os << "  if (!A_log || !dt_bias || !p.g)\n    return fail(err, err_len, \""
-       << name << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
+  emitEntryPrologue(os, layer, cudaEntry(layer), "void *stream_, ");
+  os << "  cudaStream_t stream = static_cast<cudaStream_t>(stream_);\n";
   emitCheckView(os, plans.front());
   os << "  // check_params and the dispatch read cu_seqlens on the host.\n"
      << "  std::vector<int64_t> cu;\n"
@@ -281,10 +258,8 @@ std::string emitCudaSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
      << "    if (e != cudaSuccess)\n"
      << "      return fail(err, err_len, std::string(\"" << name
      << ": reading cu_seqlens: \") + cudaGetErrorString(e));\n"
-     << "    view.cu_seqlens = cu.data();\n  }\n"
-     << "  std::string msg;\n"
-     << "  if (!deltac::check_params(view, &msg))\n"
-     << "    return fail(err, err_len, \"" << name << ": \" + msg);\n";
+     << "    view.cu_seqlens = cu.data();\n  }\n";
+  emitCheckParams(os, layer);
   emitTry(os);
   emitDispatch(os, plans, "p, stream, " + extraArgs(layer) + "err, err_len");
   emitCatch(os, layer);

@@ -42,6 +42,19 @@ std::string cudaEntry(mlir::delta::LayerOp layer);
 std::string extraParams(mlir::delta::LayerOp layer);
 std::string extraArgs(mlir::delta::LayerOp layer);
 
+/// Element count expression of tensor t ("nQK", "nVO" or "nH"), names
+/// declared by emitSizes.
+const char *countOf(llvm::StringRef t);
+/// Writes the element counts nQK, nVO, nH, nBeta of `p` (kernel bodies).
+void emitSizes(llvm::raw_ostream &os);
+/// Writes the start of an extern "C" entry point up to the spec checks:
+/// signature (`extra` after the params, e.g. "void *stream_, "), null
+/// params, matchSpec, the compiled scale, the A_log/dt_bias check. Leaves
+/// `deltac_fwd_params p` in scope.
+void emitEntryPrologue(llvm::raw_ostream &os, mlir::delta::LayerOp layer,
+                       llvm::StringRef entry, llvm::StringRef extra);
+/// Writes the deltac::check_params call on `view`.
+void emitCheckParams(llvm::raw_ostream &os, mlir::delta::LayerOp layer);
 /// Writes `fail`, `matchSpec` (params vs the compiled spec) and, when
 /// `cpuLongest`, `longestSequence` into an anonymous namespace.
 void emitCommonPrelude(llvm::raw_ostream &os, mlir::delta::LayerOp layer);

@@ -122,6 +122,14 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
   json::Array layersJson;
   bool ok = true;
   module.walk([&](LayerOp layer) {
+    if (!ok)
+      return;
+    if (layer->getParentOp() != module.getOperation()) {
+      layer.emitOpError() << "is inside a nested module: deltac emits layers "
+                             "at the top level of the spec only; move it out";
+      ok = false;
+      return;
+    }
     SmallVector<KernelPlan> cpu, cuda;
     for (auto k : module.getOps<KernelOp>()) {
       if (k.getLayer() != layer.getSymName())

@@ -26,8 +26,7 @@ config.substitutions.append(("%inputs",
                              os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%templates",
                              os.path.join(config.delta_src_root, "templates")))
+config.substitutions.append(("%host_cxx", config.host_cxx))
 if config.nvcc:
     config.available_features.add("nvcc")
     config.substitutions.append(("%nvcc", config.nvcc))
-if config.have_cli:
-    config.available_features.add("deltac-cli")

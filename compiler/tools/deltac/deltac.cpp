@@ -16,6 +16,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -27,9 +28,7 @@
 
 #include <cstring>
 
-#ifdef DELTAC_HAVE_CLI
 #include "deltac/cli.h"
-#endif
 
 using namespace llvm;
 using namespace mlir;
@@ -79,19 +78,68 @@ int error(const Twine &msg) {
   return 1;
 }
 
+// Writes every file to a temporary next to its final path first, then
+// renames them all, so a failed write leaves the directory as it was. Then
+// removes <layer>_cpu.cpp / <layer>_cuda.cu of a generated layer that this
+// run did not write (left by an earlier run with another --target).
 int writeFiles(const std::vector<deltac::GeneratedFile> &files) {
   if (std::error_code ec = sys::fs::create_directories(outDir))
     return error("cannot create output directory '" + outDir +
                  "': " + ec.message());
-  for (const deltac::GeneratedFile &f : files) {
+  auto pathOf = [](StringRef name) {
     SmallString<256> path(outDir);
-    sys::path::append(path, f.name);
-    std::string err;
-    auto out = openOutputFile(path, &err);
-    if (!out)
-      return error(err);
-    out->os() << f.text;
-    out->keep();
+    sys::path::append(path, name);
+    return path;
+  };
+  std::vector<SmallString<256>> temps;
+  auto dropTemps = [&] {
+    for (const SmallString<256> &t : temps)
+      sys::fs::remove(t);
+  };
+  for (const deltac::GeneratedFile &f : files) {
+    int fd;
+    SmallString<256> temp;
+    std::string model = (pathOf(f.name) + ".tmp%%%%%%").str();
+    if (std::error_code ec = sys::fs::createUniqueFile(model, fd, temp)) {
+      dropTemps();
+      return error("cannot write '" + pathOf(f.name) + "': " + ec.message());
+    }
+    temps.push_back(temp);
+    raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << f.text;
+    os.close();
+    if (os.has_error()) {
+      std::string msg = os.error().message();
+      os.clear_error();
+      dropTemps();
+      return error("cannot write '" + pathOf(f.name) + "': " + msg);
+    }
+  }
+  // A directory in the way would fail its rename after others succeeded.
+  for (const deltac::GeneratedFile &f : files)
+    if (sys::fs::is_directory(pathOf(f.name))) {
+      dropTemps();
+      return error("cannot write '" + pathOf(f.name) +
+                   "': a directory is in the way");
+    }
+  for (size_t i = 0; i < files.size(); ++i)
+    if (std::error_code ec = sys::fs::rename(temps[i], pathOf(files[i].name))) {
+      dropTemps();
+      return error("cannot write '" + pathOf(files[i].name) +
+                   "': " + ec.message());
+    }
+  llvm::StringSet<> written;
+  for (const deltac::GeneratedFile &f : files)
+    written.insert(f.name);
+  for (const deltac::GeneratedFile &f : files) {
+    StringRef name(f.name);
+    if (!name.consume_back(".h"))
+      continue; // one header per layer: name is the layer's
+    for (const char *suffix : {"_cpu.cpp", "_cuda.cu"}) {
+      std::string stale = (name + suffix).str();
+      if (!written.contains(stale))
+        sys::fs::remove(pathOf(stale)); // absent is fine
+    }
   }
   return 0;
 }
@@ -176,24 +224,13 @@ int generate() {
   return emitWhat == "files" ? writeFiles(files) : printOne(files);
 }
 
-int run(int argc, char **argv) {
-#ifdef DELTAC_HAVE_CLI
-  return deltac::run_command(argc, argv);
-#else
-  (void)argc;
-  (void)argv;
-  return error("run: this deltac was built without deltac_cli; use "
-               "deltac-run");
-#endif
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // `deltac run ...` is parsed by the runtime's command, not by llvm::cl.
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0)
-    return run(argc - 1, argv + 1);
+    return deltac::run_command(argc - 1, argv + 1);
   cl::HideUnrelatedOptions({&genCat, &deltac::specCategory()});
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "deltac: delta-rule attention kernel "

@@ -9,10 +9,12 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
   let summary = "Attach #delta.schedule attributes to every delta.layer";
   let description = [{
     Picks, per layer and target, the mode, chunk size, tiles, warps and
-    stages. Explicit options win over the tuning database, which wins over
-    the defaults. `mode = auto` gives two schedules: a chunked one for
-    prompts and a recurrent one for decode steps of at most
-    `decode_tokens` tokens; the generated entry dispatches on the longest
+    stages. Explicit options win over schedules already on the layer
+    (written in the spec), which win over the tuning database, which wins
+    over the defaults. `mode = auto` gives two schedules: a chunked one for
+    prompts and a recurrent one for sequences of at most
+    deltac::kDecodeMaxTokens (8) tokens (deltac/schedule.h; decode_tokens
+    is information only); the generated entry dispatches on the longest
     sequence. On CUDA only the recurrent kernel exists.
   }];
   let dependentDialects = ["::mlir::delta::DeltaDialect"];

@@ -52,9 +52,10 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "schedule max_tokens must be >= 0 (0 = unbounded), "
                           "got "
                        << maxTokens;
-  if (source != "default" && source != "tuning-db" && source != "override")
-    return emitError() << "schedule source must be default, tuning-db or "
-                          "override, got '"
+  if (source != "default" && source != "tuning-db" && source != "override" &&
+      source != "spec")
+    return emitError() << "schedule source must be default, tuning-db, "
+                          "override or spec, got '"
                        << source << "'";
   return success();
 }

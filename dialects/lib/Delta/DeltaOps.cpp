@@ -5,6 +5,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cfloat>
 #include <cmath>
 
 using namespace mlir;
@@ -58,9 +59,14 @@ LogicalResult LayerOp::verify() {
   if (getStateDtype() == DType::f16)
     return emitOpError() << "'state_dtype' must be f32 or bf16, got f16";
   if (auto s = getScale()) {
+    // The generated code holds the scale as a float literal, and a scale of
+    // 0.0f means "the default 1/sqrt(K)" to the kernels.
     double v = s->convertToDouble();
-    if (!std::isfinite(v) || v <= 0)
-      return emitOpError() << "'scale' must be finite and > 0, got " << v;
+    float f = static_cast<float>(v);
+    if (!std::isfinite(v) || !std::isfinite(f) || f < FLT_MIN)
+      return emitOpError() << "'scale' must be > 0 and a finite normal float "
+                              "(1.2e-38..3.4e+38), got "
+                           << v;
   }
   if (getGateInKernel() && getVariant() == Variant::delta)
     return emitOpError() << "'gate_in_kernel' needs a decay: allowed with "
@@ -75,7 +81,26 @@ LogicalResult LayerOp::verify() {
     return emitOpError() << "'decode_tokens' must be in 1..8, got " << dt;
 
   if (auto scheds = getSchedules()) {
+    // One kernel per (target, mode): it is named after them.
+    SmallVector<std::pair<Target, Mode>> seen;
+    SmallVector<Target> unbounded;
     for (auto s : scheds->getAsRange<ScheduleAttr>()) {
+      std::pair<Target, Mode> key{s.getTarget(), s.getMode()};
+      if (llvm::is_contained(seen, key))
+        return emitOpError() << "two schedules for target "
+                             << stringifyTarget(s.getTarget()) << " and mode "
+                             << stringifyMode(s.getMode())
+                             << ": at most one per target and mode";
+      seen.push_back(key);
+      if (s.getMaxTokens() == 0) {
+        if (llvm::is_contained(unbounded, s.getTarget()))
+          return emitOpError()
+                 << "two schedules for target "
+                 << stringifyTarget(s.getTarget())
+                 << " with max_tokens = 0 (no bound): at most one per target "
+                    "may be unbounded, the others need max_tokens >= 1";
+        unbounded.push_back(s.getTarget());
+      }
       if (getMode() != Mode::automatic && s.getMode() != getMode())
         return emitOpError() << "schedule mode " << stringifyMode(s.getMode())
                              << " contradicts the layer's mode = "

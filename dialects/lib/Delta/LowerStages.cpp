@@ -99,15 +99,36 @@ void buildBody(OpBuilder &b, Location loc, LayerOp layer, ScheduleAttr s) {
     ConvertOp::create(b, loc, "ht", DType::f32, DType::bf16);
 }
 
+/// The body ops of a kernel in generic form, to compare two kernels.
+std::string bodyText(KernelOp k) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  for (Operation &op : k.getBody().front())
+    op.print(os, OpPrintingFlags().printGenericOpForm());
+  return text;
+}
+
 struct DeltaLowerStagesPass
     : mlir::delta::impl::DeltaLowerStagesBase<DeltaLowerStagesPass> {
   void runOnOperation() override {
     bool failedAny = false;
     SmallVector<LayerOp> layers;
     getOperation().walk([&](LayerOp l) { layers.push_back(l); });
-    // Kernels from an earlier run are replaced.
+    // A kernel whose schedule is no longer one of its layer's (an earlier
+    // run with other options) is stale and replaced; one that matches a
+    // schedule is kept if its body is what lowering produces, an error if
+    // not (the stages describe the schedule and cannot be changed by hand).
+    DenseMap<Operation *, SmallVector<KernelOp>> kept;
     SmallVector<KernelOp> stale;
-    getOperation().walk([&](KernelOp k) { stale.push_back(k); });
+    getOperation().walk([&](KernelOp k) {
+      auto layer = SymbolTable::lookupNearestSymbolFrom<LayerOp>(
+          k->getParentOp(), k.getLayerAttr());
+      auto scheds = layer ? layer.getSchedules() : std::nullopt;
+      if (scheds && llvm::is_contained(*scheds, k.getSchedule()))
+        kept[layer].push_back(k);
+      else
+        stale.push_back(k);
+    });
     for (KernelOp k : stale)
       k.erase();
     for (LayerOp layer : layers) {
@@ -125,11 +146,45 @@ struct DeltaLowerStagesPass
                             stringifyTarget(s.getTarget()) + "_" +
                             stringifyMode(s.getMode()))
                                .str();
-        auto kernel = KernelOp::create(b, layer.getLoc(), name,
+        // Built detached, inserted once the name is known to be free.
+        OpBuilder detached(layer.getContext());
+        auto kernel = KernelOp::create(detached, layer.getLoc(), name,
                                        layer.getSymName(), s);
         Block &body = kernel.getBody().emplaceBlock();
         OpBuilder kb = OpBuilder::atBlockEnd(&body);
         buildBody(kb, layer.getLoc(), layer, s);
+
+        KernelOp existing;
+        for (KernelOp k : kept.lookup(layer))
+          if (k.getSchedule() == s)
+            existing = k;
+        if (existing) {
+          bool same = bodyText(existing) == bodyText(kernel);
+          kernel.erase();
+          if (!same) {
+            existing.emitOpError()
+                << "body differs from the stages delta-lower-stages builds "
+                   "for its schedule: remove the kernel (it is generated "
+                   "from the layer's schedule)";
+            failedAny = true;
+          }
+          b.setInsertionPointAfter(existing);
+          continue;
+        }
+        if (Operation *other = SymbolTable::lookupNearestSymbolFrom(
+                layer, StringAttr::get(layer.getContext(), name))) {
+          InFlightDiagnostic d = layer.emitOpError()
+                                 << "its " << stringifyTarget(s.getTarget())
+                                 << " " << stringifyMode(s.getMode())
+                                 << " kernel would be named @" << name
+                                 << ", which another symbol already uses: "
+                                    "rename the layer or that symbol";
+          d.attachNote(other->getLoc()) << "@" << name << " is defined here";
+          kernel.erase();
+          failedAny = true;
+          continue;
+        }
+        b.insert(kernel);
         b.setInsertionPointAfter(kernel);
       }
     }

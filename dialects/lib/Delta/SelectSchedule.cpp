@@ -1,15 +1,20 @@
 //===- SelectSchedule.cpp - attach #delta.schedule to layers --------------===//
 //
-// Per layer and target: defaults, then the tuning database, then explicit
-// options (each later source wins). mode = auto becomes a chunked schedule
-// for prompts plus a recurrent one for decode steps of <= decode_tokens
-// tokens. CUDA has only a recurrent kernel so far.
+// Per layer and target: defaults, then the tuning database, then schedules
+// already on the layer (written in the spec, or from an earlier run), then
+// explicit options (each later source wins). mode = auto becomes a chunked
+// schedule for prompts plus a recurrent one for sequences of at most
+// deltac::kDecodeMaxTokens tokens (runtime/include/deltac/schedule.h, the
+// rule the runtime's mode=auto uses too). CUDA has only a recurrent kernel
+// so far.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Delta/DeltaOps.h"
 #include "Delta/Passes.h"
 #include "Delta/TuningDB.h"
+
+#include "deltac/schedule.h"
 
 #include <algorithm>
 
@@ -26,7 +31,7 @@ namespace {
 struct Choice {
   Mode mode;
   int64_t chunk, tileK, tileV, warps, stages, maxTokens;
-  const char *source;
+  StringRef source;
 };
 
 /// Default schedule of one kernel on one target.
@@ -34,7 +39,7 @@ Choice defaults(LayerOp layer, Target target, Mode mode) {
   int64_t k = layer.getKeyDim(), v = layer.getValueDim();
   Choice c{mode, 0, k, v, 1, 1, 0, "default"};
   if (mode == Mode::chunked)
-    c.chunk = 64; // the CPU kernel keeps a 64x64 chunk in L1/L2
+    c.chunk = deltac::kCpuDefaultChunk;
   if (target == Target::sm_90a) {
     // Recurrent CUDA kernel: the state column block of a CTA.
     c.tileV = std::min<int64_t>(v, 32);
@@ -124,9 +129,19 @@ private:
     return nullptr;
   }
 
-  Choice choose(LayerOp layer, Target t, Mode m) const {
+  /// `given`: the layer's own schedule for (t, m), if any; it wins over the
+  /// defaults and the tuning database.
+  Choice choose(LayerOp layer, Target t, Mode m, ScheduleAttr given) const {
     Choice c = defaults(layer, t, m);
-    if (const TuningRecord *r = lookup(layer, t, m)) {
+    if (given) {
+      c.chunk = given.getChunk();
+      c.tileK = given.getTileK();
+      c.tileV = given.getTileV();
+      c.warps = given.getWarps();
+      c.stages = given.getStages();
+      c.maxTokens = given.getMaxTokens();
+      c.source = given.getSource();
+    } else if (const TuningRecord *r = lookup(layer, t, m)) {
       if (m == Mode::chunked && r->chunk)
         c.chunk = r->chunk;
       c.tileK = r->tileK;
@@ -157,10 +172,27 @@ private:
              << "'chunk_states' needs mode = chunked, but the schedule mode is "
              << stringifyMode(m);
     MLIRContext *ctx = layer.getContext();
+    SmallVector<ScheduleAttr> given;
+    if (auto old = layer.getSchedules())
+      llvm::append_range(given, old->getAsRange<ScheduleAttr>());
+    auto givenFor = [&](Target t, Mode km) {
+      for (ScheduleAttr s : given)
+        if (s.getTarget() == t && s.getMode() == km)
+          return s;
+      return ScheduleAttr();
+    };
     SmallVector<Attribute> scheds;
     for (Target t : targets) {
       SmallVector<std::pair<Mode, int64_t>> kernels; // mode, max tokens
-      if (t == Target::sm_90a) {
+      SmallVector<ScheduleAttr> ownForTarget;
+      for (ScheduleAttr s : given)
+        if (s.getTarget() == t)
+          ownForTarget.push_back(s);
+      if (!modeOverride && !ownForTarget.empty()) {
+        // The layer's own schedules for t: the kernel set as given.
+        for (ScheduleAttr s : ownForTarget)
+          kernels.push_back({s.getMode(), s.getMaxTokens()});
+      } else if (t == Target::sm_90a) {
         if (m == Mode::chunked)
           return layer.emitOpError()
                  << "mode = chunked on target cuda:sm_90a: no chunked CUDA "
@@ -169,16 +201,21 @@ private:
         kernels.push_back({Mode::recurrent, 0});
       } else if (m == Mode::automatic) {
         kernels.push_back({Mode::chunked, 0});
-        kernels.push_back({Mode::recurrent, layer.getDecodeTokens()});
+        // decode_tokens (1..8) is information for the manifest: the
+        // recurrent kernel takes every sequence of <= kDecodeMaxTokens.
+        kernels.push_back({Mode::recurrent, deltac::kDecodeMaxTokens});
       } else {
         kernels.push_back({m, 0});
       }
       for (auto [km, maxTokens] : kernels) {
-        Choice c = choose(layer, t, km);
+        ScheduleAttr own = givenFor(t, km);
+        Choice c = choose(layer, t, km, own);
+        if (!own || modeOverride)
+          c.maxTokens = maxTokens;
         auto emitErr = [&]() { return layer.emitOpError(); };
         ScheduleAttr s = ScheduleAttr::getChecked(
             emitErr, ctx, t, km, c.chunk, c.tileK, c.tileV, c.warps, c.stages,
-            maxTokens, llvm::StringRef(c.source));
+            c.maxTokens, c.source);
         if (!s)
           return failure();
         scheds.push_back(s);

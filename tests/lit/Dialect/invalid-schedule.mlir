@@ -42,7 +42,7 @@ delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_
 
 // -----
 
-// expected-error @+2 {{schedule source must be default, tuning-db or override, got 'guess'}}
+// expected-error @+2 {{schedule source must be default, tuning-db, override or spec, got 'guess'}}
 delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
   schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "guess">]}
 

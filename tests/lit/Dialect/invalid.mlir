@@ -45,13 +45,39 @@ delta.layer @f16_state {variant = #delta.variant<delta>, heads = 4, key_dim = 64
 
 // -----
 
-// expected-error @below {{'scale' must be finite and > 0, got -1}}
+// expected-error @below {{'scale' must be > 0 and a finite normal float (1.2e-38..3.4e+38), got -1}}
 delta.layer @negative_scale {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, scale = -1.0 : f64}
 
 // -----
 
-// expected-error @below {{'scale' must be finite and > 0, got 0}}
+// expected-error @below {{'scale' must be > 0 and a finite normal float (1.2e-38..3.4e+38), got 0}}
 delta.layer @zero_scale {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, scale = 0.0 : f64}
+
+// -----
+
+// 1e300 overflows the float literal of the generated code.
+// expected-error @below {{'scale' must be > 0 and a finite normal float (1.2e-38..3.4e+38), got 1.0}}
+delta.layer @huge_scale {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, scale = 1.0e300 : f64}
+
+// -----
+
+// 1e-300 would become 0.0f, which the kernels read as "the default scale".
+// expected-error @below {{'scale' must be > 0 and a finite normal float (1.2e-38..3.4e+38), got 1.0}}
+delta.layer @tiny_scale {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, scale = 1.0e-300 : f64}
+
+// -----
+
+// expected-error @below {{two schedules for target cpu and mode chunked: at most one per target and mode}}
+delta.layer @twice {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
+  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 8, source = "spec">]}
+
+// -----
+
+// expected-error @below {{two schedules for target cpu with max_tokens = 0 (no bound)}}
+delta.layer @two_unbounded {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
+  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">]}
 
 // -----
 

@@ -14,7 +14,7 @@
 // CHECK-NEXT: delta.chunk_output chunk 64
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-// CHECK: delta.kernel @gdn_cpu_recurrent of @gdn <target = cpu, mode = recurrent, chunk = 0, {{.*}} max_tokens = 1
+// CHECK: delta.kernel @gdn_cpu_recurrent of @gdn <target = cpu, mode = recurrent, chunk = 0, {{.*}} max_tokens = 8
 // CHECK-NEXT: delta.fused over "tokens" ["qk_l2norm", "recurrent_step"] {
 // CHECK-NEXT: delta.qk_l2norm
 // CHECK-NEXT: delta.recurrent_step <gated>

@@ -6,7 +6,7 @@
 
 // Explicit options win and mark the schedule as "override"; the chunk
 // override only applies to chunked schedules.
-// CHUNK: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 0, source = "override">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 1, source = "override">]
+// CHUNK: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 0, source = "override">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 8, source = "override">]
 
 // A mode override replaces the layer's mode.
 // REC: delta.layer @layer

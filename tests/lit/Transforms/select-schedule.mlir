@@ -2,10 +2,11 @@
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=cuda:sm_90a | FileCheck %s --check-prefix=CUDA
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=all | FileCheck %s --check-prefix=ALL
 
-// mode auto: a chunked schedule for prompts and a recurrent one for decode
-// steps of <= decode_tokens tokens on CPU; only the recurrent kernel on CUDA.
+// mode auto: a chunked schedule for prompts and a recurrent one for
+// sequences of <= deltac::kDecodeMaxTokens (8) tokens on CPU; only the
+// recurrent kernel on CUDA.
 // CPU-LABEL: delta.layer @auto_mode
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 1, source = "default">]
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 8, source = "default">]
 // CUDA-LABEL: delta.layer @auto_mode
 // CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
@@ -16,9 +17,9 @@ delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 3
 
 // -----
 
-// decode_tokens bounds the recurrent schedule.
+// decode_tokens is information only: the bound stays kDecodeMaxTokens.
 // CPU-LABEL: delta.layer @decode4
-// CPU-SAME: mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 1, stages = 1, max_tokens = 4
+// CPU-SAME: mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 1, stages = 1, max_tokens = 8
 delta.layer @decode4 {variant = #delta.variant<kda>, heads = 4, key_dim = 64, value_dim = 32, decode_tokens = 4}
 
 // -----
@@ -42,8 +43,12 @@ delta.layer @small_v {variant = #delta.variant<delta>, heads = 1, key_dim = 16, 
 
 // -----
 
-// Re-running replaces the schedules (idempotent).
+// Schedules already on the layer (from the spec or an earlier run) are
+// kept for the targets asked for (so re-running is idempotent); others are
+// dropped.
 // CPU-LABEL: delta.layer @rerun
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 32, tile_v = 32, warps = 1, stages = 1, max_tokens = 0, source = "default">]
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 256, tile_v = 256, warps = 1, stages = 1, max_tokens = 0, source = "override">]
+// CUDA-LABEL: delta.layer @rerun
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 32, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
 delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, value_dim = 32, mode = #delta.mode<recurrent>,
   schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 256, tile_v = 256, warps = 1, stages = 1, max_tokens = 0, source = "override">]}

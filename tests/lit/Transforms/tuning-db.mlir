@@ -5,7 +5,7 @@
 // defaults; a record without "mode" serves both modes.
 // CHECK-LABEL: delta.layer @gdn
 // CHECK-SAME: #delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "tuning-db">
-// CHECK-SAME: #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 64, warps = 1, stages = 1, max_tokens = 1, source = "tuning-db">
+// CHECK-SAME: #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 64, warps = 1, stages = 1, max_tokens = 8, source = "tuning-db">
 // CHECK-SAME: #delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 16, warps = 2, stages = 3, max_tokens = 0, source = "tuning-db">
 // Explicit options win over the database.
 // OVR-LABEL: delta.layer @gdn
@@ -25,7 +25,7 @@ delta.layer @gdn_f32 {variant = #delta.variant<gated>, heads = 16, v_heads = 32,
 // KDA record without a mode: its chunk applies to the chunked schedule only.
 // CHECK-LABEL: delta.layer @kda
 // CHECK-SAME: #delta.schedule<target = cpu, mode = chunked, chunk = 16, tile_k = 64, tile_v = 64, warps = 1, stages = 2, max_tokens = 0, source = "tuning-db">
-// CHECK-SAME: #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 2, max_tokens = 1, source = "tuning-db">
+// CHECK-SAME: #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 2, max_tokens = 8, source = "tuning-db">
 // No CUDA record for it: defaults.
 // CHECK-SAME: #delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">
 delta.layer @kda {variant = #delta.variant<kda>, heads = 2, key_dim = 64, value_dim = 64}

@@ -6,6 +6,7 @@
 // tokens: the chunked kernel under mode auto on CPU) and a decode step.
 #include DELTA_HEADER
 
+#include "deltac/convert.h"
 #include "deltac/reference.h"
 
 #include <cmath>
@@ -49,25 +50,39 @@ float uniform(float lo, float hi) {
   return std::uniform_real_distribution<float>(lo, hi)(rng);
 }
 
-uint16_t toF16(float f) { // round to nearest even, finite normal range
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  u &= 0x7fffffffu;
-  if (u < 0x38800000u) {
-    float a;
-    std::memcpy(&a, &u, 4);
-    return sign | uint16_t(std::nearbyint(a * 16777216.0f));
-  }
-  uint32_t r = u + 0xfffu + ((u >> 13) & 1u);
-  return sign | uint16_t((r >> 13) - (112u << 10));
-}
-
-float fromF16(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  float mag = e == 0 ? std::ldexp(float(m), -24)
-                     : std::ldexp(float(m | 0x400), e - 25);
-  return (h & 0x8000) ? -mag : mag;
+// The generated code converts with deltac/convert.h too: check that header
+// against known bit patterns, so a bug in it cannot hide in both the
+// generated code and this driver.
+bool conversionsExact() {
+  struct Case {
+    uint16_t bits;
+    float value;
+  };
+  const Case f16[] = {{0x3c00, 1.0f},         {0xc000, -2.0f},
+                      {0x7bff, 65504.0f},     {0x0001, 0x1p-24f},
+                      {0x0400, 0x1p-14f},     {0x03ff, 0x3ffp-24f},
+                      {0x3555, 0x555p-12f}, // 0.333251953125
+                      {0x7c00, INFINITY},     {0x0000, 0.0f}};
+  const Case bf16[] = {{0x3f80, 1.0f}, {0xc040, -3.0f}, {0x7f7f, 0x1.fep127f},
+                       {0x0001, 0x1p-133f}, {0x3eab, 0x1.56p-2f}};
+  bool ok = true;
+  for (const Case &c : f16)
+    ok &= deltac::f16_to_f32(c.bits) == c.value &&
+          deltac::f32_to_f16(c.value) == c.bits;
+  for (const Case &c : bf16)
+    ok &= deltac::bf16_to_f32(c.bits) == c.value &&
+          deltac::f32_to_bf16(c.value) == c.bits;
+  // Round to nearest even, overflow, NaN.
+  ok &= deltac::f32_to_f16(1.0f + 0x1p-11f) == 0x3c00;  // tie: even
+  ok &= deltac::f32_to_f16(1.0f + 0x3p-11f) == 0x3c02;  // tie: even (up)
+  ok &= deltac::f32_to_f16(65520.0f) == 0x7c00;         // rounds to inf
+  ok &= deltac::f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80;  // tie: even
+  ok &= deltac::f32_to_bf16(1.0f + 0x3p-8f) == 0x3f82;  // tie: even (up)
+  ok &= std::isnan(deltac::f16_to_f32(deltac::f32_to_f16(NAN)));
+  ok &= std::isnan(deltac::bf16_to_f32(deltac::f32_to_bf16(NAN)));
+  std::printf("%s conversions (deltac/convert.h bit patterns)\n",
+              ok ? "ok" : "FAIL");
+  return ok;
 }
 
 // A tensor stored in dtype `dt`, with the exact f32 values it holds.
@@ -86,8 +101,8 @@ struct Tensor {
       half[i] = deltac::ref::float_to_bf16(x);
       f32[i] = deltac::ref::bf16_to_float(half[i]);
     } else if (dt == DELTAC_F16) {
-      half[i] = toF16(x);
-      f32[i] = fromF16(half[i]);
+      half[i] = deltac::f32_to_f16(x);
+      f32[i] = deltac::f16_to_f32(half[i]);
     } else {
       f32[i] = x;
     }
@@ -97,7 +112,7 @@ struct Tensor {
     if (dt == DELTAC_BF16)
       return deltac::ref::bf16_to_float(half[i]);
     if (dt == DELTAC_F16)
-      return fromF16(half[i]);
+      return deltac::f16_to_f32(half[i]);
     return f32[i];
   }
 };
@@ -333,7 +348,8 @@ int main() {
     return 77; // ctest SKIP_RETURN_CODE
   }
 #endif
-  bool ok = rejectsMismatch();
+  bool ok = conversionsExact();
+  ok &= rejectsMismatch();
   if (FLAG(VARLEN)) {
     ok &= runCase("prompt", {37, 150, 5});
     ok &= runCase("decode", std::vector<int>(3, FLAG(DECODE_TOKENS)));

@@ -1,0 +1,3 @@
+// @a's CPU chunked kernel would be named @a_cpu_chunked.
+delta.layer @a {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64}
+delta.layer @a_cpu_chunked {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64}
