@@ -164,6 +164,13 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
           {"pointers", "host"}};
       for (const KernelPlan &k : cpu)
         kernels.push_back(kernelJson(layer, k, cpu));
+      if (layer.getMode() == Mode::automatic && cpu.size() == 1 &&
+          cpu[0].sched.getMode() == Mode::recurrent &&
+          cpu[0].sched.getMaxTokens() == 0)
+        notes.push_back("mode auto on cpu: the recurrent kernel runs every "
+                        "sequence length (deltac::kCpuRecurrentMaxTokens = 0: "
+                        "it measured faster than the chunked kernels at every "
+                        "length); mode = chunked gives the chunked kernel");
     }
     if (!cuda.empty()) {
       files.push_back({(name + "_cuda.cu").str(), emitCudaSource(layer, cuda)});

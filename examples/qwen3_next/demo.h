@@ -73,10 +73,11 @@ struct Outputs {
         ht(size_t(pb.B) * pb.HV * pb.D * pb.D) {}
 };
 
-// FLOPs of the form that ran: the chunked scan (chunk 64) or the recurrence.
-inline double flops(const Problem &pb, bool chunked) {
-  double per = chunked ? deltac::chunked_flops_per_token(pb.D, pb.D, 64)
-                       : deltac::recurrent_flops_per_token(pb.D, pb.D);
+// FLOPs of the form that ran: the chunked scan with chunk `chunk`, or the
+// recurrence when chunk is 0.
+inline double flops(const Problem &pb, int chunk) {
+  double per = chunk ? deltac::chunked_flops_per_token(pb.D, pb.D, chunk)
+                     : deltac::recurrent_flops_per_token(pb.D, pb.D);
   return per * pb.B * pb.T * pb.HV;
 }
 

@@ -1,10 +1,14 @@
 // The main job: a Qwen3-Next gated DeltaNet layer (16 q/k heads, 32 value
 // heads, K = V = 128, bf16 in, f32 state) compiled by `deltac generate`, run
 // on random inputs, checked against the float64 reference, and timed.
-// A prompt goes through the chunked kernel, decode steps through the
-// recurrent one; on a machine with a GPU the CUDA kernels run too.
+// The spec uses mode auto: the generated CPU entry runs the kernel the rule
+// of deltac/schedule.h picks for the longest sequence (kCpuRecurrentMaxTokens:
+// now the recurrent kernel at every length); on a machine with a GPU the CUDA
+// kernels run too.
 #include "deltac/reference.h"
 #include "qwen3_next_gdn.h"
+// Header-only (runtime/include); the demo links no runtime library.
+#include "deltac/schedule.h"
 
 #include <algorithm>
 #include <chrono>
@@ -44,14 +48,23 @@ double time_cpu(const deltac_fwd_params &p, int reps) {
   return times[times.size() / 2];
 }
 
+// The chunk of the kernel that mode auto runs for p on `device` (0: the
+// recurrent one): the generated dispatch follows deltac::default_schedule,
+// since the spec has no schedules of its own and no tuning database is used.
+int auto_chunk(deltac::Device device, const deltac_fwd_params &p) {
+  deltac::Schedule s = deltac::default_schedule(device, p);
+  return s.mode == deltac::Schedule::Chunked ? s.chunk : 0;
+}
+
+// chunk: of the kernel that ran, 0 for the recurrent one (for the FLOPs).
 bool report(const char *what, const demo::Problem &pb, demo::Outputs &out,
-            double secs, long tokens, bool chunked) {
+            double secs, long tokens, int chunk) {
   std::vector<double> o_ref, ht_ref;
   deltac::ref::forward(pb.params(out.o.data(), out.ht.data()), &o_ref, &ht_ref);
   double eo = deltac::ref::rel_rms(out.o.data(), o_ref); // o is bf16
   double eh = deltac::ref::rel_rms(out.ht.data(), ht_ref);
   bool ok = eo <= 5e-3 && eh <= 5e-3;
-  double gflop = demo::flops(pb, chunked) * 1e-9;
+  double gflop = demo::flops(pb, chunk) * 1e-9;
   std::printf("%-34s err o %.2e  ht %.2e  %s  %9.3f ms  %10.0f tokens/s  %6.1f "
               "GFLOP/s\n",
               what, eo, eh, ok ? "ok  " : "FAIL", secs * 1e3, tokens / secs,
@@ -69,7 +82,7 @@ int main(int argc, char **argv) try {
   bool ok = true;
   std::mt19937_64 rng(opt.seed);
 
-  // Prompt: one sequence of opt.tokens tokens, chunked kernel.
+  // Prompt: one sequence of opt.tokens tokens.
   demo::Problem prompt(rng, 1, opt.tokens, kHeads, kVHeads, kDim, false);
   demo::Outputs out(prompt);
   deltac_fwd_params p = prompt.params(out.o.data(), out.ht.data());
@@ -77,7 +90,7 @@ int main(int argc, char **argv) try {
   if (opt.cpu) {
     double t = time_cpu(p, opt.reps);
     ok &= report(("cpu prefill T=" + std::to_string(opt.tokens)).c_str(), prompt,
-                 out, t, opt.tokens, opt.tokens > 1);
+                 out, t, opt.tokens, auto_chunk(deltac::Device::CPU, p));
   }
   // Decode: a batch of sequences with a cached state, one token each.
   demo::Problem step(rng, opt.batch, 1, kHeads, kVHeads, kDim, true);
@@ -87,7 +100,7 @@ int main(int argc, char **argv) try {
   if (opt.cpu) {
     double t = time_cpu(s, std::max(opt.reps, 20));
     ok &= report(("cpu decode step batch=" + std::to_string(opt.batch)).c_str(),
-                 step, step_out, t, opt.batch, false);
+                 step, step_out, t, opt.batch, auto_chunk(deltac::Device::CPU, s));
   }
 #ifdef DELTAC_DEMO_CUDA
   if (opt.gpu) {
@@ -96,10 +109,10 @@ int main(int argc, char **argv) try {
     } else {
       double t = demo::time_cuda(prompt, &out, opt.reps);
       ok &= report(("cuda prefill T=" + std::to_string(opt.tokens)).c_str(),
-                   prompt, out, t, opt.tokens, false); // recurrent on CUDA for now
+                   prompt, out, t, opt.tokens, auto_chunk(deltac::Device::CUDA, p));
       t = demo::time_cuda(step, &step_out, std::max(opt.reps, 50));
       ok &= report(("cuda decode step batch=" + std::to_string(opt.batch)).c_str(),
-                   step, step_out, t, opt.batch, false);
+                   step, step_out, t, opt.batch, auto_chunk(deltac::Device::CUDA, s));
     }
   }
 #endif

@@ -1,6 +1,6 @@
 // Qwen3-Next Gated DeltaNet layer: 16 q/k heads, 32 value heads (GVA),
 // K = V = 128, bf16 activations, f32 state. q/k are L2-normalised in the
-// kernel; prompts run the chunked kernel, decode steps the recurrent one.
+// kernel; mode auto lets deltac/schedule.h pick the kernel per call.
 delta.layer @qwen3_next_gdn {
   variant = #delta.variant<gated>,
   heads = 16, v_heads = 32, key_dim = 128, value_dim = 128,

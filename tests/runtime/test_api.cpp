@@ -210,7 +210,8 @@ TEST(Api, ThreadCountDoesNotChangeResults) {
 }
 
 TEST(Api, DecodeStepAndAutoSchedule) {
-  // T = 1 per sequence (decode) runs recurrently under auto; long runs chunked.
+  // Under auto, sequences of at most kCpuRecurrentMaxTokens tokens (0: any
+  // length) run recurrently, longer ones chunked.
   for (int T : {1, 8, 9, 200}) {
     Shape s{"decode", 3, T, 1, 2, 64, 64, 0, true, true};
     uint64_t seed = test::freshSeed();
@@ -223,9 +224,10 @@ TEST(Api, DecodeStepAndAutoSchedule) {
       opt.device = DELTAC_DEVICE_CPU;
     expectMatchesReference(p, opt, 1e-5, &info);
     EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
-    EXPECT_EQ(info.mode, T <= kDecodeMaxTokens ? DELTAC_MODE_RECURRENT
-                                               : DELTAC_MODE_CHUNKED)
+    bool recurrent = kCpuRecurrentMaxTokens == 0 || T <= kCpuRecurrentMaxTokens;
+    EXPECT_EQ(info.mode, recurrent ? DELTAC_MODE_RECURRENT : DELTAC_MODE_CHUNKED)
         << "T = " << T;
+    EXPECT_EQ(info.chunk, recurrent ? 0 : kCpuDefaultChunk) << "T = " << T;
   }
 }
 
@@ -251,12 +253,23 @@ TEST(Api, EmptySequencesKeepTheirState) {
 }
 
 TEST(Api, DefaultScheduleHeuristic) {
+  EXPECT_GE(kCpuRecurrentMaxTokens, 0);
+  EXPECT_TRUE(kCpuDefaultChunk == 16 || kCpuDefaultChunk == 32 ||
+              kCpuDefaultChunk == 64);
   EXPECT_EQ(default_schedule(Device::CPU, 1).mode, Schedule::Recurrent);
-  EXPECT_EQ(default_schedule(Device::CPU, kDecodeMaxTokens).mode,
-            Schedule::Recurrent);
-  Schedule s = default_schedule(Device::CPU, kDecodeMaxTokens + 1);
-  EXPECT_EQ(s.mode, Schedule::Chunked);
-  EXPECT_EQ(s.chunk, kCpuDefaultChunk);
+  EXPECT_EQ(default_schedule(Device::CPU, 1).chunk, 0);
+  if (kCpuRecurrentMaxTokens == 0) {
+    // No limit: every length runs recurrent.
+    for (int64_t T : {int64_t(9), int64_t(4096), int64_t(1) << 40})
+      EXPECT_EQ(default_schedule(Device::CPU, T).mode, Schedule::Recurrent)
+          << "T = " << T;
+  } else {
+    EXPECT_EQ(default_schedule(Device::CPU, kCpuRecurrentMaxTokens).mode,
+              Schedule::Recurrent);
+    Schedule s = default_schedule(Device::CPU, kCpuRecurrentMaxTokens + 1);
+    EXPECT_EQ(s.mode, Schedule::Chunked);
+    EXPECT_EQ(s.chunk, kCpuDefaultChunk);
+  }
   EXPECT_EQ(default_schedule(Device::CUDA, 4096).mode, Schedule::Recurrent);
   // With cu_seqlens the longest sequence decides.
   const int64_t cu[] = {0, 2, 12, 13};
@@ -266,7 +279,20 @@ TEST(Api, DefaultScheduleHeuristic) {
   p.N = 3;
   p.cu_seqlens = cu;
   EXPECT_EQ(max_seqlen(p), 10);
-  EXPECT_EQ(default_schedule(Device::CPU, p).mode, Schedule::Chunked);
+  EXPECT_EQ(default_schedule(Device::CPU, p).mode,
+            default_schedule(Device::CPU, 10).mode);
+  EXPECT_EQ(default_schedule(Device::CPU, p).chunk,
+            default_schedule(Device::CPU, 10).chunk);
+}
+
+TEST(Api, ChunkedWithoutChunkUsesTheDefault) {
+  test::Problem pr = makeProblem(1, kShapes[0], test::freshSeed());
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  deltac_run_info info{};
+  expectMatchesReference(p, cpuOpts(DELTAC_MODE_CHUNKED, 0), 1e-5, &info);
+  EXPECT_EQ(info.mode, DELTAC_MODE_CHUNKED);
+  EXPECT_EQ(info.chunk, kCpuDefaultChunk);
 }
 
 // --- errors -----------------------------------------------------------------

@@ -11,11 +11,15 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
     Picks, per layer and target, the mode, chunk size, tiles, warps and
     stages. Explicit options win over schedules already on the layer
     (written in the spec), which win over the tuning database, which wins
-    over the defaults. `mode = auto` gives two schedules: a chunked one for
-    prompts and a recurrent one for sequences of at most
-    deltac::kDecodeMaxTokens (8) tokens (deltac/schedule.h; decode_tokens
-    is information only); the generated entry dispatches on the longest
-    sequence. On CUDA only the recurrent kernel exists.
+    over the defaults. `mode = auto` on the CPU follows
+    deltac::kCpuRecurrentMaxTokens (deltac/schedule.h, the runtime's rule
+    too; decode_tokens is information only): 0 (the current value, the
+    recurrence measured faster at every length) gives one unbounded
+    recurrent schedule; a bound n gives a chunked schedule plus a recurrent
+    one for sequences of at most n tokens, and the generated entry
+    dispatches on the longest sequence. A chunked kernel then needs mode =
+    chunked (layer or option) or a chunked schedule written in the spec.
+    On CUDA only the recurrent kernel exists.
   }];
   let dependentDialects = ["::mlir::delta::DeltaDialect"];
   let options = [

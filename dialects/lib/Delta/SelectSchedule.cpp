@@ -2,11 +2,11 @@
 //
 // Per layer and target: defaults, then the tuning database, then schedules
 // already on the layer (written in the spec, or from an earlier run), then
-// explicit options (each later source wins). mode = auto becomes a chunked
-// schedule for prompts plus a recurrent one for sequences of at most
-// deltac::kDecodeMaxTokens tokens (runtime/include/deltac/schedule.h, the
-// rule the runtime's mode=auto uses too). CUDA has only a recurrent kernel
-// so far.
+// explicit options (each later source wins). mode = auto on the CPU follows
+// deltac::kCpuRecurrentMaxTokens (runtime/include/deltac/schedule.h, the rule
+// the runtime's mode=auto uses too): 0 gives one unbounded recurrent
+// schedule; a bound n gives a chunked schedule plus a recurrent one for
+// sequences of at most n tokens. CUDA has only a recurrent kernel so far.
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,10 +200,14 @@ private:
                     "uses the recurrent kernel on CUDA)";
         kernels.push_back({Mode::recurrent, 0});
       } else if (m == Mode::automatic) {
-        kernels.push_back({Mode::chunked, 0});
-        // decode_tokens (1..8) is information for the manifest: the
-        // recurrent kernel takes every sequence of <= kDecodeMaxTokens.
-        kernels.push_back({Mode::recurrent, deltac::kDecodeMaxTokens});
+        // decode_tokens (1..8) is information for the manifest: the bound
+        // is kCpuRecurrentMaxTokens (0: the recurrent kernel takes all).
+        if (deltac::kCpuRecurrentMaxTokens == 0) {
+          kernels.push_back({Mode::recurrent, 0});
+        } else {
+          kernels.push_back({Mode::chunked, 0});
+          kernels.push_back({Mode::recurrent, deltac::kCpuRecurrentMaxTokens});
+        }
       } else {
         kernels.push_back({m, 0});
       }

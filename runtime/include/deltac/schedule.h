@@ -16,16 +16,20 @@ struct Schedule {
   int chunk; // 16, 32 or 64 when mode == Chunked; 0 when Recurrent
 };
 
-// Sequences of at most this many tokens (decode steps) run recurrently.
-constexpr int64_t kDecodeMaxTokens = 8;
-// Chunk size of the CPU chunked kernels.
-constexpr int kCpuDefaultChunk = 64;
+// Under mode=auto on the CPU, sequences of at most this many tokens run the
+// recurrent kernel, longer ones the chunked kernel; 0 = no limit (every
+// length runs recurrent). 0 because the recurrence measured faster than the
+// chunked kernels at every sequence length on AVX2 (docs/performance.md).
+constexpr int64_t kCpuRecurrentMaxTokens = 0;
+// Chunk size of the CPU chunked kernel when chunked is asked for without a
+// chunk size (measured faster than 64 on every variant).
+constexpr int kCpuDefaultChunk = 32;
 
 // Schedule for a call whose longest sequence has max_seqlen tokens.
 inline Schedule default_schedule(Device device, int64_t max_seqlen) {
   if (device == Device::CUDA) // only the recurrent kernel exists on CUDA
     return {Schedule::Recurrent, 0};
-  if (max_seqlen <= kDecodeMaxTokens)
+  if (kCpuRecurrentMaxTokens == 0 || max_seqlen <= kCpuRecurrentMaxTokens)
     return {Schedule::Recurrent, 0};
   return {Schedule::Chunked, kCpuDefaultChunk};
 }

@@ -3,7 +3,7 @@
 // A generated kernel name that another symbol already uses is an error at
 // the layer (not a verifier failure after the pass).
 // expected-error @below {{its cpu chunked kernel would be named @a_cpu_chunked, which another symbol already uses: rename the layer or that symbol}}
-delta.layer @a {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64}
+delta.layer @a {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<chunked>}
 // expected-note @below {{@a_cpu_chunked is defined here}}
 delta.layer @a_cpu_chunked {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64}
 

@@ -1,10 +1,12 @@
 // RUN: delta-opt %s -split-input-file -delta-select-schedule -delta-lower-stages | FileCheck %s
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=cuda:sm_90a -delta-lower-stages | FileCheck %s --check-prefix=CUDA
 
-// Gated, mode auto: a chunked kernel (all stages fused per chunk) and a
-// recurrent kernel (one fused step) after the layer, which stays.
+// Gated, with CPU schedules written in the spec (chunked for long sequences,
+// recurrent for <= 8 tokens; independent of what mode auto picks): a chunked
+// kernel (all stages fused per chunk) and a recurrent kernel (one fused step)
+// after the layer, which stays. On CUDA mode auto gives the recurrent kernel.
 // CHECK-LABEL: delta.layer @gdn
-// CHECK: delta.kernel @gdn_cpu_chunked of @gdn <target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default"> {
+// CHECK: delta.kernel @gdn_cpu_chunked of @gdn <target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "spec"> {
 // CHECK-NEXT: delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] {
 // CHECK-NEXT: delta.qk_l2norm
 // CHECK-NEXT: delta.gate_cumsum chunk 64 width 1
@@ -23,7 +25,9 @@
 // CUDA-LABEL: delta.layer @gdn
 // CUDA: delta.kernel @gdn_sm_90a_recurrent of @gdn <target = sm_90a, mode = recurrent
 // CUDA-NEXT: delta.fused over "tokens" ["qk_l2norm", "recurrent_step"] {
-delta.layer @gdn {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<bf16>, qk_l2norm = true}
+delta.layer @gdn {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<bf16>, qk_l2norm = true,
+  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 8, source = "spec">]}
 
 // -----
 
@@ -35,7 +39,9 @@ delta.layer @gdn {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key
 // CHECK: delta.kernel @dn_cpu_recurrent
 // CHECK-NEXT: delta.fused over "tokens" ["recurrent_step"] {
 // CHECK-NEXT: delta.recurrent_step <delta>
-delta.layer @dn {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64}
+delta.layer @dn {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
+  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 8, source = "spec">]}
 
 // -----
 
@@ -43,7 +49,9 @@ delta.layer @dn {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value
 // CHECK-LABEL: delta.layer @kda
 // CHECK: delta.gate_cumsum chunk 64 width 96
 // CHECK: delta.recurrent_step <kda>
-delta.layer @kda {variant = #delta.variant<kda>, heads = 4, key_dim = 96, value_dim = 64}
+delta.layer @kda {variant = #delta.variant<kda>, heads = 4, key_dim = 96, value_dim = 64,
+  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 96, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 96, tile_v = 64, warps = 1, stages = 1, max_tokens = 8, source = "spec">]}
 
 // -----
 

@@ -1,12 +1,16 @@
-// RUN: delta-opt %s -delta-select-schedule="chunk=32 tile-k=64 stages=2" | FileCheck %s --check-prefix=CHUNK
+// RUN: delta-opt %s -delta-select-schedule="mode=chunked chunk=64 tile-k=64 stages=2" | FileCheck %s --check-prefix=CHUNK
+// RUN: delta-opt %s -delta-select-schedule="tile-k=64 stages=2" | FileCheck %s --check-prefix=AUTO
 // RUN: delta-opt %s -delta-select-schedule="mode=recurrent" | FileCheck %s --check-prefix=REC
 // RUN: delta-opt %s -delta-select-schedule="target=cuda:sm_90a warps=8 tile-v=64" | FileCheck %s --check-prefix=WARPS
 // RUN: delta-opt %s -delta-select-schedule="mode=chunked chunk=16" | FileCheck %s --check-prefix=MODE
 // RUN: delta-opt %s -delta-select-schedule="target=sm_90a" | FileCheck %s --check-prefix=SHORT
 
-// Explicit options win and mark the schedule as "override"; the chunk
-// override only applies to chunked schedules.
-// CHUNK: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 0, source = "override">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 8, source = "override">]
+// Explicit options win and mark the schedule as "override".
+// CHUNK: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 0, source = "override">]
+
+// They apply to the kernels of the layer's mode: auto on CPU is the one
+// unbounded recurrent kernel (deltac::kCpuRecurrentMaxTokens = 0).
+// AUTO: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 128, warps = 1, stages = 2, max_tokens = 0, source = "override">]
 
 // A mode override replaces the layer's mode.
 // REC: delta.layer @layer

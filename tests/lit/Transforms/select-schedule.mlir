@@ -2,24 +2,24 @@
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=cuda:sm_90a | FileCheck %s --check-prefix=CUDA
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=all | FileCheck %s --check-prefix=ALL
 
-// mode auto: a chunked schedule for prompts and a recurrent one for
-// sequences of <= deltac::kDecodeMaxTokens (8) tokens on CPU; only the
-// recurrent kernel on CUDA.
+// mode auto follows deltac::kCpuRecurrentMaxTokens (runtime/include/deltac/
+// schedule.h), now 0 = no limit: one unbounded recurrent schedule on CPU
+// (the recurrence measured faster at every length), as on CUDA. If the
+// constant changes, this test must change with it.
 // CPU-LABEL: delta.layer @auto_mode
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">, #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 8, source = "default">]
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">]
+// CPU-NOT: mode = chunked
 // CUDA-LABEL: delta.layer @auto_mode
 // CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
-// ALL-SAME: #delta.schedule<target = cpu, mode = chunked
-// ALL-SAME: #delta.schedule<target = cpu, mode = recurrent
-// ALL-SAME: #delta.schedule<target = sm_90a, mode = recurrent
+// ALL-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">, #delta.schedule<target = sm_90a, mode = recurrent
 delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128}
 
 // -----
 
-// decode_tokens is information only: the bound stays kDecodeMaxTokens.
+// decode_tokens is information only: the bound stays kCpuRecurrentMaxTokens.
 // CPU-LABEL: delta.layer @decode4
-// CPU-SAME: mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 1, stages = 1, max_tokens = 8
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 1, stages = 1, max_tokens = 0, source = "default">]
 delta.layer @decode4 {variant = #delta.variant<kda>, heads = 4, key_dim = 64, value_dim = 32, decode_tokens = 4}
 
 // -----

@@ -3,7 +3,8 @@
 // Built per spec with -DDELTA_HEADER="name.h" -DDELTA_NAME=name
 // -DDELTA_UPPER=NAME; with -DDELTA_CUDA it calls <name>_forward_cuda on
 // device copies instead. Two calls: a prompt (longest sequence > decode
-// tokens: the chunked kernel under mode auto on CPU) and a decode step.
+// tokens: the chunked kernel where the layer has one for long sequences, e.g.
+// gen_dispatch) and a decode step.
 #include DELTA_HEADER
 
 #include "deltac/convert.h"
