@@ -43,6 +43,43 @@ TEST_P(Agreement, ChunkedMatchesRecurrent) {
   }
 }
 
+// A decode loop (one token per call, state updated in place: decode.h)
+// gives what one recurrent call over all tokens gives, in both layouts.
+TEST_P(Agreement, DecodeLoopMatchesRecurrent) {
+  for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK}) {
+    Case c;
+    c.var = GetParam();
+    c.T = 60;
+    c.H = 2;
+    c.HV = 4;
+    c.K = 64;
+    c.V = 96;
+    c.layout = layout;
+    std::mt19937_64 rng(fresh_seed());
+    Data d = make_data(c, rng);
+    kernel_for(c.var, 0)(d.p);
+    const std::vector<float> o_rec = d.o, ht_rec = d.ht;
+    poison_outputs(&d);
+    std::vector<float> state = d.h0;
+    const size_t gw = c.var == DELTAC_VARIANT_KDA ? c.K : 1;
+    for (int t = 0; t < c.T; ++t) {
+      deltac_fwd_params p = d.p;
+      p.T = 1;
+      p.q = d.q.data() + size_t(t) * c.H * c.K;
+      p.k = d.k.data() + size_t(t) * c.H * c.K;
+      p.v = d.v.data() + size_t(t) * c.HV * c.V;
+      p.beta = d.beta.data() + size_t(t) * c.HV;
+      if (p.g)
+        p.g = d.g.data() + size_t(t) * c.HV * gw;
+      p.o = d.o.data() + size_t(t) * c.HV * c.V;
+      p.h0 = p.ht = state.data();
+      kernel_for(c.var, 0)(p);
+    }
+    EXPECT_LE(rel_diff(d.o, o_rec), 2e-5) << "layout " << layout;
+    EXPECT_LE(rel_diff(state, ht_rec), 2e-5) << "layout " << layout;
+  }
+}
+
 TEST_P(Agreement, ThreadCountDoesNotChangeResults) {
   Case c;
   c.var = GetParam();

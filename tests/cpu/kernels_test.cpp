@@ -186,6 +186,47 @@ std::vector<Case> options() {
   return out;
 }
 
+// Decode path (recurrent, every sequence at most one token; see decode.h):
+// options, both state layouts, thread splits of one head's tiles, VB 16, 32.
+std::vector<Case> decode() {
+  std::vector<Case> out;
+  for (auto v : kVars)
+    for (int opt = 0; opt < 19; ++opt) {
+      Case c;
+      c.var = v;
+      c.mode = 0;
+      c.B = 3;
+      c.T = 1;
+      c.H = 2;
+      c.HV = 4;
+      c.K = c.V = 64;
+      c.inplace = true;
+      switch (opt) {
+        case 0: break;
+        case 1: c.inplace = false; break;
+        case 2: c.h0 = false; break;
+        case 3: c.ht = false; break;
+        case 4: c.B = 1; c.HV = c.H = 1; c.K = c.V = 128; c.threads = 2; break;
+        case 5: c.B = 1; c.HV = 3; c.H = 1; c.V = 96; c.threads = 2; break;
+        case 6: c.V = 48; c.K = 32; break;  // 16-column tiles
+        case 7: c.bf16_in = true; c.bf16_out = true; break;
+        case 8: c.l2norm = false; c.scale = 0.7f; c.threads = 1; break;
+        case 9: c.lens = {1, 0, 1, 1}; c.B = 1; break;
+        case 10: c.lens = {0, 1, 0}; c.B = 1; c.inplace = false; c.h0 = false; break;
+        case 11: c.lens = {1, 0}; c.B = 1; c.inplace = false; break;
+        case 12: c.g_lo = -30.0f; c.g_hi = -29.0f; break;
+        case 13: c.K = 256; c.V = 16; c.threads = 2; break;
+        case 14: c.layout = DELTAC_STATE_VK; break;
+        case 15: c.layout = DELTAC_STATE_VK; c.h0 = false; c.V = 48; break;
+        case 16: c.layout = DELTAC_STATE_VK; c.ht = false; break;
+        case 17: c.layout = DELTAC_STATE_VK; c.inplace = false; c.lens = {1, 0, 1}; c.B = 1; break;
+        case 18: c.layout = DELTAC_STATE_VK; c.B = 1; c.HV = 3; c.H = 1; c.K = 128; c.V = 96; c.threads = 2; break;
+      }
+      out.push_back(c);
+    }
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Lengths, Kernels, ::testing::ValuesIn(lengths()), case_name);
 INSTANTIATE_TEST_SUITE_P(Varlen, Kernels, ::testing::ValuesIn(varlen()), case_name);
 INSTANTIATE_TEST_SUITE_P(Gva, Kernels, ::testing::ValuesIn(gva()), case_name);
@@ -193,6 +234,7 @@ INSTANTIATE_TEST_SUITE_P(Dims, Kernels, ::testing::ValuesIn(dims()), case_name);
 INSTANTIATE_TEST_SUITE_P(Beta, Kernels, ::testing::ValuesIn(betas()), case_name);
 INSTANTIATE_TEST_SUITE_P(Gates, Kernels, ::testing::ValuesIn(gates()), case_name);
 INSTANTIATE_TEST_SUITE_P(Options, Kernels, ::testing::ValuesIn(options()), case_name);
+INSTANTIATE_TEST_SUITE_P(Decode, Kernels, ::testing::ValuesIn(decode()), case_name);
 
 }  // namespace
 }  // namespace deltac::test

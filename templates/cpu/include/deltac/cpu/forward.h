@@ -5,7 +5,9 @@
 // or BF16 (bf16 = raw uint16), out_dtype F32 or BF16, f32 state in either
 // layout, K and V multiples of 16. KC/VC = 0 read K/V from p; otherwise they
 // must equal p.K/p.V. p.scale == 0 means 1/sqrt(K). Work is spread over
-// sequences x value heads on p.threads OpenMP threads (0 = all).
+// sequences x value heads on p.threads OpenMP threads (0 = all); recurrent
+// calls with at most one token per sequence (decode) take decode.h's path,
+// which also splits a head's column tiles over threads.
 #ifndef DELTAC_CPU_FORWARD_H
 #define DELTAC_CPU_FORWARD_H
 

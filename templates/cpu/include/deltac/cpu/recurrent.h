@@ -8,6 +8,7 @@
 #define DELTAC_CPU_RECURRENT_H
 
 #include "deltac/cpu/common.h"
+#include "deltac/cpu/decode.h"
 
 namespace deltac::cpu {
 namespace detail {
@@ -255,6 +256,13 @@ void recurrent_impl(const deltac_fwd_params& p) {
 template <deltac_variant Var, int KC = 0, int VC = 0>
 void recurrent(const deltac_fwd_params& p) {
   const int K = KC ? KC : p.K, V = VC ? VC : p.V;
+  if (detail::decode_applies(p)) {  // T <= 1: see decode.h
+    if (V % 32 == 0)
+      detail::decode_impl<Var, 32, KC, VC>(p);
+    else
+      detail::decode_impl<Var, 16, KC, VC>(p);
+    return;
+  }
   if (V % 32 == 0 && K <= 128)
     detail::recurrent_impl<Var, 32, KC, VC>(p);
   else
