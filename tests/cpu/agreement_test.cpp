@@ -58,7 +58,8 @@ TEST_P(Agreement, DecodeLoopMatchesRecurrent) {
     std::mt19937_64 rng(fresh_seed());
     Data d = make_data(c, rng);
     kernel_for(c.var, 0)(d.p);
-    const std::vector<float> o_rec = d.o, ht_rec = d.ht;
+    const float* ht = static_cast<const float*>(d.p.ht);
+    const std::vector<float> o_rec = d.o, ht_rec(ht, ht + d.h0.size());
     poison_outputs(&d);
     std::vector<float> state = d.h0;
     const size_t gw = c.var == DELTAC_VARIANT_KDA ? c.K : 1;

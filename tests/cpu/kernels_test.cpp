@@ -191,7 +191,7 @@ std::vector<Case> options() {
 std::vector<Case> decode() {
   std::vector<Case> out;
   for (auto v : kVars)
-    for (int opt = 0; opt < 19; ++opt) {
+    for (int opt = 0; opt < 20; ++opt) {
       Case c;
       c.var = v;
       c.mode = 0;
@@ -221,6 +221,8 @@ std::vector<Case> decode() {
         case 16: c.layout = DELTAC_STATE_VK; c.ht = false; break;
         case 17: c.layout = DELTAC_STATE_VK; c.inplace = false; c.lens = {1, 0, 1}; c.B = 1; break;
         case 18: c.layout = DELTAC_STATE_VK; c.B = 1; c.HV = 3; c.H = 1; c.K = 128; c.V = 96; c.threads = 2; break;
+        case 19:  // a separate 16 MiB ht: written with streaming stores
+          c.B = 16; c.H = 4; c.HV = 16; c.K = c.V = 128; c.inplace = false; break;
       }
       out.push_back(c);
     }

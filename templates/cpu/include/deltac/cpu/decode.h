@@ -20,6 +20,8 @@ namespace deltac::cpu::detail {
 
 // Locality hint of the next head's prefetches (prefetcht1, into L2).
 constexpr int kPrefetchLocality = 2;
+// A separate ht of at least this many bytes is written with streaming stores.
+constexpr double kStreamStateBytes = 16.0 * (1 << 20);
 
 // True when the decode path applies: no sequence longer than one token.
 inline bool decode_applies(const deltac_fwd_params& p) {
@@ -40,7 +42,7 @@ template <int NV, bool Decay>
 inline void decode_tile(const float* src, float* dst, int K, int V,
                         const float* ka, const float* qa, const float* k,
                         const float* av, float beta, float kq, const float* v,
-                        float* ob, const float* next) {
+                        float* ob, const float* next, bool stream) {
   using namespace simd;
   v8 hk[NV], hq[NV];
   for (int c = 0; c < NV; ++c) hk[c] = hq[c] = zero();
@@ -83,6 +85,19 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
     if (next && NV > 2)
       __builtin_prefetch(next + size_t(r) * NV * W + 16, 0, kPrefetchLocality);
     const v8 a = set1(Decay ? av[r] : 1.0f);
+#if defined(__AVX__)
+    if (stream) {
+      // A separate, large ht: streaming stores skip reading its lines first.
+#pragma GCC unroll 8
+      for (int c = 0; c < NV; ++c) {
+        v8 x = load(h + c * W);
+        if (Decay)
+          x *= a;
+        _mm256_stream_ps(d + c * W, fma(kv, u[c], x));
+      }
+      continue;
+    }
+#endif
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) {
       v8 x = load(h + c * W);
@@ -178,6 +193,12 @@ void decode_impl(const deltac_fwd_params& p) {
   float* ht = static_cast<float*>(p.ht);
   const size_t nK = pad16(K);
   const bool vk = p.state_layout == DELTAC_STATE_VK;
+  // ht apart from h0, larger than caches hold, rows on 64-byte lines: write
+  // it with streaming stores (gated, batch 8 x 32 heads, 16 MiB each way:
+  // 1.40 -> 0.84 ms). Small states stay cached for the next step instead.
+  const bool stream = ht && ht != h0 && V * 4 % 64 == 0 && VB * 4 % 64 == 0 &&
+                      (reinterpret_cast<uintptr_t>(ht) & 63) == 0 &&
+                      double(units / tiles) * K * V * 4 >= kStreamStateBytes;
 
   // Units [u0, u1) in (sequence, head, tile) order; a head's q, k, v, decay
   // are prepared once per thread.
@@ -271,9 +292,13 @@ void decode_impl(const deltac_fwd_params& p) {
       else
         decode_tile<NV, Decay>(h0 ? h0 + sofs + v0 : nullptr,
                              ht ? ht + sofs + v0 : nullptr, K, V, ka, qa, k,
-                             av, beta, kq, vb + v0, ob, next);
+                             av, beta, kq, vb + v0, ob, next, stream);
       store_row(p.o, p.out_dtype, th * V + v0, ob, VB, scale);
     }
+#if defined(__AVX__)
+    if (stream)
+      _mm_sfence(); // streaming stores visible before the caller reads ht
+#endif
   };
 
   int nt = thread_count(p);
