@@ -16,7 +16,7 @@ void check(cudaError_t e, const char *what) {
   }
 }
 
-template <class T> T *upload(const std::vector<T> &x) {
+template <class T, class A> T *upload(const std::vector<T, A> &x) {
   if (x.empty()) return nullptr;
   T *d = nullptr;
   check(cudaMalloc(&d, x.size() * sizeof(T)), "cudaMalloc");

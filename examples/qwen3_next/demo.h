@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,11 +21,27 @@ namespace demo {
 
 using deltac::f32_to_bf16;
 
+// 64-byte aligned storage for states, as an inference engine's state pool
+// has: the CPU decode kernel streams large aligned states (docs/performance.md).
+template <class T> struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U> Aligned64(const Aligned64<U> &) {}
+  T *allocate(size_t n) {
+    return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64)));
+  }
+  void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U> bool operator==(const Aligned64<U> &) const { return true; }
+  template <class U> bool operator!=(const Aligned64<U> &) const { return false; }
+};
+using StateVec = std::vector<float, Aligned64<float>>;
+
 // One forward call's inputs: q, k, v in bf16, gates and betas in f32.
 struct Problem {
   int B, T, H, HV, D;
   std::vector<uint16_t> q, k, v;
-  std::vector<float> g, beta, h0;
+  std::vector<float> g, beta;
+  StateVec h0;
 
   Problem(std::mt19937_64 &rng, int B, int T, int H, int HV, int D, bool with_h0)
       : B(B), T(T), H(H), HV(HV), D(D) {
@@ -67,7 +84,7 @@ struct Problem {
 
 struct Outputs {
   std::vector<uint16_t> o;
-  std::vector<float> ht;
+  StateVec ht;
   explicit Outputs(const Problem &pb)
       : o(size_t(pb.B) * pb.T * pb.HV * pb.D),
         ht(size_t(pb.B) * pb.HV * pb.D * pb.D) {}
