@@ -92,9 +92,10 @@ void emitEntryPrologue(raw_ostream &os, LayerOp layer, StringRef entry,
        << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
 }
 
-void emitCheckParams(raw_ostream &os, LayerOp layer) {
+void emitCheckParams(raw_ostream &os, LayerOp layer, bool cuSeqlensOnHost) {
   os << "  std::string msg;\n"
-     << "  if (!deltac::check_params(view, &msg))\n"
+     << "  if (!deltac::check_params(view, &msg"
+     << (cuSeqlensOnHost ? "" : ", /*cu_seqlens_on_host=*/false") << "))\n"
      << "    return fail(err, err_len, \"" << layer.getSymName()
      << ": \" + msg);\n";
 }

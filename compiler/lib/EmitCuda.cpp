@@ -1,7 +1,7 @@
 //===- EmitCuda.cpp - CUDA C++ for the CUDA kernel templates --------------===//
 //
 // <layer>_cuda.cu: like the CPU source, but pointers are device pointers:
-// cu_seqlens is copied to the host for check_params and the dispatch, the
+// cu_seqlens is copied to the host only when a dispatch needs it, the
 // pre/post-processing stages are small element-wise kernels on the stream,
 // and the fused loop instantiates deltac::cuda::recurrent<Var, K, V, InT>.
 //
@@ -247,19 +247,26 @@ std::string emitCudaSource(LayerOp layer, ArrayRef<KernelPlan> plans) {
   emitEntryPrologue(os, layer, cudaEntry(layer), "void *stream_, ");
   os << "  cudaStream_t stream = static_cast<cudaStream_t>(stream_);\n";
   emitCheckView(os, plans.front());
-  os << "  // check_params and the dispatch read cu_seqlens on the host.\n"
-     << "  std::vector<int64_t> cu;\n"
-     << "  if (p.cu_seqlens) {\n"
-     << "    cu.resize(size_t(p.N) + 1);\n"
-     << "    cudaError_t e = cudaMemcpyAsync(cu.data(), p.cu_seqlens, "
-        "cu.size() * sizeof(int64_t),\n"
-     << "                                    cudaMemcpyDeviceToHost, stream);\n"
-     << "    if (e == cudaSuccess)\n      e = cudaStreamSynchronize(stream);\n"
-     << "    if (e != cudaSuccess)\n"
-     << "      return fail(err, err_len, std::string(\"" << name
-     << ": reading cu_seqlens: \") + cudaGetErrorString(e));\n"
-     << "    view.cu_seqlens = cu.data();\n  }\n";
-  emitCheckParams(os, layer);
+  if (plans.size() == 1) {
+    // One kernel, no dispatch: nothing on the host needs cu_seqlens, so the
+    // call stays asynchronous (and capturable in a CUDA graph); check_params
+    // checks everything but its contents, which the kernel trusts.
+    emitCheckParams(os, layer, /*cuSeqlensOnHost=*/false);
+  } else {
+    os << "  // check_params and the dispatch read cu_seqlens on the host.\n"
+       << "  std::vector<int64_t> cu;\n"
+       << "  if (p.cu_seqlens) {\n"
+       << "    cu.resize(size_t(p.N) + 1);\n"
+       << "    cudaError_t e = cudaMemcpyAsync(cu.data(), p.cu_seqlens, "
+          "cu.size() * sizeof(int64_t),\n"
+       << "                                    cudaMemcpyDeviceToHost, stream);\n"
+       << "    if (e == cudaSuccess)\n      e = cudaStreamSynchronize(stream);\n"
+       << "    if (e != cudaSuccess)\n"
+       << "      return fail(err, err_len, std::string(\"" << name
+       << ": reading cu_seqlens: \") + cudaGetErrorString(e));\n"
+       << "    view.cu_seqlens = cu.data();\n  }\n";
+    emitCheckParams(os, layer);
+  }
   emitTry(os);
   emitDispatch(os, plans, "p, stream, " + extraArgs(layer) + "err, err_len");
   emitCatch(os, layer);

@@ -54,7 +54,8 @@ void emitSizes(llvm::raw_ostream &os);
 void emitEntryPrologue(llvm::raw_ostream &os, mlir::delta::LayerOp layer,
                        llvm::StringRef entry, llvm::StringRef extra);
 /// Writes the deltac::check_params call on `view`.
-void emitCheckParams(llvm::raw_ostream &os, mlir::delta::LayerOp layer);
+void emitCheckParams(llvm::raw_ostream &os, mlir::delta::LayerOp layer,
+                     bool cuSeqlensOnHost = true);
 /// Writes `fail`, `matchSpec` (params vs the compiled spec) and, when
 /// `cpuLongest`, `longestSequence` into an anonymous namespace.
 void emitCommonPrelude(llvm::raw_ostream &os, mlir::delta::LayerOp layer);
