@@ -85,25 +85,19 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
     if (next && NV > 2)
       __builtin_prefetch(next + size_t(r) * NV * W + 16, 0, kPrefetchLocality);
     const v8 a = set1(Decay ? av[r] : 1.0f);
-#if defined(__AVX__)
-    if (stream) {
-      // A separate, large ht: streaming stores skip reading its lines first.
-#pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) {
-        v8 x = load(h + c * W);
-        if (Decay)
-          x *= a;
-        _mm256_stream_ps(d + c * W, fma(kv, u[c], x));
-      }
-      continue;
-    }
-#endif
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) {
       v8 x = load(h + c * W);
       if (Decay)
         x *= a;
-      store(d + c * W, fma(kv, u[c], x));
+      const v8 y = fma(kv, u[c], x);
+#if defined(__AVX__)
+      if (stream) { // a separate, large ht: skip reading its lines first
+        _mm256_stream_ps(d + c * W, y);
+        continue;
+      }
+#endif
+      store(d + c * W, y);
     }
   }
 }
