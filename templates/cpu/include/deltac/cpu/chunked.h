@@ -243,12 +243,7 @@ void chunked_impl(const deltac_fwd_params& p) {
         if (i < nc) {
           const int64_t tok = c0 + i;
           const int64_t qo = (tok * p.H + hk) * K, th = tok * p.HV + j;
-          load_row(k, p.k, p.in_dtype, qo, K);
-          load_row(q, p.q, p.in_dtype, qo, K);
-          if (p.qk_l2norm) {
-            l2norm(k, K);
-            l2norm(q, K);
-          }
+          load_qk(q, k, p, qo, K);
           load_row(v, p.v, p.in_dtype, th * V, V);
           bt[i] = p.beta[th];
           if (Var != DELTAC_VARIANT_DELTA) {

@@ -62,6 +62,18 @@ inline void l2norm(float* x, int n) {
   for (int i = 0; i < n; i += W) store(x + i, load(x + i) * r);
 }
 
+// q, k rows of one token and q/k head (element offset qo) as f32, L2-normalised
+// when p asks for it.
+inline void load_qk(float* q, float* k, const deltac_fwd_params& p,
+                    int64_t qo, int K) {
+  load_row(q, p.q, p.in_dtype, qo, K);
+  load_row(k, p.k, p.in_dtype, qo, K);
+  if (p.qk_l2norm) {
+    l2norm(q, K);
+    l2norm(k, K);
+  }
+}
+
 // Brings `bytes` bytes at p into the cache with one real load per 64-byte
 // line. Measured on the target machine (a KVM guest), software prefetch
 // instructions were nearly ignored while plain loads spread between compute

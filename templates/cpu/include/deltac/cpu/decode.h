@@ -220,12 +220,7 @@ void decode_impl(const deltac_fwd_params& p) {
         if (!empty) {
           const int64_t qo = (t0 * p.H + j / group) * K;
           th = t0 * HV + j;
-          load_row(q, p.q, p.in_dtype, qo, K);
-          load_row(k, p.k, p.in_dtype, qo, K);
-          if (p.qk_l2norm) {
-            l2norm(q, K);
-            l2norm(k, K);
-          }
+          load_qk(q, k, p, qo, K);
           load_row(vb, p.v, p.in_dtype, th * V, V);
           beta = p.beta[th];
           v8 s = zero();

@@ -180,12 +180,7 @@ void recurrent_impl(const deltac_fwd_params& p) {
         const int64_t th = tok * p.HV + j;
         float* q = qb + size_t(t) * K;
         float* k = kb + size_t(t) * K;
-        load_row(q, p.q, p.in_dtype, qo, K);
-        load_row(k, p.k, p.in_dtype, qo, K);
-        if (p.qk_l2norm) {
-          l2norm(q, K);
-          l2norm(k, K);
-        }
+        load_qk(q, k, p, qo, K);
         load_row(vb + size_t(t) * V, p.v, p.in_dtype, th * V, V);
         bb[t] = p.beta[th];
         // Lazy-decay scalars (see rec_pass); cs holds c for this token.
