@@ -558,9 +558,9 @@ int run(const Options &opt) {
   p.threads = opt.threads;
 
   deltac_options dopt = deltac_default_options();
-  dopt.device = opt.device == "cpu"    ? DELTAC_DEVICE_CPU
-                : opt.device == "cuda" ? DELTAC_DEVICE_CUDA
-                                       : DELTAC_DEVICE_AUTO;
+  // The device was chosen above (o's dtype depends on it): pass it on, so
+  // the runtime does not decide a second time.
+  dopt.device = onCuda ? DELTAC_DEVICE_CUDA : DELTAC_DEVICE_CPU;
   dopt.mode = opt.mode == "chunked"     ? DELTAC_MODE_CHUNKED
               : opt.mode == "recurrent" ? DELTAC_MODE_RECURRENT
                                         : DELTAC_MODE_AUTO;
