@@ -1,0 +1,372 @@
+// The kernel catalogue: the one table of which kernels exist, which knobs
+// each reads, when a configuration is legal, the default rule, and which
+// instances the runtime ships precompiled. LLVM-free and header-only: the
+// dialect's verifier, delta-select-schedule, the emitters, the runtime's
+// dispatch, `deltac run`, the tuning database and the autotuner all read it.
+// Adding a kernel family = its template + one entry here (docs/architecture.md).
+#ifndef DELTAC_CATALOGUE_H
+#define DELTAC_CATALOGUE_H
+
+#include "deltac/params.h"
+
+#include <cstdint>
+#include <string>
+
+namespace deltac {
+
+enum class Device : int32_t { CPU = 0, CUDA = 1 };
+
+// What a caller asks for; the catalogue turns it into families.
+enum class Mode : int32_t { Auto = 0, Chunked = 1, Recurrent = 2 };
+
+enum class Family : int32_t {
+  CpuRecurrent = 0, // token by token, state tiles of tile_v columns
+  CpuDecode = 1,    // one token per sequence, two-pass tiled, in place
+  CpuChunked = 2,   // chunked WY/UT form
+  CudaRecurrent = 3 // token by token, state tile in registers
+};
+constexpr int kFamilyCount = 4;
+
+// Knobs: the fields of KernelConfig. A family reads a subset (FamilyInfo::
+// knobs); every other field must be 0.
+enum Knob : uint32_t {
+  kKnobChunk = 1u << 0,
+  kKnobTileK = 1u << 1,
+  kKnobTileV = 1u << 2,
+  kKnobWarps = 1u << 3,
+  kKnobStages = 1u << 4,
+  kKnobSplit = 1u << 5,
+};
+constexpr int kKnobCount = 6;
+constexpr const char *kKnobNames[kKnobCount] = {"chunk", "tile_k", "tile_v",
+                                                "warps", "stages", "split"};
+
+struct KernelConfig {
+  Family family = Family::CpuRecurrent;
+  int32_t chunk = 0, tile_k = 0, tile_v = 0, warps = 0, stages = 0, split = 0;
+
+  int32_t knob(int i) const {
+    const int32_t v[kKnobCount] = {chunk, tile_k, tile_v, warps, stages, split};
+    return v[i];
+  }
+  int32_t &knob(int i) {
+    int32_t *v[kKnobCount] = {&chunk, &tile_k, &tile_v, &warps, &stages, &split};
+    return *v[i];
+  }
+  bool operator==(const KernelConfig &o) const {
+    for (int i = 0; i < kKnobCount; ++i)
+      if (knob(i) != o.knob(i))
+        return false;
+    return family == o.family;
+  }
+};
+
+// The legal values of one knob of one family (before problem-specific rules).
+struct KnobValues {
+  int32_t n;
+  int32_t v[8];
+  bool contains(int32_t x) const {
+    for (int i = 0; i < n; ++i)
+      if (v[i] == x)
+        return true;
+    return false;
+  }
+};
+
+struct FamilyInfo {
+  Family family;
+  const char *name;   // "cpu_recurrent": tuning DB, IR, manifest, messages
+  Device device;
+  Mode mode;          // Chunked or Recurrent: what the family computes as
+  int32_t max_tokens; // longest sequence it takes (0 = any)
+  uint32_t knobs;     // Knob bits it reads
+  KnobValues values[kKnobCount]; // per knob, in kKnobNames order
+  const char *header; // include that declares its entry
+  const char *entry;  // C++ template it instantiates:
+                      // entry<Var, KC, VC, knob values...>(params)
+};
+
+constexpr FamilyInfo kFamilies[kFamilyCount] = {
+    {Family::CpuRecurrent, "cpu_recurrent", Device::CPU, Mode::Recurrent, 0,
+     kKnobTileV,
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}},
+     "deltac/cpu/launch.h", "deltac::cpu::recurrent_tiled"},
+    {Family::CpuDecode, "cpu_decode", Device::CPU, Mode::Recurrent, 1,
+     kKnobTileV,
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}},
+     "deltac/cpu/launch.h", "deltac::cpu::decode"},
+    {Family::CpuChunked, "cpu_chunked", Device::CPU, Mode::Chunked, 0,
+     kKnobChunk,
+     {{3, {16, 32, 64}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
+     "deltac/cpu/launch.h", "deltac::cpu::chunked"},
+    {Family::CudaRecurrent, "cuda_recurrent", Device::CUDA, Mode::Recurrent, 0,
+     kKnobTileV | kKnobWarps,
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}}},
+     "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
+};
+
+inline const FamilyInfo &family_info(Family f) {
+  return kFamilies[static_cast<int>(f)];
+}
+
+// nullptr when no family has that name.
+inline const FamilyInfo *family_by_name(const std::string &name) {
+  for (const FamilyInfo &f : kFamilies)
+    if (name == f.name)
+      return &f;
+  return nullptr;
+}
+
+inline const char *device_name(Device d) {
+  return d == Device::CPU ? "cpu" : "cuda";
+}
+
+// The facts about a call that legality and the default rule depend on.
+struct Problem {
+  int32_t variant = DELTAC_VARIANT_GATED;
+  int32_t K = 128, V = 128, H = 1, HV = 1;
+  int32_t in_dtype = DELTAC_F32, out_dtype = DELTAC_F32;
+  int32_t state_dtype = DELTAC_F32, state_layout = DELTAC_STATE_KV;
+  int64_t seqs = 1;       // N
+  int64_t max_seqlen = 1; // longest sequence (0 when unknown: no bound)
+  int32_t sm_count = 0;   // CUDA multiprocessors (0 = unknown)
+};
+
+// Longest sequence described by p (T, or the largest cu_seqlens gap). Reads
+// cu_seqlens, so host pointers only; assumes N + 1 entries.
+inline int64_t max_seqlen(const deltac_fwd_params &p) {
+  if (!p.cu_seqlens)
+    return p.T;
+  int64_t best = 0;
+  for (int32_t n = 0; n < p.N; ++n)
+    if (p.cu_seqlens[n + 1] - p.cu_seqlens[n] > best)
+      best = p.cu_seqlens[n + 1] - p.cu_seqlens[n];
+  return best;
+}
+
+// max_len: the longest sequence when known (device cu_seqlens: pass T, an
+// upper bound).
+inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
+  Problem q;
+  q.variant = p.variant;
+  q.K = p.K, q.V = p.V, q.H = p.H, q.HV = p.HV;
+  q.in_dtype = p.in_dtype, q.out_dtype = p.out_dtype;
+  q.state_dtype = p.state_dtype, q.state_layout = p.state_layout;
+  q.seqs = p.N;
+  q.max_seqlen = max_len;
+  return q;
+}
+
+// ---------------------------------------------------------------------------
+// Family-specific rules.
+
+// CUDA recurrent kernel geometry (templates/cuda/.../traits.cuh reads these):
+// 4 floats per lane, BV/4 lanes per row, 32/(BV/4) rows per warp step.
+constexpr int cuda_recurrent_row_groups(int K, int BV) {
+  return K / (32 / (BV / 4));
+}
+// Default warps: 4 when that leaves at most 8 rows per thread, else 8 when
+// it divides, else the largest power of two <= 8 that divides.
+constexpr int cuda_recurrent_default_warps(int K, int BV) {
+  const int groups = cuda_recurrent_row_groups(K, BV);
+  if (groups % 4 == 0 && groups / 4 <= 8)
+    return 4;
+  if (groups % 8 == 0)
+    return 8;
+  if (groups % 4 == 0)
+    return 4;
+  return groups % 2 == 0 ? 2 : 1;
+}
+// Legal: whole row groups per warp, at most 16 rows (64 floats) per thread.
+constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
+  const int groups = cuda_recurrent_row_groups(K, BV);
+  return warps >= 1 && groups % warps == 0 && (groups / warps) * 4 <= 64;
+}
+
+namespace detail {
+inline std::string num(int64_t x) { return std::to_string(x); }
+} // namespace detail
+
+// "" when the problem itself is in the supported space of any kernel.
+inline std::string check_problem(const Problem &p) {
+  using detail::num;
+  if (p.variant < DELTAC_VARIANT_DELTA || p.variant > DELTAC_VARIANT_KDA)
+    return "variant " + num(p.variant) + ": expected delta, gated or kda";
+  for (auto [name, d] : {std::pair{"K", p.K}, std::pair{"V", p.V}})
+    if (d < 16 || d > 256 || d % 16 != 0)
+      return std::string(name) + " = " + num(d) +
+             ": expected a multiple of 16 in 16..256";
+  if (p.H < 1 || p.HV < 1 || p.HV % p.H != 0)
+    return "heads " + num(p.H) + " / value heads " + num(p.HV) +
+           ": value heads must be a positive multiple of heads";
+  return "";
+}
+
+// "" when family f can run problem p at all (dtypes, layouts, lengths).
+inline std::string check_family(Family f, const Problem &p) {
+  using detail::num;
+  const FamilyInfo &fi = family_info(f);
+  std::string why = check_problem(p);
+  if (!why.empty())
+    return why;
+  if (p.state_dtype != DELTAC_F32)
+    return std::string(fi.name) + ": the state must be f32";
+  if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
+    return std::string(fi.name) + ": unknown state layout " +
+           num(p.state_layout);
+  if (fi.max_tokens && (p.max_seqlen == 0 || p.max_seqlen > fi.max_tokens))
+    return std::string(fi.name) + ": takes sequences of at most " +
+           num(fi.max_tokens) + " tokens, the longest has " +
+           (p.max_seqlen ? num(p.max_seqlen) : std::string("an unknown count"));
+  const bool in_ok = p.in_dtype == DELTAC_F32 || p.in_dtype == DELTAC_BF16;
+  if (fi.device == Device::CPU) {
+    if (!in_ok || (p.out_dtype != DELTAC_F32 && p.out_dtype != DELTAC_BF16))
+      return std::string(fi.name) + ": q/k/v and o must be f32 or bf16";
+    return "";
+  }
+  // CudaRecurrent
+  if (!in_ok || p.out_dtype != p.in_dtype)
+    return std::string(fi.name) +
+           ": q/k/v must be f32 or bf16 and o the same dtype";
+  return "";
+}
+
+// "" when config c is legal for problem p: the family fits, every knob it
+// reads has a listed value, every other knob is 0, and the family's own
+// rules hold.
+inline std::string check_config(const KernelConfig &c, const Problem &p) {
+  using detail::num;
+  const FamilyInfo &fi = family_info(c.family);
+  std::string why = check_family(c.family, p);
+  if (!why.empty())
+    return why;
+  for (int i = 0; i < kKnobCount; ++i) {
+    const bool reads = fi.knobs & (1u << i);
+    const int32_t x = c.knob(i);
+    if (!reads && x != 0)
+      return std::string(fi.name) + " has no knob '" + kKnobNames[i] +
+             "' (got " + num(x) + ", expected 0)";
+    if (reads && !fi.values[i].contains(x)) {
+      std::string list;
+      for (int j = 0; j < fi.values[i].n; ++j)
+        list += (j ? ", " : "") + num(fi.values[i].v[j]);
+      return std::string(fi.name) + ": " + kKnobNames[i] + " = " + num(x) +
+             ", expected one of " + list;
+    }
+  }
+  if ((fi.knobs & kKnobTileV) && p.V % c.tile_v != 0)
+    return std::string(fi.name) + ": tile_v = " + num(c.tile_v) +
+           " must divide V = " + num(p.V);
+  if (c.family == Family::CudaRecurrent &&
+      !cuda_recurrent_warps_ok(p.K, c.tile_v, c.warps))
+    return std::string(fi.name) + ": warps = " + num(c.warps) +
+           " does not split K = " + num(p.K) + " with tile_v = " +
+           num(c.tile_v) + " into whole row groups of at most 16 rows";
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+// Default rule.
+
+// Under Mode::Auto on the CPU the recurrence runs at every length: it
+// measured faster than the chunked kernels at every length on AVX2
+// (docs/performance.md). Chunked on request, chunk 32 unless given.
+constexpr int kCpuDefaultChunk = 32;
+
+// Default knob values of family f for p (legal when check_family holds).
+inline KernelConfig default_config(Family f, const Problem &p) {
+  KernelConfig c;
+  c.family = f;
+  switch (f) {
+  case Family::CpuRecurrent:
+    c.tile_v = (p.V % 32 == 0 && p.K <= 128) ? 32 : 16;
+    break;
+  case Family::CpuDecode:
+    c.tile_v = p.V % 32 == 0 ? 32 : 16;
+    break;
+  case Family::CpuChunked:
+    c.chunk = kCpuDefaultChunk;
+    break;
+  case Family::CudaRecurrent:
+    // Wide tiles unless that leaves the GPU short of blocks (small decode
+    // batches): then 16-column tiles give twice the blocks.
+    c.tile_v = p.V % 32 == 0 ? 32 : 16;
+    if (c.tile_v == 32 && p.sm_count > 0 &&
+        p.seqs * p.HV * (p.V / 32) < 2 * int64_t(p.sm_count))
+      c.tile_v = 16;
+    c.warps = cuda_recurrent_default_warps(p.K, c.tile_v);
+    break;
+  }
+  return c;
+}
+
+// The families mode m runs on device d for p, most specific first: the
+// first whose check_family passes takes the call. (Auto on the CPU: decode
+// for one-token calls, else the recurrence.)
+struct FamilyList {
+  int n = 0;
+  Family f[3];
+};
+inline FamilyList families_for(Device d, Mode m) {
+  FamilyList l;
+  if (d == Device::CUDA) {
+    if (m != Mode::Chunked)
+      l.f[l.n++] = Family::CudaRecurrent;
+    return l;
+  }
+  if (m == Mode::Chunked) {
+    l.f[l.n++] = Family::CpuChunked;
+    return l;
+  }
+  l.f[l.n++] = Family::CpuDecode;
+  l.f[l.n++] = Family::CpuRecurrent;
+  return l;
+}
+
+// The family the default rule runs p with (or "" in *why and false when
+// no family of d can run it under m).
+inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
+                           std::string *why) {
+  FamilyList l = families_for(d, m);
+  std::string first;
+  for (int i = 0; i < l.n; ++i) {
+    std::string w = check_family(l.f[i], p);
+    if (w.empty()) {
+      *out = l.f[i];
+      return true;
+    }
+    if (first.empty())
+      first = w;
+  }
+  if (why)
+    *why = l.n ? first
+               : std::string("no ") + (m == Mode::Chunked ? "chunked " : "") +
+                     "kernel on " + device_name(d);
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Precompiled instances (the runtime's; generated code instantiates any
+// legal config). X(K, V) per list; K = V = 0 means dims read at run time.
+
+// CPU: every family and knob value, for these dims.
+#define DELTAC_CPU_DIMS(X) X(128, 128) X(64, 64) X(0, 0)
+// CUDA recurrent: f32 and bf16, tile_v 16 and 32 (where it divides V), the
+// default warps.
+#define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
+  X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)
+
+// Whether the runtime has c precompiled for p (c legal for p).
+inline bool precompiled(const KernelConfig &c, const Problem &p) {
+  if (family_info(c.family).device == Device::CPU)
+    return true; // the dims-at-run-time instance takes any K, V
+  bool dims = false;
+#define DELTAC_X(k, v) dims = dims || (p.K == k && p.V == v);
+  DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
+#undef DELTAC_X
+  return dims && c.warps == cuda_recurrent_default_warps(p.K, c.tile_v);
+}
+
+} // namespace deltac
+
+#endif // DELTAC_CATALOGUE_H

@@ -1,0 +1,58 @@
+// The tuning database: measured kernel configs per problem, read by the
+// runtime (DELTAC_TUNING_DB or an explicit path) and by the compiler's
+// delta-select-schedule, written by the autotuner. LLVM-free (nlohmann-json).
+//
+//   {"format": "deltac-tuning-db", "version": 2,
+//    "records": [{"family": "cuda_recurrent", "variant": "gated",
+//                 "key_dim": 128, "value_dim": 128, "in_dtype": "bf16",
+//                 "max_tokens": 0,           // size bucket: longest sequence
+//                                            // it holds for (0 = any)
+//                 "tile_v": 16, "warps": 4,  // exactly the family's knobs
+//                 "time_us": 12.5,           // optional
+//                 "env": {...}}]}            // optional, not read yet
+// Every field is checked on load against the catalogue; the error names the
+// file, the record and the field.
+#ifndef DELTAC_TUNING_DB_H
+#define DELTAC_TUNING_DB_H
+
+#include "deltac/catalogue.h"
+
+#include <string>
+#include <vector>
+
+namespace deltac {
+
+struct TuningRecord {
+  int32_t variant = 0, K = 0, V = 0, in_dtype = 0;
+  int64_t max_tokens = 0; // 0 = any length
+  KernelConfig config;
+  double time_us = 0; // 0 = not recorded
+};
+
+struct TuningDB {
+  std::vector<TuningRecord> records;
+
+  // The record for p on device d under mode m: same variant, K, V and
+  // in_dtype, a family of d that m allows, legal for p (check_config), and
+  // among those the smallest bucket that holds p.max_seqlen (unbounded
+  // last); nullptr when none.
+  const TuningRecord *lookup(Device d, Mode m, const Problem &p) const;
+};
+
+// Parse JSON text; `name` names the source in messages. On failure returns
+// false and *error says what and where; *out is untouched.
+bool parse_tuning_db(const std::string &text, const std::string &name,
+                     TuningDB *out, std::string *error);
+bool load_tuning_db(const std::string &path, TuningDB *out, std::string *error);
+// JSON text of db (parse_tuning_db reads it back to the same records).
+std::string format_tuning_db(const TuningDB &db);
+// Writes atomically (temporary file + rename).
+bool save_tuning_db(const std::string &path, const TuningDB &db,
+                    std::string *error);
+
+const char *variant_name(int32_t variant); // "delta", "gated", "kda"
+const char *dtype_name(int32_t dtype);     // "f32", "bf16", "f16"
+
+} // namespace deltac
+
+#endif // DELTAC_TUNING_DB_H

@@ -1,0 +1,244 @@
+// Tuning database reader and writer (tuning_db.h).
+#include "deltac/tuning_db.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace deltac {
+namespace {
+
+using json = nlohmann::json;
+
+const char *const kVariants[] = {"delta", "gated", "kda"};
+const char *const kDtypes[] = {"f32", "bf16", "f16"};
+
+// Reads one record, keeping the first problem.
+struct Reader {
+  const json &obj;
+  size_t index;
+  std::string error;
+
+  void fail(const std::string &key, const std::string &expected) {
+    if (!error.empty())
+      return;
+    std::string got = obj.contains(key) ? "got " + obj[key].dump() : "missing";
+    error = "record " + std::to_string(index) + ": field '" + key +
+            "' must be " + expected + " (" + got + ")";
+  }
+
+  int64_t integer(const std::string &key, int64_t lo, int64_t hi) {
+    auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number_integer() ||
+        it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+      fail(key, "an integer in " + std::to_string(lo) + ".." +
+                    std::to_string(hi));
+      return 0;
+    }
+    return it->get<int64_t>();
+  }
+
+  template <size_t N>
+  int32_t name(const std::string &key, const char *const (&names)[N]) {
+    auto it = obj.find(key);
+    if (it != obj.end() && it->is_string())
+      for (size_t i = 0; i < N; ++i)
+        if (it->get<std::string>() == names[i])
+          return int32_t(i);
+    std::string list;
+    for (size_t i = 0; i < N; ++i)
+      list += std::string(i ? ", " : "") + "\"" + names[i] + "\"";
+    fail(key, "one of " + list);
+    return 0;
+  }
+};
+
+bool read_record(const json &obj, size_t i, TuningRecord *r,
+                 std::string *error) {
+  if (!obj.is_object()) {
+    *error = "record " + std::to_string(i) + " must be an object";
+    return false;
+  }
+  Reader rd{obj, i, {}};
+  const FamilyInfo *fam = nullptr;
+  auto it = obj.find("family");
+  if (it != obj.end() && it->is_string())
+    fam = family_by_name(it->get<std::string>());
+  if (!fam) {
+    std::string list;
+    for (const FamilyInfo &f : kFamilies)
+      list += std::string(list.empty() ? "" : ", ") + "\"" + f.name + "\"";
+    rd.fail("family", "one of " + list);
+  }
+  r->variant = rd.name("variant", kVariants);
+  r->K = int32_t(rd.integer("key_dim", 16, 256));
+  r->V = int32_t(rd.integer("value_dim", 16, 256));
+  r->in_dtype = rd.name("in_dtype", kDtypes);
+  r->max_tokens = obj.contains("max_tokens")
+                      ? rd.integer("max_tokens", 0, int64_t(1) << 40)
+                      : 0;
+  if (obj.contains("time_us")) {
+    if (obj["time_us"].is_number() && obj["time_us"].get<double>() >= 0)
+      r->time_us = obj["time_us"].get<double>();
+    else
+      rd.fail("time_us", "a non-negative number");
+  }
+  if (fam) {
+    r->config = KernelConfig{};
+    r->config.family = fam->family;
+    for (int k = 0; k < kKnobCount; ++k) {
+      const bool reads = fam->knobs & (1u << k);
+      if (reads)
+        r->config.knob(k) = int32_t(rd.integer(kKnobNames[k], 0, 1 << 20));
+      else if (obj.contains(kKnobNames[k]))
+        rd.fail(kKnobNames[k], std::string("absent: ") + fam->name +
+                                   " has no such knob");
+    }
+  }
+  if (rd.error.empty() && fam) {
+    // Static legality: the knob values the catalogue lists for the family
+    // and the record's own dims.
+    Problem p;
+    p.variant = r->variant, p.K = r->K, p.V = r->V;
+    p.in_dtype = r->in_dtype;
+    p.out_dtype = fam->device == Device::CUDA ? r->in_dtype : DELTAC_F32;
+    p.max_seqlen = fam->max_tokens ? fam->max_tokens : 1;
+    std::string why = check_config(r->config, p);
+    if (!why.empty())
+      rd.error = "record " + std::to_string(i) + ": " + why;
+  }
+  if (!rd.error.empty()) {
+    *error = rd.error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+const char *variant_name(int32_t v) {
+  return v >= 0 && v < 3 ? kVariants[v] : "?";
+}
+const char *dtype_name(int32_t d) { return d >= 0 && d < 3 ? kDtypes[d] : "?"; }
+
+const TuningRecord *TuningDB::lookup(Device d, Mode m,
+                                     const Problem &p) const {
+  const TuningRecord *best = nullptr;
+  for (const TuningRecord &r : records) {
+    const FamilyInfo &f = family_info(r.config.family);
+    if (f.device != d || r.variant != p.variant || r.K != p.K ||
+        r.V != p.V || r.in_dtype != p.in_dtype)
+      continue;
+    if (m != Mode::Auto && f.mode != m)
+      continue;
+    if (r.max_tokens && (p.max_seqlen == 0 || p.max_seqlen > r.max_tokens))
+      continue;
+    if (!check_config(r.config, p).empty())
+      continue;
+    auto bucket = [](const TuningRecord *x) {
+      return x->max_tokens ? x->max_tokens : INT64_MAX;
+    };
+    if (!best || bucket(&r) < bucket(best))
+      best = &r;
+  }
+  return best;
+}
+
+bool parse_tuning_db(const std::string &text, const std::string &name,
+                     TuningDB *out, std::string *error) {
+  auto fail = [&](const std::string &msg) {
+    *error = "tuning db '" + name + "': " + msg;
+    return false;
+  };
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return fail("not valid JSON");
+  if (!root.is_object())
+    return fail("the top level must be an object");
+  if (!root.contains("format") || root["format"] != "deltac-tuning-db")
+    return fail("'format' must be \"deltac-tuning-db\"");
+  if (!root.contains("version") || !root["version"].is_number_integer() ||
+      root["version"].get<int64_t>() != 2)
+    return fail("'version' must be 2 (got " +
+                (root.contains("version") ? root["version"].dump()
+                                          : std::string("nothing")) +
+                "; version 1 databases are not read: tune again)");
+  if (!root.contains("records") || !root["records"].is_array())
+    return fail("'records' must be an array");
+  TuningDB db;
+  const json &recs = root["records"];
+  for (size_t i = 0; i < recs.size(); ++i) {
+    TuningRecord r;
+    std::string why;
+    if (!read_record(recs[i], i, &r, &why))
+      return fail(why);
+    db.records.push_back(r);
+  }
+  *out = std::move(db);
+  return true;
+}
+
+bool load_tuning_db(const std::string &path, TuningDB *out,
+                    std::string *error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "tuning db '" + path + "': cannot read the file";
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    *error = "tuning db '" + path + "': read error";
+    return false;
+  }
+  return parse_tuning_db(ss.str(), path, out, error);
+}
+
+std::string format_tuning_db(const TuningDB &db) {
+  json recs = json::array();
+  for (const TuningRecord &r : db.records) {
+    const FamilyInfo &f = family_info(r.config.family);
+    json o;
+    o["family"] = f.name;
+    o["variant"] = variant_name(r.variant);
+    o["key_dim"] = r.K;
+    o["value_dim"] = r.V;
+    o["in_dtype"] = dtype_name(r.in_dtype);
+    o["max_tokens"] = r.max_tokens;
+    for (int k = 0; k < kKnobCount; ++k)
+      if (f.knobs & (1u << k))
+        o[kKnobNames[k]] = r.config.knob(k);
+    if (r.time_us > 0)
+      o["time_us"] = r.time_us;
+    recs.push_back(o);
+  }
+  json root = {{"format", "deltac-tuning-db"}, {"version", 2},
+               {"records", recs}};
+  return root.dump(1) + "\n";
+}
+
+bool save_tuning_db(const std::string &path, const TuningDB &db,
+                    std::string *error) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << format_tuning_db(db);
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      *error = "tuning db '" + path + "': cannot write " + tmp;
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    *error = "tuning db '" + path + "': cannot rename " + tmp + " into place";
+    return false;
+  }
+  return true;
+}
+
+} // namespace deltac
