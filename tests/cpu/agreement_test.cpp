@@ -31,7 +31,9 @@ TEST_P(Agreement, ChunkedMatchesRecurrent) {
   c.K = 64;
   c.V = 96;
   c.g_spike = -30.0f;
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
   Data d = make_data(c, rng);
   kernel_for(c.var, 0)(d.p);
   const std::vector<float> o_rec = d.o, ht_rec = d.ht;
@@ -55,7 +57,9 @@ TEST_P(Agreement, DecodeLoopMatchesRecurrent) {
     c.K = 64;
     c.V = 96;
     c.layout = layout;
-    std::mt19937_64 rng(fresh_seed());
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(seed_note(seed));
+    std::mt19937_64 rng(seed);
     Data d = make_data(c, rng);
     kernel_for(c.var, 0)(d.p);
     const float* ht = static_cast<const float*>(d.p.ht);
@@ -89,7 +93,9 @@ TEST_P(Agreement, ThreadCountDoesNotChangeResults) {
   c.H = 2;
   c.HV = 4;
   c.K = c.V = 32;
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
   Data d = make_data(c, rng);
   for (int mode : {0, 32}) {
     d.p.threads = 1;

@@ -1,16 +1,31 @@
 #include "harness.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
 namespace deltac::test {
+namespace {
 
-uint64_t fresh_seed() {
-  static std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
+// Says once, before the tests, that DELTAC_TEST_SEED fixes every random
+// problem (and aborts early on a malformed value, see test_seed()).
+class SeedEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (std::getenv("DELTAC_TEST_SEED"))
+      std::printf("deltac: every random problem uses %s\n",
+                  seed_note(fresh_seed()).c_str());
+  }
+};
+::testing::Environment* const kSeedEnvironment =
+    ::testing::AddGlobalTestEnvironment(new SeedEnvironment);
+
+}  // namespace
 
 Data make_data(const Case& c, std::mt19937_64& rng) {
   Data d;
@@ -135,7 +150,8 @@ KernelFn kernel_for(deltac_variant var, int mode) {
 double o_tolerance(const Case& c) { return c.bf16_out ? 5e-3 : 1e-5; }
 
 Errors run_vs_reference(const Case& c, KernelFn fn) {
-  std::mt19937_64 rng(fresh_seed());
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
   Data d = make_data(c, rng);
   if (!fn)
     fn = kernel_for(c.var, c.mode);
@@ -144,6 +160,7 @@ Errors run_vs_reference(const Case& c, KernelFn fn) {
   ref::forward(d.p, &o, c.ht ? &ht : nullptr);
   fn(d.p);
   Errors e;
+  e.seed = seed;
   e.o = c.bf16_out ? ref::rel_rms(d.ob.data(), o) : ref::rel_rms(d.o.data(), o);
   if (c.ht)
     e.ht = ref::rel_rms(static_cast<const float*>(d.p.ht), ht);

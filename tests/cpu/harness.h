@@ -5,6 +5,7 @@
 
 #include "deltac/cpu/forward.h"
 #include "deltac/reference.h"
+#include "deltac/test_seed.h"
 
 #include <cstdint>
 #include <random>
@@ -48,15 +49,23 @@ KernelFn kernel_for(deltac_variant var, int mode);
 
 struct Errors {
   double o = 0.0, ht = 0.0;
+  uint64_t seed = 0;  // of the inputs: SCOPED_TRACE(seed_note(e.seed))
 };
-// Runs fn (default: kernel_for(c.var, c.mode)) on fresh inputs and returns
-// the relative RMS errors against deltac::ref::forward.
+// Runs fn (default: kernel_for(c.var, c.mode)) on inputs drawn from a
+// fresh_seed() and returns the relative RMS errors against
+// deltac::ref::forward, with the seed.
 Errors run_vs_reference(const Case& c, KernelFn fn = nullptr);
 // Largest tolerated error for a case's o (bf16 output: 5e-3, else 1e-5).
 double o_tolerance(const Case& c);
 std::string describe(const Case& c);
-// A fresh seed (printed by the tests on failure).
-uint64_t fresh_seed();
+// The seed of one random problem: DELTAC_TEST_SEED when set, else fresh
+// (deltac/test_seed.h). Every randomized test draws its inputs from such a
+// seed and puts SCOPED_TRACE(seed_note(seed)) in scope of its checks, so a
+// failure prints "DELTAC_TEST_SEED=<n>" and
+//   DELTAC_TEST_SEED=<n> deltac_cpu_tests --gtest_filter=<test>
+// replays it.
+inline uint64_t fresh_seed() { return deltac::test_seed(); }
+inline std::string seed_note(uint64_t seed) { return deltac::test_seed_note(seed); }
 
 }  // namespace deltac::test
 

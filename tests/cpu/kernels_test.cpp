@@ -17,6 +17,7 @@ class Kernels : public ::testing::TestWithParam<Case> {};
 TEST_P(Kernels, MatchesReference) {
   const Case& c = GetParam();
   Errors e = run_vs_reference(c);
+  SCOPED_TRACE(seed_note(e.seed));
   EXPECT_LE(e.o, o_tolerance(c)) << describe(c);
   if (c.ht) {
     EXPECT_LE(e.ht, 1e-5) << describe(c);

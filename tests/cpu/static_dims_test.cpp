@@ -19,6 +19,7 @@ void check(KernelFn fn, int K, int V, int T) {
   c.K = K;
   c.V = V;
   Errors e = run_vs_reference(c, fn);
+  SCOPED_TRACE(seed_note(e.seed));
   EXPECT_LE(e.o, 1e-5) << describe(c);
   EXPECT_LE(e.ht, 1e-5) << describe(c);
 }
