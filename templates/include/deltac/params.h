@@ -48,7 +48,22 @@ typedef enum deltac_state_layout {
  *   h <- a_t (.) h;  u = beta_t (v_t - h^T k_t);  h <- h + k_t u^T;
  *   o_t = scale * h^T q_t
  * with q, k first L2-normalised when qk_l2norm is set
- * (x / sqrt(sum x^2 + 1e-6)). */
+ * (x / sqrt(sum x^2 + 1e-6)).
+ *
+ * Non-finite values, the rule for every kernel, CPU and CUDA (defined by
+ * deltac/reference.h; tests/cpu/nonfinite_test.cpp holds the CPU kernels to
+ * it):
+ *   - g = -inf is a legal gate, a reset: a_t = exp(-inf) = 0 multiplies the
+ *     state (kda: the key rows whose gate is -inf) by exactly 0, so from that
+ *     token on nothing of the earlier state remains, to the last bit. A
+ *     finite gate so negative that e^g underflows to 0 acts the same.
+ *   - NaN or +-inf in any input (q, k, v, beta, g, h0) never comes back as a
+ *     finite value: every element of o and ht that the reference makes NaN
+ *     or +-inf (everything the value reaches) is NaN or +-inf. A NaN in the
+ *     state is not reset away by a later -inf gate (0 * NaN = NaN). The
+ *     other outputs stay finite and accurate, except that the CPU chunked
+ *     kernels may also make earlier tokens of the same chunk non-finite.
+ *   The kernels themselves never reject or repair values. */
 typedef struct deltac_fwd_params {
   int32_t variant; /* deltac_variant */
   int32_t B, T, H, HV, K, V;

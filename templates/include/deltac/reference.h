@@ -1,5 +1,13 @@
 // Plain float64 reference of the delta-rule forward pass (token-by-token
 // recurrence). Slow and simple on purpose: every test compares against it.
+//
+// It defines the semantics of non-finite values (params.h, "Non-finite
+// values") with plain IEEE double arithmetic: the decay is exp(g), 0 for
+// g = -inf, so a -inf gate multiplies the state (kda: its key row) by exactly
+// 0: a finite state becomes exactly 0 (a reset), while NaN or +-inf in the
+// state stays NaN (0 * NaN, 0 * inf). Nothing is masked or clamped, so a NaN
+// or +-inf in any input reaches every output that depends on it as NaN or
+// +-inf. (Built without -ffast-math, as all of deltac.)
 #ifndef DELTAC_REFERENCE_H
 #define DELTAC_REFERENCE_H
 
@@ -23,6 +31,10 @@ inline double load_in(const void* base, int32_t dt, int64_t i) {
     return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
   return static_cast<const float*>(base)[i];
 }
+
+// The decay e^g of a gate: 0 for g = -inf (a reset), NaN for NaN. (What
+// std::exp gives under IEEE 754 / C Annex F; spelled out as the contract.)
+inline double decay(double g) { return g == -INFINITY ? 0.0 : std::exp(g); }
 
 // The scale the kernels use: p.scale, or 1/sqrt(K) when p.scale == 0.
 inline double effective_scale(const deltac_fwd_params& p) {
@@ -82,12 +94,12 @@ inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
           }
         }
         const int64_t th = t * HV + j;
-        // Decay.
+        // Decay (multiplied in even when 0: a NaN state stays NaN).
         if (p.variant == DELTAC_VARIANT_GATED) {
-          double e = std::exp(double(p.g[th]));
+          double e = decay(double(p.g[th]));
           for (int kk = 0; kk < K; ++kk) a[kk] = e;
         } else if (p.variant == DELTAC_VARIANT_KDA) {
-          for (int kk = 0; kk < K; ++kk) a[kk] = std::exp(double(p.g[th * K + kk]));
+          for (int kk = 0; kk < K; ++kk) a[kk] = decay(double(p.g[th * K + kk]));
         } else {
           for (int kk = 0; kk < K; ++kk) a[kk] = 1.0;
         }

@@ -11,6 +11,11 @@
 // reference row inside the block is used only when the block's total decay
 // is at most e^-60 (else those entries are computed directly).
 // G is accumulated in double so that differences of large sums stay exact.
+// Gates below kGateFloor (-inf included: a reset, params.h) enter G as
+// kGateFloor: e^g is 0 for both in float and in double, so every decay
+// across such a gate is still exactly 0, while G stays finite and
+// G_i - G_j never becomes (-inf) - (-inf) = NaN. A NaN gate stays NaN in G
+// and in every exp() of it (simd::exp keeps NaN), so it reaches the outputs.
 #ifndef DELTAC_CPU_CHUNKED_H
 #define DELTAC_CPU_CHUNKED_H
 
@@ -24,6 +29,14 @@ namespace detail {
 
 constexpr int kSub = 16;           // kda sub-block rows
 constexpr double kMaxSpan = 60.0;  // largest e^+x used in kda diagonal blocks
+// Smallest gate entering the cumulative sums (see the top). A power of two:
+// sums of a chunk's floored gates stay exact in double.
+constexpr double kGateFloor = -1024.0;
+
+// g, or kGateFloor for g < kGateFloor (-inf included); NaN stays NaN.
+inline double floor_gate(float g) {
+  return g < kGateFloor ? kGateFloor : double(g);
+}
 
 // out[j] = exp(x[j]) for j < n (n a multiple of 8).
 inline void exp_row(float* out, const float* x, int n) {
@@ -248,7 +261,7 @@ void chunked_impl(const deltac_fwd_params& p) {
           bt[i] = p.beta[th];
           if (Var != DELTAC_VARIANT_DELTA) {
             const float* gs = p.g + th * GK;
-            for (int c = 0; c < GK; ++c) g[c] = (gp ? gp[c] : 0.0) + gs[c];
+            for (int c = 0; c < GK; ++c) g[c] = (gp ? gp[c] : 0.0) + floor_gate(gs[c]);
           }
         } else {
           std::memset(k, 0, sizeof(float) * K);

@@ -50,10 +50,13 @@ inline v8 vmax(v8 a, v8 b) { return a > b ? a : b; }
 inline v8 vmin(v8 a, v8 b) { return a < b ? a : b; }
 
 // exp(x), relative error ~2 ulp (Cephes expf polynomial). Returns 0 for
-// x < -87.3 (no denormals) and clamps x at 88.
+// x < -87.3 (no denormals) and for x = -inf, e^88 for 88 < x <= ln(FLT_MAX),
+// +inf above, and NaN for NaN (never a finite value for a NaN).
 inline v8 exp(v8 x) {
   const v8 lo = set1(-87.3f);
-  v8i under = x < lo;
+  const v8 x0 = x;
+  const v8i under = x < lo;                     // -inf too; false for NaN
+  const v8i inrange = x <= set1(88.72283905f);  // false for NaN and above
   x = vmin(vmax(x, lo), set1(88.0f));
   // n = round(x / ln2), r = x - n ln2 (two-part ln2).
   v8 fx = fma(x, set1(1.44269504088896341f), set1(0.5f));
@@ -78,7 +81,8 @@ inline v8 exp(v8 x) {
   std::memcpy(&rb, &res, sizeof rb);
   rb &= ~under;
   std::memcpy(&res, &rb, sizeof res);
-  return res;
+  // Overflow and NaN: x0 * inf is +inf above the range and NaN for NaN.
+  return inrange ? res : x0 * set1(__builtin_inff());
 }
 
 }  // namespace deltac::cpu::simd
