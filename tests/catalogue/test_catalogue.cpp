@@ -1,0 +1,182 @@
+// The kernel catalogue (deltac/catalogue.h): every listed knob value is
+// accepted, every other value rejected, knobs a family does not read must be
+// 0, and the default rule gives a legal config for every supported K, V.
+#include "deltac/catalogue.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace deltac {
+namespace {
+
+Problem problem(int K, int V, int in_dtype = DELTAC_F32) {
+  Problem p;
+  p.K = K;
+  p.V = V;
+  p.H = 2;
+  p.HV = 4;
+  p.in_dtype = in_dtype;
+  p.out_dtype = in_dtype;
+  p.max_seqlen = 1; // decode fits too
+  return p;
+}
+
+// A config of family f whose knobs are the defaults for p.
+KernelConfig base(Family f, const Problem &p) { return default_config(f, p); }
+
+TEST(Catalogue, FamilyTableIsIndexedByFamily) {
+  for (int i = 0; i < kFamilyCount; ++i) {
+    EXPECT_EQ(int(kFamilies[i].family), i);
+    const FamilyInfo *byName = family_by_name(kFamilies[i].name);
+    ASSERT_NE(byName, nullptr) << kFamilies[i].name;
+    EXPECT_EQ(byName, &kFamilies[i]);
+    EXPECT_NE(std::string(kFamilies[i].entry), "");
+    EXPECT_NE(std::string(kFamilies[i].header), "");
+  }
+  EXPECT_EQ(family_by_name("cuda_chunked_nope"), nullptr);
+}
+
+// Every value listed for a knob is accepted (where the family's own rules
+// allow it for this K, V); every other value in -1..300 is rejected with a
+// message naming the family and the knob.
+TEST(Catalogue, CheckConfigAcceptsListedValuesOnly) {
+  const Problem p = problem(128, 128);
+  for (const FamilyInfo &fi : kFamilies) {
+    for (int k = 0; k < kKnobCount; ++k) {
+      SCOPED_TRACE(std::string(fi.name) + "." + kKnobNames[k]);
+      const bool reads = fi.knobs & (1u << k);
+      for (int x = -1; x <= 300; ++x) {
+        KernelConfig c = base(fi.family, p);
+        c.knob(k) = x;
+        std::string why = check_config(c, p);
+        const bool listed = reads ? fi.values[k].contains(x) : x == 0;
+        if (!listed) {
+          EXPECT_FALSE(why.empty()) << "value " << x << " accepted";
+          EXPECT_NE(why.find(fi.name), std::string::npos) << why;
+          EXPECT_NE(why.find(kKnobNames[k]), std::string::npos) << why;
+        } else if (fi.family == Family::CudaRecurrent) {
+          // Listed values can still fail the family's geometry rule.
+          EXPECT_EQ(why.empty(),
+                    cuda_recurrent_warps_ok(p.K, c.tile_v, c.warps))
+              << "value " << x << ": " << why;
+        } else {
+          EXPECT_EQ(why, "") << "value " << x;
+        }
+      }
+    }
+  }
+}
+
+TEST(Catalogue, KnobsTheFamilyDoesNotReadMustBeZero) {
+  const Problem p = problem(64, 64);
+  KernelConfig c = base(Family::CpuChunked, p);
+  c.warps = 4;
+  std::string why = check_config(c, p);
+  EXPECT_NE(why.find("cpu_chunked has no knob 'warps'"), std::string::npos)
+      << why;
+}
+
+TEST(Catalogue, TileVMustDivideV) {
+  const Problem p = problem(64, 48); // 32 does not divide 48
+  KernelConfig c = base(Family::CpuRecurrent, p);
+  EXPECT_EQ(c.tile_v, 16);
+  c.tile_v = 32;
+  EXPECT_NE(check_config(c, p).find("must divide V = 48"), std::string::npos);
+}
+
+TEST(Catalogue, CudaWarpsGeometry) {
+  // K = 128, BV = 32: 8 lanes per row, 4 rows per warp step, 32 groups;
+  // 1 warp would give each thread 32 rows (> 16), 2 warps 16: the limit.
+  EXPECT_FALSE(cuda_recurrent_warps_ok(128, 32, 1));
+  EXPECT_TRUE(cuda_recurrent_warps_ok(128, 32, 2));
+  EXPECT_FALSE(cuda_recurrent_warps_ok(128, 32, 3));
+  EXPECT_TRUE(cuda_recurrent_warps_ok(128, 32, 4));
+  EXPECT_TRUE(cuda_recurrent_warps_ok(128, 32, 8));
+  EXPECT_EQ(cuda_recurrent_default_warps(128, 32), 4);
+  EXPECT_EQ(cuda_recurrent_default_warps(256, 32), 8);
+}
+
+// The default rule: for every K, V in 16..256 step 16, both dtypes, every
+// family's default config is legal, and default_family picks a family.
+TEST(Catalogue, DefaultsAreLegalEverywhere) {
+  for (int K = 16; K <= 256; K += 16)
+    for (int V = 16; V <= 256; V += 16)
+      for (int dt : {DELTAC_F32, DELTAC_BF16})
+        for (int64_t len : {int64_t(1), int64_t(4096)})
+          for (int sms : {0, 132}) {
+            Problem p = problem(K, V, dt);
+            p.max_seqlen = len;
+            p.sm_count = sms;
+            for (const FamilyInfo &fi : kFamilies) {
+              if (!check_family(fi.family, p).empty())
+                continue; // e.g. decode for long sequences
+              KernelConfig c = default_config(fi.family, p);
+              EXPECT_EQ(check_config(c, p), "")
+                  << fi.name << " K=" << K << " V=" << V << " len=" << len
+                  << " sms=" << sms;
+            }
+            for (Device d : {Device::CPU, Device::CUDA})
+              for (Mode m : {Mode::Auto, Mode::Recurrent, Mode::Chunked}) {
+                Family f;
+                std::string why;
+                const bool ok = default_family(d, m, p, &f, &why);
+                const bool expect = !(d == Device::CUDA && m == Mode::Chunked);
+                EXPECT_EQ(ok, expect) << device_name(d) << " " << int(m);
+                if (!ok)
+                  EXPECT_NE(why, "");
+                else
+                  EXPECT_EQ(family_info(f).device, d);
+              }
+          }
+}
+
+TEST(Catalogue, DefaultFamilyPicksDecodeForOneToken) {
+  Problem p = problem(128, 128);
+  Family f;
+  std::string why;
+  p.max_seqlen = 1;
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuDecode);
+  p.max_seqlen = 2;
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuRecurrent);
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Chunked, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuChunked);
+  EXPECT_EQ(default_config(f, p).chunk, kCpuDefaultChunk);
+}
+
+TEST(Catalogue, CheckProblemRejectsBadDims) {
+  Problem p = problem(128, 128);
+  p.K = 24;
+  EXPECT_NE(check_problem(p).find("K = 24"), std::string::npos);
+  p = problem(128, 128);
+  p.HV = 3;
+  EXPECT_NE(check_problem(p), "");
+  p = problem(128, 128);
+  p.state_dtype = DELTAC_BF16;
+  EXPECT_NE(check_family(Family::CpuRecurrent, p), "");
+  p = problem(128, 128);
+  p.out_dtype = DELTAC_F32;
+  p.in_dtype = DELTAC_BF16;
+  EXPECT_NE(check_family(Family::CudaRecurrent, p), "");
+  EXPECT_EQ(check_family(Family::CpuRecurrent, p), "");
+}
+
+TEST(Catalogue, OnlyDefaultWarpsArePrecompiled) {
+  Problem p = problem(128, 128);
+  KernelConfig c = default_config(Family::CudaRecurrent, p);
+  EXPECT_TRUE(precompiled(c, p));
+  c.warps = 8; // legal, but only the default warps are shipped
+  EXPECT_EQ(check_config(c, p), "");
+  EXPECT_FALSE(precompiled(c, p));
+  Problem odd = problem(96, 96);
+  KernelConfig d = default_config(Family::CudaRecurrent, odd);
+  EXPECT_EQ(check_config(d, odd), "");
+  EXPECT_FALSE(precompiled(d, odd));
+  // Every CPU config is precompiled (the dims-at-run-time instance).
+  EXPECT_TRUE(precompiled(default_config(Family::CpuChunked, odd), odd));
+}
+
+} // namespace
+} // namespace deltac

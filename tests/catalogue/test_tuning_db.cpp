@@ -1,0 +1,182 @@
+// The tuning database (deltac/tuning_db.h): format -> parse round trip,
+// lookup by bucket, and parse errors that name the source, record and field.
+#include "deltac/tuning_db.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace deltac {
+namespace {
+
+TuningRecord record(Family f, int variant, int K, int V, int in_dtype,
+                    int64_t max_tokens) {
+  TuningRecord r;
+  r.variant = variant;
+  r.K = K;
+  r.V = V;
+  r.in_dtype = in_dtype;
+  r.max_tokens = max_tokens;
+  Problem p;
+  p.variant = variant, p.K = K, p.V = V, p.in_dtype = in_dtype;
+  p.out_dtype = family_info(f).device == Device::CUDA ? in_dtype : DELTAC_F32;
+  r.config = default_config(f, p);
+  return r;
+}
+
+TEST(TuningDb, FormatParseRoundTrip) {
+  TuningDB db;
+  db.records.push_back(
+      record(Family::CpuRecurrent, DELTAC_VARIANT_GATED, 128, 128, DELTAC_F32, 0));
+  db.records.back().config.tile_v = 16;
+  db.records.push_back(
+      record(Family::CpuChunked, DELTAC_VARIANT_KDA, 64, 64, DELTAC_BF16, 4096));
+  db.records.back().config.chunk = 64;
+  db.records.back().time_us = 12.5;
+  db.records.push_back(
+      record(Family::CpuDecode, DELTAC_VARIANT_DELTA, 32, 48, DELTAC_F32, 1));
+  db.records.push_back(record(Family::CudaRecurrent, DELTAC_VARIANT_GATED, 256,
+                              128, DELTAC_BF16, 0));
+  db.records.back().config.warps = 8;
+  const std::string text = format_tuning_db(db);
+  TuningDB back;
+  std::string err;
+  ASSERT_TRUE(parse_tuning_db(text, "mem", &back, &err)) << err;
+  ASSERT_EQ(back.records.size(), db.records.size());
+  for (size_t i = 0; i < db.records.size(); ++i) {
+    const TuningRecord &a = db.records[i], &b = back.records[i];
+    EXPECT_EQ(a.variant, b.variant) << i;
+    EXPECT_EQ(a.K, b.K) << i;
+    EXPECT_EQ(a.V, b.V) << i;
+    EXPECT_EQ(a.in_dtype, b.in_dtype) << i;
+    EXPECT_EQ(a.max_tokens, b.max_tokens) << i;
+    EXPECT_TRUE(a.config == b.config) << i;
+    EXPECT_EQ(a.time_us, b.time_us) << i;
+  }
+  EXPECT_EQ(format_tuning_db(back), text);
+}
+
+TEST(TuningDb, SaveLoadRoundTrip) {
+  char tmpl[] = "/tmp/deltac_db_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/db.json";
+  TuningDB db;
+  db.records.push_back(
+      record(Family::CpuChunked, DELTAC_VARIANT_GATED, 64, 64, DELTAC_F32, 0));
+  std::string err;
+  ASSERT_TRUE(save_tuning_db(path, db, &err)) << err;
+  TuningDB back;
+  ASSERT_TRUE(load_tuning_db(path, &back, &err)) << err;
+  ASSERT_EQ(back.records.size(), 1u);
+  EXPECT_TRUE(back.records[0].config == db.records[0].config);
+  std::remove(path.c_str());
+  ::rmdir(tmpl);
+  EXPECT_FALSE(load_tuning_db(path, &back, &err));
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+}
+
+TEST(TuningDb, LookupPicksTheSmallestBucketThatHolds) {
+  TuningDB db;
+  db.records.push_back(
+      record(Family::CpuRecurrent, DELTAC_VARIANT_GATED, 64, 64, DELTAC_F32, 0));
+  db.records.back().config.tile_v = 32;
+  db.records.push_back(record(Family::CpuRecurrent, DELTAC_VARIANT_GATED, 64,
+                              64, DELTAC_F32, 128));
+  db.records.back().config.tile_v = 16;
+  db.records.push_back(
+      record(Family::CpuChunked, DELTAC_VARIANT_GATED, 64, 64, DELTAC_F32, 0));
+  Problem p;
+  p.variant = DELTAC_VARIANT_GATED, p.K = 64, p.V = 64;
+  p.max_seqlen = 100;
+  const TuningRecord *r = db.lookup(Device::CPU, Mode::Recurrent, p);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.tile_v, 16);
+  p.max_seqlen = 1000;
+  r = db.lookup(Device::CPU, Mode::Recurrent, p);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.tile_v, 32);
+  r = db.lookup(Device::CPU, Mode::Chunked, p);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.family, Family::CpuChunked);
+  EXPECT_EQ(db.lookup(Device::CUDA, Mode::Auto, p), nullptr);
+  p.K = 128;
+  EXPECT_EQ(db.lookup(Device::CPU, Mode::Auto, p), nullptr);
+}
+
+std::string wrap(const std::string &record) {
+  return R"({"format": "deltac-tuning-db", "version": 2, "records": [)" +
+         record + "]}";
+}
+
+struct BadCase {
+  const char *what;
+  std::string text;
+  std::vector<std::string> mentions; // substrings of the message
+};
+
+TEST(TuningDb, ParseErrorsNameTheRecordAndField) {
+  const std::string good =
+      R"({"family": "cpu_recurrent", "variant": "gated", "key_dim": 128,
+          "value_dim": 128, "in_dtype": "f32", "tile_v": 16})";
+  const BadCase cases[] = {
+      {"not json", "{\"format\": ", {"db.json", "not valid JSON"}},
+      {"top level", "[]", {"db.json", "top level"}},
+      {"format", R"({"format": "x", "version": 2, "records": []})",
+       {"db.json", "'format'"}},
+      {"version", R"({"format": "deltac-tuning-db", "version": 1, "records": []})",
+       {"db.json", "'version' must be 2", "got 1"}},
+      {"records", R"({"format": "deltac-tuning-db", "version": 2})",
+       {"db.json", "'records'"}},
+      {"record object", wrap(good + ", 3"), {"record 1 must be an object"}},
+      {"unknown family",
+       wrap(R"({"family": "cuda_chunked", "variant": "gated", "key_dim": 128,
+                "value_dim": 128, "in_dtype": "f32"})"),
+       {"db.json", "record 0", "'family'", "cuda_chunked", "cpu_recurrent"}},
+      {"unknown variant",
+       wrap(R"({"family": "cpu_recurrent", "variant": "mamba", "key_dim": 128,
+                "value_dim": 128, "in_dtype": "f32", "tile_v": 16})"),
+       {"record 0", "'variant'", "mamba"}},
+      {"knob not read",
+       wrap(R"({"family": "cpu_recurrent", "variant": "gated", "key_dim": 128,
+                "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 4})"),
+       {"record 0", "'warps'", "cpu_recurrent has no such knob"}},
+      {"missing knob",
+       wrap(R"({"family": "cpu_chunked", "variant": "gated", "key_dim": 128,
+                "value_dim": 128, "in_dtype": "f32"})"),
+       {"record 0", "'chunk'", "missing"}},
+      {"illegal value",
+       wrap(good + R"(, {"family": "cpu_chunked", "variant": "kda",
+                "key_dim": 64, "value_dim": 64, "in_dtype": "bf16", "chunk": 48})"),
+       {"db.json", "record 1", "chunk = 48", "16, 32, 64"}},
+      {"bad dims",
+       wrap(R"({"family": "cpu_recurrent", "variant": "gated", "key_dim": 512,
+                "value_dim": 128, "in_dtype": "f32", "tile_v": 16})"),
+       {"record 0", "'key_dim'", "16..256"}},
+      {"cuda geometry",
+       wrap(R"({"family": "cuda_recurrent", "variant": "gated", "key_dim": 128,
+                "value_dim": 128, "in_dtype": "f32", "tile_v": 32, "warps": 1})"),
+       {"record 0", "warps = 1"}},
+      {"time", wrap(R"({"family": "cpu_recurrent", "variant": "gated", "key_dim": 128,
+          "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "time_us": -1})"),
+       {"record 0", "'time_us'"}},
+  };
+  for (const BadCase &c : cases) {
+    SCOPED_TRACE(c.what);
+    TuningDB db;
+    db.records.resize(7);
+    std::string err;
+    EXPECT_FALSE(parse_tuning_db(c.text, "db.json", &db, &err));
+    EXPECT_EQ(db.records.size(), 7u) << "output touched on failure";
+    for (const std::string &m : c.mentions)
+      EXPECT_NE(err.find(m), std::string::npos) << "'" << m << "' in: " << err;
+  }
+  TuningDB db;
+  std::string err;
+  EXPECT_TRUE(parse_tuning_db(wrap(good), "db.json", &db, &err)) << err;
+}
+
+} // namespace
+} // namespace deltac
