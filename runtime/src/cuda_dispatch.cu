@@ -1,17 +1,18 @@
-// CUDA side of the runtime: availability, the supported set and the
-// host-pointer path (allocate, copy, run, copy back). Uses the runtime API
+// CUDA side of the runtime: availability, the device's multiprocessor
+// count, the device-pointer path (enqueue only: never a host copy or a
+// synchronisation) and the host-pointer path (allocate, copy, run, copy
+// back). Uses the runtime API
 // with static cudart, which loads the driver lazily: on machines without a
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
-#include "deltac/check.h"
 #include "dispatch.h"
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <vector>
 
 namespace deltac {
 namespace rt {
@@ -25,23 +26,36 @@ std::string cudaMsg(const std::string &what, cudaError_t e) {
          " (" + cudaGetErrorString(e) + ")";
 }
 
-cudaError_t launch(const deltac_fwd_params &p, cudaStream_t s, bool *found) {
+cudaError_t launch(const deltac_fwd_params &p, const KernelConfig &c,
+                   cudaStream_t s, const int32_t *skip, bool *found) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_launch_delta(p, s, found);
+    return cuda_launch_delta(p, c, s, skip, found);
   case DELTAC_VARIANT_GATED:
-    return cuda_launch_gated(p, s, found);
+    return cuda_launch_gated(p, c, s, skip, found);
   default:
-    return cuda_launch_kda(p, s, found);
+    return cuda_launch_kda(p, c, s, skip, found);
   }
 }
 
-bool shapeCompiled(int K, int V) {
-  bool ok = false;
-#define DELTAC_CASE(KK, VV) ok = ok || (K == KK && V == VV);
-  DELTAC_CUDA_SHAPES(DELTAC_CASE)
-#undef DELTAC_CASE
-  return ok;
+// Launches p with c; false with *error when nothing or a failing launch ran.
+bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
+                   cudaStream_t s, const int32_t *skip, std::string *error) {
+  bool found = false;
+  cudaError_t e = launch(p, c, s, skip, &found);
+  if (!found) {
+    *error = std::string("no precompiled CUDA kernel for ") +
+             family_info(c.family).name + " tile_v = " +
+             std::to_string(c.tile_v) + ", warps = " +
+             std::to_string(c.warps) + " with K = " + std::to_string(p.K) +
+             ", V = " + std::to_string(p.V);
+    return false;
+  }
+  if (e != cudaSuccess) {
+    *error = cudaMsg("kernel launch", e);
+    return false;
+  }
+  return true;
 }
 
 // One device allocation holding every tensor at 256-byte aligned offsets.
@@ -73,52 +87,49 @@ bool cuda_available() {
   return available;
 }
 
-bool cuda_supports(const deltac_fwd_params &p) {
-  if (p.variant < DELTAC_VARIANT_DELTA || p.variant > DELTAC_VARIANT_KDA)
-    return false;
-  if (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16)
-    return false;
-  if (p.out_dtype != p.in_dtype || p.state_dtype != DELTAC_F32)
-    return false;
-  return shapeCompiled(p.K, p.V);
+int cuda_sm_count() {
+  // Per device, read once (cudaDeviceGetAttribute is cheap, but this is on
+  // every call's path). 0 = unknown.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    cudaGetLastError();
+    return 0;
+  }
+  int sms = cache[dev].load(std::memory_order_relaxed);
+  if (sms == 0) {
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    cache[dev].store(sms, std::memory_order_relaxed);
+  }
+  return sms;
 }
 
-bool cuda_run(const deltac_fwd_params &p, const deltac_options &opt,
-              std::string *error) {
+bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
+              const deltac_options &opt, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
-  bool found = false;
   cudaError_t e;
 
   if (opt.device_pointers) {
-    // Everything but the contents of cu_seqlens first (this bounds N), then
-    // the contents through a host copy.
-    if (!check_params(p, error, /*cu_seqlens_on_host=*/false))
-      return false;
-    deltac_fwd_params hp = p;
-    std::vector<int64_t> cu;
-    if (p.cu_seqlens) {
-      cu.resize(size_t(p.N) + 1);
-      e = cudaMemcpy(cu.data(), p.cu_seqlens, cu.size() * sizeof(int64_t),
-                     cudaMemcpyDeviceToHost);
+    // The caller ran check_params(p, .., /*cu_seqlens_on_host=*/false); the
+    // contents of cu_seqlens are never copied to the host. Checking mode:
+    // the device check runs first on the same stream and the kernel reads
+    // its flag.
+    const int32_t *skip = nullptr;
+    if (opt.check_values) {
+      e = cuda_check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f,
+                            opt.check_flag, stream);
       if (e != cudaSuccess) {
-        *error = cudaMsg("copy of cu_seqlens", e);
+        *error = cudaMsg("launch of the value check", e);
         return false;
       }
-      hp.cu_seqlens = cu.data();
+      skip = opt.check_flag;
     }
-    if (!check_params(hp, error))
-      return false;
-    e = launch(p, stream, &found);
-    if (!found) {
-      *error = "no CUDA kernel for K = " + std::to_string(p.K) +
-               ", V = " + std::to_string(p.V);
-      return false;
-    }
-    if (e != cudaSuccess) {
-      *error = cudaMsg("kernel launch", e);
-      return false;
-    }
-    return true;
+    return launchChecked(p, c, stream, skip, error);
   }
 
   // Host pointers: lay out every tensor in one allocation.
@@ -187,16 +198,8 @@ bool cuda_run(const deltac_fwd_params &p, const deltac_options &opt,
   d.cu_seqlens = p.cu_seqlens
                      ? reinterpret_cast<const int64_t *>(buf.base + cuOff)
                      : nullptr;
-  e = launch(d, stream, &found);
-  if (!found) {
-    *error = "no CUDA kernel for K = " + std::to_string(p.K) +
-             ", V = " + std::to_string(p.V);
+  if (!launchChecked(d, c, stream, nullptr, error))
     return false;
-  }
-  if (e != cudaSuccess) {
-    *error = cudaMsg("kernel launch", e);
-    return false;
-  }
   e = cudaMemcpyAsync(p.o, d.o, oBytes, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)
     e = cudaMemcpyAsync(p.ht, d.ht, stateBytes, cudaMemcpyDeviceToHost,

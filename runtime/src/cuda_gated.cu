@@ -1,7 +1,8 @@
 // CUDA dispatch for the gated variant.
-#include "cuda_launch.cuh"
+#include "cuda_dispatch.h"
 
 cudaError_t deltac::rt::cuda_launch_gated(const deltac_fwd_params &p,
-                                       cudaStream_t s, bool *found) {
-  return cudaLaunch<DELTAC_VARIANT_GATED>(p, s, found);
+                                       const KernelConfig &c, cudaStream_t s,
+                                       const int32_t *skip, bool *found) {
+  return cudaLaunch<DELTAC_VARIANT_GATED>(p, c, s, skip, found);
 }

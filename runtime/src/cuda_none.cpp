@@ -6,9 +6,9 @@ namespace rt {
 
 bool cuda_built() { return false; }
 bool cuda_available() { return false; }
-bool cuda_supports(const deltac_fwd_params &) { return false; }
-bool cuda_run(const deltac_fwd_params &, const deltac_options &,
-              std::string *error) {
+int cuda_sm_count() { return 0; }
+bool cuda_run(const deltac_fwd_params &, const KernelConfig &,
+              const deltac_options &, std::string *error) {
   *error = "this build of deltac has no CUDA support";
   return false;
 }

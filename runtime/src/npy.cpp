@@ -1,4 +1,4 @@
-// .npy reading and writing. The header is a Python dict literal such as
+// .npy reading (writing: npy_write.cpp). The header is a Python dict literal such as
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // parsed here by a small tokenizer that accepts exactly that grammar.
 #include "deltac/npy.h"
@@ -416,102 +416,6 @@ bool read_file(const std::string &path, Array *out, std::string *error) {
     return fail(error, "read error in data (file changed while reading?)");
   *out = std::move(arr);
   return true;
-}
-
-std::string encode(DType t, const std::vector<int64_t> &shape,
-                   const void *data) {
-  std::string dict = std::string("{'descr': '") + descr(t) +
-                     "', 'fortran_order': False, 'shape': " + shape_str(shape) +
-                     ", }";
-  // Pad so that the data starts on a 64-byte boundary; the header ends in \n.
-  std::size_t pre = 10;
-  std::size_t total = pre + dict.size() + 1;
-  unsigned major = 1;
-  if (((total + 63) / 64) * 64 - pre > 0xffff) {
-    major = 2;
-    pre = 12;
-    total = pre + dict.size() + 1;
-  }
-  std::size_t padded = (total + 63) / 64 * 64;
-  std::size_t hlen = padded - pre;
-  dict.append(hlen - dict.size() - 1, ' ');
-  dict += '\n';
-
-  int64_t count = 1;
-  for (int64_t d : shape)
-    count *= d;
-  std::size_t bytes = std::size_t(count) * item_size(t);
-
-  std::string out;
-  out.reserve(padded + bytes);
-  out.append(reinterpret_cast<const char *>(kMagic), 6);
-  out += char(major);
-  out += char(0);
-  out += char(hlen & 0xff);
-  out += char((hlen >> 8) & 0xff);
-  if (major == 2) {
-    out += char((hlen >> 16) & 0xff);
-    out += char((hlen >> 24) & 0xff);
-  }
-  out += dict;
-  if (bytes)
-    out.append(static_cast<const char *>(data), bytes);
-  return out;
-}
-
-bool write_temp(const std::string &path, DType t,
-                const std::vector<int64_t> &shape, const void *data,
-                std::string *tmp_path, std::string *error) {
-  std::string bytes = encode(t, shape, data);
-  std::string tmp = path + ".tmp.XXXXXX";
-  std::vector<char> name(tmp.begin(), tmp.end());
-  name.push_back('\0');
-  int fd = ::mkstemp(name.data());
-  if (fd < 0)
-    return fail(error, std::string("cannot create: ") + std::strerror(errno));
-  std::size_t off = 0;
-  bool ok = true;
-  while (off < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      ok = false;
-      break;
-    }
-    off += std::size_t(w);
-  }
-  int err = errno;
-  // mkstemp creates 0600; outputs get the usual permissions (best effort).
-  if (ok)
-    (void)::fchmod(fd, 0644);
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    ::unlink(name.data());
-    return fail(error, std::string("cannot write: ") + std::strerror(err));
-  }
-  *tmp_path = name.data();
-  return true;
-}
-
-bool commit(const std::string &tmp_path, const std::string &path,
-            std::string *error) {
-  if (::rename(tmp_path.c_str(), path.c_str()) == 0)
-    return true;
-  int err = errno;
-  ::unlink(tmp_path.c_str());
-  return fail(error, std::string("cannot write: ") + std::strerror(err));
-}
-
-bool write_file(const std::string &path, DType t,
-                const std::vector<int64_t> &shape, const void *data,
-                std::string *error) {
-  std::string tmp;
-  return write_temp(path, t, shape, data, &tmp, error) &&
-         commit(tmp, path, error);
 }
 
 } // namespace npy

@@ -1,9 +1,11 @@
-// The C API: option handling, validation, schedule choice and dispatch.
+// The C API: option handling, validation, device and config choice
+// (select.cpp) and dispatch to the one launch point per device.
 #include "deltac/runtime.h"
 
+#include "deltac/catalogue.h"
 #include "deltac/check.h"
-#include "deltac/schedule.h"
 #include "dispatch.h"
+#include "select.h"
 
 #include <cmath>
 #include <exception>
@@ -12,118 +14,163 @@
 
 namespace {
 
+using namespace deltac;
+
 thread_local std::string lastError;
+thread_local std::string lastNote;
+thread_local std::string flagString;
 
 int failWith(const std::string &msg) {
   lastError = msg;
   return 1;
 }
 
-const char *variantName(int32_t v) {
-  return v == DELTAC_VARIANT_DELTA   ? "delta"
-         : v == DELTAC_VARIANT_GATED ? "gated"
-                                     : "kda";
+std::string validateOptions(const deltac_options &opt) {
+  auto bad = [](const char *field, int32_t got, const char *expected) {
+    return std::string("options.") + field + " = " + std::to_string(got) +
+           ": expected " + expected;
+  };
+  if (opt.device < DELTAC_DEVICE_AUTO || opt.device > DELTAC_DEVICE_CUDA)
+    return bad("device", opt.device, "0 (auto), 1 (cpu) or 2 (cuda)");
+  if (opt.mode < DELTAC_MODE_AUTO || opt.mode > DELTAC_MODE_RECURRENT)
+    return bad("mode", opt.mode, "0 (auto), 1 (chunked) or 2 (recurrent)");
+  if (opt.chunk != 0 && opt.chunk != 16 && opt.chunk != 32 && opt.chunk != 64)
+    return bad("chunk", opt.chunk, "0 (default), 16, 32 or 64");
+  if (opt.chunk != 0 && opt.mode == DELTAC_MODE_RECURRENT)
+    return bad("chunk", opt.chunk,
+               "0: a chunk size needs the chunked mode, not recurrent");
+  if (opt.device_pointers != 0 && opt.device_pointers != 1)
+    return bad("device_pointers", opt.device_pointers, "0 or 1");
+  if (opt.device_pointers && opt.device != DELTAC_DEVICE_CUDA)
+    return "options.device_pointers = 1 needs options.device = 2 (cuda)";
+  if (opt.check_values != 0 && opt.check_values != 1)
+    return bad("check_values", opt.check_values, "0 or 1");
+  if (opt.allow_neg_eigval != 0 && opt.allow_neg_eigval != 1)
+    return bad("allow_neg_eigval", opt.allow_neg_eigval, "0 or 1");
+  if (opt.check_values && opt.device_pointers && !opt.check_flag)
+    return "options.check_flag is null: checking mode with device pointers "
+           "needs a device int32 flag (zeroed by the caller)";
+  return "";
 }
 
-// Why CUDA cannot run p, or "" when it can.
-std::string cudaRefusal(const deltac_fwd_params &p) {
-  using namespace deltac::rt;
-  if (!cuda_built())
+// Why CUDA cannot run prob, or "" when it can.
+std::string cudaRefusal(const Problem &prob) {
+  if (!rt::cuda_built())
     return "this build of deltac has no CUDA support";
-  if (!cuda_available())
+  if (!rt::cuda_available())
     return "no usable CUDA device (no GPU or no driver)";
-  if (!cuda_supports(p))
-    return std::string("no CUDA kernel for variant ") + variantName(p.variant) +
-           " with K = " + std::to_string(p.K) + ", V = " +
-           std::to_string(p.V) +
-           (p.in_dtype == DELTAC_BF16 ? ", bf16" : ", f32") +
-           " (needs out dtype == in dtype, f32 state in KV layout)";
+  std::string why = check_family(Family::CudaRecurrent, prob);
+  if (!why.empty())
+    return "no CUDA kernel: " + why;
+  if (!rt::cuda_has_kernel(prob))
+    return std::string("no CUDA kernel for variant ") +
+           variant_name(prob.variant) + " with K = " + std::to_string(prob.K) +
+           ", V = " + std::to_string(prob.V) + " in this build (precompiled " +
+           "(K, V): DELTAC_CUDA_RECURRENT_DIMS in deltac/catalogue.h)";
   return "";
+}
+
+// Device choice: CUDA when asked (an error when it cannot), or under auto
+// when it can and no chunked kernel was asked for.
+bool chooseDevice(const deltac_options &opt, const Problem &prob,
+                  Device *out, std::string *error) {
+  const bool wantChunked = opt.mode == DELTAC_MODE_CHUNKED || opt.chunk != 0;
+  *out = Device::CPU;
+  if (opt.device == DELTAC_DEVICE_CUDA) {
+    if (wantChunked) {
+      *error = "the chunked mode is not available on CUDA (only recurrent): "
+               "use mode auto or recurrent";
+      return false;
+    }
+    std::string why = cudaRefusal(prob);
+    if (!why.empty()) {
+      *error = "device cuda: " + why;
+      return false;
+    }
+    *out = Device::CUDA;
+  } else if (opt.device == DELTAC_DEVICE_AUTO && !wantChunked &&
+             cudaRefusal(prob).empty()) {
+    *out = Device::CUDA;
+  }
+  return true;
+}
+
+void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
+              bool specialized) {
+  lastNote = c.note;
+  if (!info)
+    return;
+  const FamilyInfo &f = family_info(c.config.family);
+  *info = deltac_run_info{};
+  info->device = d == Device::CUDA ? DELTAC_DEVICE_CUDA : DELTAC_DEVICE_CPU;
+  info->mode =
+      f.mode == Mode::Chunked ? DELTAC_MODE_CHUNKED : DELTAC_MODE_RECURRENT;
+  info->chunk = c.config.chunk;
+  info->specialized = specialized ? 1 : 0;
+  info->family = f.name;
+  info->tile_k = c.config.tile_k;
+  info->tile_v = c.config.tile_v;
+  info->warps = c.config.warps;
+  info->stages = c.config.stages;
+  info->split = c.config.split;
+  info->tuned = c.tuned ? 1 : 0;
+  info->note = lastNote.c_str();
+}
+
+bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {
+  switch (p.variant) {
+  case DELTAC_VARIANT_DELTA:
+    return rt::cpu_run_delta(p, c, spec);
+  case DELTAC_VARIANT_GATED:
+    return rt::cpu_run_gated(p, c, spec);
+  default:
+    return rt::cpu_run_kda(p, c, spec);
+  }
 }
 
 int forward(const deltac_fwd_params *pp, const deltac_options *optp,
             deltac_run_info *info) {
   if (!pp)
     return failWith("deltac_forward: params is null");
-  deltac_options opt = optp ? *optp : deltac_default_options();
-  if (opt.device < DELTAC_DEVICE_AUTO || opt.device > DELTAC_DEVICE_CUDA)
-    return failWith("options.device = " + std::to_string(opt.device) +
-                    ": expected 0 (auto), 1 (cpu) or 2 (cuda)");
-  if (opt.mode < DELTAC_MODE_AUTO || opt.mode > DELTAC_MODE_RECURRENT)
-    return failWith("options.mode = " + std::to_string(opt.mode) +
-                    ": expected 0 (auto), 1 (chunked) or 2 (recurrent)");
-  if (opt.chunk != 0 && opt.chunk != 16 && opt.chunk != 32 && opt.chunk != 64)
-    return failWith("options.chunk = " + std::to_string(opt.chunk) +
-                    ": expected 0 (default), 16, 32 or 64");
-  if (opt.chunk != 0 && opt.mode == DELTAC_MODE_RECURRENT)
-    return failWith("options.chunk = " + std::to_string(opt.chunk) +
-                    ": a chunk size needs the chunked mode, not recurrent");
-  if (opt.device_pointers != 0 && opt.device_pointers != 1)
-    return failWith("options.device_pointers = " +
-                    std::to_string(opt.device_pointers) + ": expected 0 or 1");
-  const bool wantChunked = opt.mode == DELTAC_MODE_CHUNKED || opt.chunk != 0;
+  const deltac_options opt = optp ? *optp : deltac_default_options();
+  std::string err = validateOptions(opt);
+  if (!err.empty())
+    return failWith(err);
 
   deltac_fwd_params p = *pp;
   if (p.scale == 0.0f && p.K > 0)
     p.scale = float(1.0 / std::sqrt(double(p.K)));
+  // Device memory is never read here: with device pointers cu_seqlens'
+  // contents are the caller's duty or the device check's.
+  const bool hostMemory = !opt.device_pointers;
+  if (!check_params(p, &err, /*cu_seqlens_on_host=*/hostMemory))
+    return failWith(err);
+  if (opt.check_values && hostMemory &&
+      !check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f, &err))
+    return failWith("checking mode: " + err);
 
-  if (opt.device_pointers) {
-    // Device memory cannot be inspected here: cuda_run validates.
-    if (opt.device != DELTAC_DEVICE_CUDA)
-      return failWith("options.device_pointers = 1 needs options.device = "
-                      "2 (cuda)");
-  } else {
-    std::string err;
-    if (!deltac::check_params(p, &err))
-      return failWith(err);
-  }
-
-  // Device choice.
-  bool useCuda = false;
-  if (opt.device == DELTAC_DEVICE_CUDA) {
-    if (wantChunked)
-      return failWith("the chunked mode is not available on CUDA (only "
-                      "recurrent): use mode auto or recurrent");
-    std::string why = cudaRefusal(p);
-    if (!why.empty())
-      return failWith("device cuda: " + why);
-    useCuda = true;
-  } else if (opt.device == DELTAC_DEVICE_AUTO && !wantChunked) {
-    useCuda = cudaRefusal(p).empty();
-  }
+  // With device cu_seqlens the longest sequence is unknown: T bounds it.
+  Problem prob = problem_of(p, hostMemory ? max_seqlen(p) : int64_t(p.T));
+  Device device;
+  if (!chooseDevice(opt, prob, &device, &err))
+    return failWith(err);
+  if (device == Device::CUDA)
+    prob.sm_count = rt::cuda_sm_count();
+  rt::Choice choice;
+  if (!rt::choose_config(device, opt, prob, &choice, &err))
+    return failWith(err);
 
   try {
-    if (useCuda) {
-      std::string err;
-      if (!deltac::rt::cuda_run(p, opt, &err))
+    bool specialized = false;
+    if (device == Device::CUDA) {
+      if (!rt::cuda_run(p, choice.config, opt, &err))
         return failWith(err);
-      if (info)
-        *info = {DELTAC_DEVICE_CUDA, DELTAC_MODE_RECURRENT, 0, 1};
-      return 0;
+      specialized = true; // CUDA instances are compiled per (K, V)
+    } else if (!runCpu(p, choice.config, &specialized)) {
+      return failWith("no CPU instance for " +
+                      rt::config_string(choice.config));
     }
-    int chunk = 0;
-    if (wantChunked) {
-      chunk = opt.chunk ? opt.chunk : deltac::kCpuDefaultChunk;
-    } else if (opt.mode == DELTAC_MODE_AUTO) {
-      deltac::Schedule s = deltac::default_schedule(deltac::Device::CPU, p);
-      chunk = s.mode == deltac::Schedule::Chunked ? s.chunk : 0;
-    }
-    bool spec = false;
-    switch (p.variant) {
-    case DELTAC_VARIANT_DELTA:
-      spec = deltac::rt::cpu_run_delta(p, chunk);
-      break;
-    case DELTAC_VARIANT_GATED:
-      spec = deltac::rt::cpu_run_gated(p, chunk);
-      break;
-    default:
-      spec = deltac::rt::cpu_run_kda(p, chunk);
-      break;
-    }
-    if (info)
-      *info = {DELTAC_DEVICE_CPU,
-               chunk ? DELTAC_MODE_CHUNKED : DELTAC_MODE_RECURRENT, chunk,
-               spec ? 1 : 0};
+    fillInfo(info, device, choice, specialized);
     return 0;
   } catch (const std::bad_alloc &) {
     return failWith("deltac_forward: out of memory");
@@ -137,12 +184,9 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
 extern "C" {
 
 deltac_options deltac_default_options(void) {
-  deltac_options o;
+  deltac_options o{};
   o.device = DELTAC_DEVICE_AUTO;
   o.mode = DELTAC_MODE_AUTO;
-  o.chunk = 0;
-  o.device_pointers = 0;
-  o.cuda_stream = nullptr;
   return o;
 }
 
@@ -159,20 +203,38 @@ int deltac_forward(const deltac_fwd_params *p, const deltac_options *opt) {
 const char *deltac_last_error(void) { return lastError.c_str(); }
 
 int deltac_cuda_available(void) {
-  return deltac::rt::cuda_built() && deltac::rt::cuda_available() ? 1 : 0;
+  return rt::cuda_built() && rt::cuda_available() ? 1 : 0;
 }
 
 int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
                          int32_t in_dtype) {
-  deltac_fwd_params p{};
-  p.variant = variant;
-  p.K = K;
-  p.V = V;
-  p.in_dtype = in_dtype;
-  p.out_dtype = in_dtype;
-  p.state_dtype = DELTAC_F32;
-  p.state_layout = DELTAC_STATE_KV;
-  return deltac::rt::cuda_built() && deltac::rt::cuda_supports(p) ? 1 : 0;
+  Problem prob;
+  prob.variant = variant;
+  prob.K = K;
+  prob.V = V;
+  prob.in_dtype = in_dtype;
+  prob.out_dtype = in_dtype;
+  return rt::cuda_built() && rt::cuda_has_kernel(prob) ? 1 : 0;
+}
+
+int deltac_load_tuning_db(const char *path) {
+  lastError.clear();
+  std::string err;
+  if (!rt::load_tuning_db(path, &err))
+    return failWith(err);
+  return 0;
+}
+
+const char *deltac_check_flag_string(int32_t flag) {
+  static const char *const kNames[] = {"q",    "k",    "v",         "h0",
+                                       "g",    "beta", "cu_seqlens"};
+  flagString.clear();
+  for (int i = 0; i < 7; ++i)
+    if (flag & (1 << i))
+      flagString += (flagString.empty() ? "" : ", ") + std::string(kNames[i]);
+  if (flag & ~0x7f)
+    flagString += (flagString.empty() ? "" : ", ") + std::string("unknown bits");
+  return flagString.c_str();
 }
 
 } // extern "C"

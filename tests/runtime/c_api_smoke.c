@@ -12,6 +12,7 @@ int deltac_c_smoke(float *o_out) {
   float q[T * K], k[T * K], v[T * V], beta[T], g[T], ht[K * V];
   int t, i;
   deltac_fwd_params p;
+  deltac_run_info info;
   deltac_options opt = deltac_default_options();
   memset(q, 0, sizeof q);
   memset(k, 0, sizeof k);
@@ -41,8 +42,14 @@ int deltac_c_smoke(float *o_out) {
   p.ht = ht;
   p.scale = 0.0f; /* default 1/sqrt(K) = 0.25 */
   opt.device = DELTAC_DEVICE_CPU;
-  if (deltac_forward(&p, &opt) != 0)
+  opt.check_values = 1; /* the checking mode, from C */
+  if (deltac_load_tuning_db(NULL) != 0)
     return 2;
+  if (deltac_forward_info(&p, &opt, &info) != 0)
+    return 2;
+  if (!info.family || strcmp(info.family, "cpu_recurrent") != 0 ||
+      info.tile_v != 16 || !info.note || info.note[0] != 0)
+    return 1;
   for (i = 0; i < T * V; ++i)
     if (o_out[i] < 0.2499f || o_out[i] > 0.2501f)
       return 1;

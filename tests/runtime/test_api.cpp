@@ -1,6 +1,6 @@
 // The C API (deltac_forward) against the float64 reference, and its errors.
+#include "deltac/catalogue.h"
 #include "deltac/runtime.h"
-#include "deltac/schedule.h"
 
 #include "test_util.h"
 
@@ -25,11 +25,11 @@ const Shape kShapes[] = {
     {"K16V256_varlen", 1, 50, 2, 2, 16, 256, 3, false, false},
 };
 
-struct Mode {
+struct RunMode {
   const char *name;
   int mode, chunk;
 };
-const Mode kModes[] = {{"recurrent", DELTAC_MODE_RECURRENT, 0},
+const RunMode kModes[] = {{"recurrent", DELTAC_MODE_RECURRENT, 0},
                        {"chunk16", DELTAC_MODE_CHUNKED, 16},
                        {"chunk32", DELTAC_MODE_CHUNKED, 32},
                        {"chunk64", DELTAC_MODE_CHUNKED, 64},
@@ -75,7 +75,7 @@ void expectMatchesReference(const deltac_fwd_params &p, const deltac_options &op
 }
 
 class ApiVsReference
-    : public ::testing::TestWithParam<std::tuple<int, Shape, Mode>> {};
+    : public ::testing::TestWithParam<std::tuple<int, Shape, RunMode>> {};
 
 TEST_P(ApiVsReference, F32) {
   auto [variant, shape, mode] = GetParam();
@@ -92,8 +92,16 @@ TEST_P(ApiVsReference, F32) {
   expectMatchesReference(p, opt, 1e-5, &info);
   EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
   if (mode.mode == DELTAC_MODE_AUTO) {
-    Schedule s = default_schedule(Device::CPU, p);
-    EXPECT_EQ(info.chunk, s.mode == Schedule::Chunked ? s.chunk : 0);
+    // The catalogue's default rule, and the knobs it gives, ran.
+    const deltac::Problem prob = problem_of(p, max_seqlen(p));
+    Family f;
+    ASSERT_TRUE(default_family(Device::CPU, Mode::Auto, prob, &f, nullptr));
+    const KernelConfig c = default_config(f, prob);
+    EXPECT_STREQ(info.family, family_info(f).name);
+    EXPECT_EQ(info.chunk, c.chunk);
+    EXPECT_EQ(info.tile_v, c.tile_v);
+    EXPECT_EQ(info.tuned, 0);
+    EXPECT_STREQ(info.note, "");
   } else {
     EXPECT_EQ(info.mode, mode.mode);
     EXPECT_EQ(info.chunk, mode.chunk);
@@ -110,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
              std::get<1>(info.param).name + "_" + std::get<2>(info.param).name;
     });
 
-class ApiBf16 : public ::testing::TestWithParam<std::tuple<int, Mode>> {};
+class ApiBf16 : public ::testing::TestWithParam<std::tuple<int, RunMode>> {};
 
 TEST_P(ApiBf16, MatchesReference) {
   auto [variant, mode] = GetParam();
@@ -210,8 +218,8 @@ TEST(Api, ThreadCountDoesNotChangeResults) {
 }
 
 TEST(Api, DecodeStepAndAutoSchedule) {
-  // Under auto, sequences of at most kCpuRecurrentMaxTokens tokens (0: any
-  // length) run recurrently, longer ones chunked.
+  // Under auto (catalogue.h): one-token calls run cpu_decode, longer ones
+  // cpu_recurrent, at every length.
   for (int T : {1, 8, 9, 200}) {
     Shape s{"decode", 3, T, 1, 2, 64, 64, 0, true, true};
     uint64_t seed = test::freshSeed();
@@ -224,10 +232,10 @@ TEST(Api, DecodeStepAndAutoSchedule) {
       opt.device = DELTAC_DEVICE_CPU;
     expectMatchesReference(p, opt, 1e-5, &info);
     EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
-    bool recurrent = kCpuRecurrentMaxTokens == 0 || T <= kCpuRecurrentMaxTokens;
-    EXPECT_EQ(info.mode, recurrent ? DELTAC_MODE_RECURRENT : DELTAC_MODE_CHUNKED)
-        << "T = " << T;
-    EXPECT_EQ(info.chunk, recurrent ? 0 : kCpuDefaultChunk) << "T = " << T;
+    EXPECT_EQ(info.mode, DELTAC_MODE_RECURRENT) << "T = " << T;
+    EXPECT_EQ(info.chunk, 0) << "T = " << T;
+    EXPECT_STREQ(info.family, T == 1 ? "cpu_decode" : "cpu_recurrent");
+    EXPECT_EQ(info.tile_v, 32); // V = 64, K = 64
   }
 }
 
@@ -250,39 +258,6 @@ TEST(Api, EmptySequencesKeepTheirState) {
     EXPECT_EQ(ht[i], pr.h0[i]);
     EXPECT_EQ(ht[2 * per + i], pr.h0[2 * per + i]);
   }
-}
-
-TEST(Api, DefaultScheduleHeuristic) {
-  EXPECT_GE(kCpuRecurrentMaxTokens, 0);
-  EXPECT_TRUE(kCpuDefaultChunk == 16 || kCpuDefaultChunk == 32 ||
-              kCpuDefaultChunk == 64);
-  EXPECT_EQ(default_schedule(Device::CPU, 1).mode, Schedule::Recurrent);
-  EXPECT_EQ(default_schedule(Device::CPU, 1).chunk, 0);
-  if (kCpuRecurrentMaxTokens == 0) {
-    // No limit: every length runs recurrent.
-    for (int64_t T : {int64_t(9), int64_t(4096), int64_t(1) << 40})
-      EXPECT_EQ(default_schedule(Device::CPU, T).mode, Schedule::Recurrent)
-          << "T = " << T;
-  } else {
-    EXPECT_EQ(default_schedule(Device::CPU, kCpuRecurrentMaxTokens).mode,
-              Schedule::Recurrent);
-    Schedule s = default_schedule(Device::CPU, kCpuRecurrentMaxTokens + 1);
-    EXPECT_EQ(s.mode, Schedule::Chunked);
-    EXPECT_EQ(s.chunk, kCpuDefaultChunk);
-  }
-  EXPECT_EQ(default_schedule(Device::CUDA, 4096).mode, Schedule::Recurrent);
-  // With cu_seqlens the longest sequence decides.
-  const int64_t cu[] = {0, 2, 12, 13};
-  deltac_fwd_params p{};
-  p.B = 1;
-  p.T = 13;
-  p.N = 3;
-  p.cu_seqlens = cu;
-  EXPECT_EQ(max_seqlen(p), 10);
-  EXPECT_EQ(default_schedule(Device::CPU, p).mode,
-            default_schedule(Device::CPU, 10).mode);
-  EXPECT_EQ(default_schedule(Device::CPU, p).chunk,
-            default_schedule(Device::CPU, 10).chunk);
 }
 
 TEST(Api, ChunkedWithoutChunkUsesTheDefault) {

@@ -5,7 +5,6 @@
 #include "deltac/convert.h"
 #include "deltac/npy.h"
 #include "deltac/runtime.h"
-#include "deltac/schedule.h"
 
 #include "test_util.h"
 
@@ -307,11 +306,9 @@ TEST(Cli, StatsAndHelp) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("tokens/s="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device=cpu"), std::string::npos) << r.out;
-  // No --mode: auto, the rule of deltac/schedule.h for the longest sequence.
-  bool chunked = deltac::default_schedule(deltac::Device::CPU, pr.T).mode ==
-                 deltac::Schedule::Chunked;
-  EXPECT_NE(r.out.find(chunked ? "mode=chunked" : "mode=recurrent"),
-            std::string::npos)
+  // No --mode: auto, the catalogue's rule: the recurrence at every length.
+  EXPECT_NE(r.out.find("mode=recurrent"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("family=cpu_recurrent tile_v=32"), std::string::npos)
       << r.out;
 
   CliResult h = runCli({"--help"});
@@ -485,7 +482,7 @@ const std::vector<BadCase> &badCases() {
          std::vector<float> x(size_t(pr.B) * pr.T * pr.H * 16, 0.1f);
          writeF32(d + "/k.npy", {pr.B, pr.T, pr.H, 16}, x);
        },
-       {}, {"k.npy", "as q.npy"}},
+       {}, {"k.npy", "(as ", "/q.npy)"}},
       {"v_batch_mismatch", 1, false,
        [](auto &d, P &pr) {
          writeF32(d + "/v.npy", {1, pr.T * pr.B, pr.HV, pr.V}, pr.v);
@@ -554,18 +551,30 @@ const std::vector<BadCase> &badCases() {
          writeF32(d + "/g.npy", pr.gShape(), pr.g);
        },
        {}, {"g.npy", "element 11", "<= 0"}},
-      {"g_minus_inf", 2, false,
+      {"g_plus_inf", 2, false,
        [](auto &d, P &pr) {
-         pr.g[2] = -INFINITY;
+         pr.g[2] = INFINITY;
          writeF32(d + "/g.npy", pr.gShape(), pr.g);
        },
-       {}, {"g.npy", "finite"}},
+       {}, {"g.npy", "element 2", "inf", "<= 0"}},
       {"g_nan", 1, false,
        [](auto &d, P &pr) {
          pr.g[0] = std::nanf("");
          writeF32(d + "/g.npy", pr.gShape(), pr.g);
        },
-       {}, {"g.npy", "finite"}},
+       {}, {"g.npy", "element 0", "nan", "<= 0"}},
+      {"h0_nan", 1, false,
+       [](auto &d, P &pr) {
+         pr.h0[9] = std::nanf("");
+         writeF32(d + "/h0.npy", pr.stateShape(), pr.h0);
+       },
+       {}, {"h0.npy", "element 9", "finite"}},
+      {"v_inf_bf16", 1, false,
+       [](auto &d, P &pr) {
+         pr.v[6] = -INFINITY;
+         writeF32(d + "/v.npy", pr.vShape(), pr.v);
+       },
+       {"--dtype=bf16"}, {"v.npy", "element 6", "-inf", "finite"}},
       {"kda_g_gated_shape", 2, false,
        [](auto &d, P &pr) {
          writeF32(d + "/g.npy", {pr.B, pr.T, pr.HV},

@@ -158,31 +158,6 @@ TEST(CudaDevicePointers, MatchesReferenceOnAStream) {
   }
 }
 
-TEST(CudaDevicePointers, ValidatesDeviceCuSeqlens) {
-  SKIP_WITHOUT_GPU();
-  test::Problem pr = cudaProblem(1, 64, 64, test::freshSeed(), true);
-  std::vector<int64_t> badCu = {0, 5, 3, 21};
-  DevMem q = upload(pr.q), k = upload(pr.k), v = upload(pr.v),
-         beta = upload(pr.beta), g = upload(pr.g), cu = upload(badCu),
-         dO(pr.oCount() * 4);
-  deltac_fwd_params p = pr.params(dO.ptr, nullptr);
-  p.q = q.ptr;
-  p.k = k.ptr;
-  p.v = v.ptr;
-  p.beta = static_cast<const float *>(beta.ptr);
-  p.g = static_cast<const float *>(g.ptr);
-  p.h0 = nullptr;
-  p.N = 3;
-  p.cu_seqlens = static_cast<const int64_t *>(cu.ptr);
-  deltac_options opt = deltac_default_options();
-  opt.device = DELTAC_DEVICE_CUDA;
-  opt.device_pointers = 1;
-  EXPECT_NE(deltac_forward(&p, &opt), 0);
-  EXPECT_NE(std::string(deltac_last_error()).find("non-decreasing"),
-            std::string::npos)
-      << deltac_last_error();
-}
-
 TEST(CudaAuto, PicksTheGpuWhenAKernelExists) {
   SKIP_WITHOUT_GPU();
   deltac_run_info info{};

@@ -2,6 +2,7 @@
 #ifndef DELTAC_TESTS_RUNTIME_TEST_UTIL_H
 #define DELTAC_TESTS_RUNTIME_TEST_UTIL_H
 
+#include "deltac/bind.h"
 #include "deltac/npy.h"
 #include "deltac/params.h"
 #include "deltac/reference.h"
@@ -148,33 +149,41 @@ struct Problem {
     }
   }
 
-  // Params over this problem's f32 host tensors (o, ht supplied by caller).
+  // The named tensors of this problem (f32 host memory) with o and ht
+  // (f32, may be null: absent), as a binding would pass them.
+  ForwardTensors tensors(void *o, void *ht) const {
+    auto arg = [](const void *data, std::vector<int64_t> shape,
+                  ElemType t = ElemType::F32) {
+      TensorArg a;
+      a.data = data;
+      a.dtype = t;
+      a.shape = data ? std::move(shape) : std::vector<int64_t>{};
+      return a;
+    };
+    ForwardTensors t;
+    t.variant = variant;
+    t.q = arg(q.data(), qShape());
+    t.k = arg(k.data(), qShape());
+    t.v = arg(v.data(), vShape());
+    t.beta = arg(beta.data(), betaShape());
+    t.g = arg(g.empty() ? nullptr : g.data(), gShape());
+    t.h0 = arg(withH0 ? h0.data() : nullptr, stateShape());
+    t.cu_seqlens =
+        arg(cu.empty() ? nullptr : cu.data(), {int64_t(cu.size())}, ElemType::I64);
+    t.o = arg(o, vShape());
+    t.ht = arg(ht, stateShape());
+    t.scale = float(1.0 / std::sqrt(double(K)));
+    return t;
+  }
+
+  // Params over this problem's tensors, through the binder (deltac/bind.h).
+  // o may be null (for the reference only): then only the inputs are bound.
   deltac_fwd_params params(void *o, void *ht) const {
     deltac_fwd_params p{};
-    p.variant = variant;
-    p.B = B;
-    p.T = T;
-    p.H = H;
-    p.HV = HV;
-    p.K = K;
-    p.V = V;
-    p.N = N();
-    p.in_dtype = DELTAC_F32;
-    p.out_dtype = DELTAC_F32;
-    p.state_dtype = DELTAC_F32;
-    p.state_layout = DELTAC_STATE_KV;
-    p.q = q.data();
-    p.k = k.data();
-    p.v = v.data();
-    p.g = g.empty() ? nullptr : g.data();
-    p.beta = beta.data();
-    p.h0 = withH0 ? h0.data() : nullptr;
-    p.o = o;
-    p.ht = ht;
-    p.cu_seqlens = cu.empty() ? nullptr : cu.data();
-    p.scale = float(1.0 / std::sqrt(double(K)));
-    p.qk_l2norm = 0;
-    p.threads = 0;
+    std::string err;
+    const ForwardTensors t = tensors(o, ht);
+    const bool ok = o ? bind_params(t, &p, &err) : bind_inputs(t, &p, &err);
+    EXPECT_TRUE(ok) << err;
     return p;
   }
 

@@ -59,6 +59,25 @@ bool write_temp(const std::string &path, DType t,
 bool commit(const std::string &tmp_path, const std::string &path,
             std::string *error);
 
+// Files that must appear together (deltac run's o.npy and ht.npy). Every
+// file is written to a temporary file next to its path first; only when all
+// are written are they renamed into place, in order. When a rename fails,
+// the files renamed before it are put back: the previous file (kept as a
+// hard link while committing) or, where there was none, nothing. So a
+// reported failure leaves every path as it was and no temporary file
+// behind. Not crash-proof: a process killed between two renames can leave a
+// new file next to an old one (and temporaries named <path>.tmp.*).
+// rename_fn replaces ::rename for the commit step (tests inject failures).
+struct OutFile {
+  std::string path;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void *data;
+};
+using RenameFn = int (*)(const char *from, const char *to);
+bool write_files(const std::vector<OutFile> &files, std::string *error,
+                 RenameFn rename_fn = nullptr);
+
 } // namespace npy
 } // namespace deltac
 

@@ -16,33 +16,79 @@ typedef enum deltac_device_kind {
 } deltac_device_kind;
 
 typedef enum deltac_mode {
-  DELTAC_MODE_AUTO = 0, /* deltac::default_schedule */
+  DELTAC_MODE_AUTO = 0, /* the catalogue's default rule (deltac/catalogue.h) */
   DELTAC_MODE_CHUNKED = 1,
   DELTAC_MODE_RECURRENT = 2
 } deltac_mode;
 
+/* Bits of the checking mode's error flag (deltac_options.check_flag): which
+ * input failed the device-side value check. */
+typedef enum deltac_check_bit {
+  DELTAC_CHECK_Q = 1,          /* q: inf or NaN */
+  DELTAC_CHECK_K = 2,          /* k: inf or NaN */
+  DELTAC_CHECK_V = 4,          /* v: inf or NaN */
+  DELTAC_CHECK_H0 = 8,         /* h0: inf or NaN */
+  DELTAC_CHECK_G = 16,         /* g: NaN or > 0 (-inf is allowed: a reset) */
+  DELTAC_CHECK_BETA = 32,      /* beta: NaN or outside [0, 1] / [0, 2] */
+  DELTAC_CHECK_CU_SEQLENS = 64 /* cu_seqlens: [0] != 0, decreasing, [N] != T */
+} deltac_check_bit;
+
 typedef struct deltac_options {
   int32_t device; /* deltac_device_kind */
   int32_t mode;   /* deltac_mode */
-  int32_t chunk;  /* 0 (default) or 16, 32, 64; nonzero implies chunked */
+  int32_t chunk;  /* 0 (default) or 16, 32, 64; nonzero implies chunked and
+                     wins over the tuning database */
   /* CUDA only: 0 = the pointers in the params are host pointers (the runtime
    * allocates device memory, copies, runs and copies back; synchronous);
-   * 1 = they are device pointers (cu_seqlens too) and the kernel is enqueued
-   * on cuda_stream without synchronisation. Ignored on the CPU, where
-   * pointers are always host pointers. */
+   * 1 = they are device pointers (cu_seqlens too) and everything is enqueued
+   * on cuda_stream without any synchronisation or host copy (graph-
+   * capturable). Ignored on the CPU, where pointers are always host
+   * pointers. With device pointers the contents of cu_seqlens are not read
+   * on the host: the caller guarantees cu_seqlens[0] = 0, non-decreasing,
+   * cu_seqlens[N] = T, or turns on check_values. */
   int32_t device_pointers;
   void *cuda_stream; /* cudaStream_t, NULL = default stream */
+  /* Checking mode (0 = off, the default; 1 = on): before running, validate
+   * the VALUES of the inputs: q, k, v, h0 finite; g <= 0 or -inf (a reset),
+   * never NaN; beta in [0, 1] ([0, 2] with allow_neg_eigval); cu_seqlens
+   * starts at 0, is non-decreasing and ends at T. Host pointers (CPU, or
+   * CUDA with device_pointers = 0): checked on the host, a failure is an
+   * error naming the tensor and element, nothing runs. Device pointers:
+   * checked by a small kernel enqueued on cuda_stream before the forward
+   * kernel; it ORs deltac_check_bit values into *check_flag, and the forward
+   * kernel reads the flag first and writes nothing when it is nonzero. No
+   * host synchronisation: read the flag when convenient (after syncing the
+   * stream), e.g. with deltac_check_flag_string. */
+  int32_t check_values;
+  /* Checking mode: 1 = beta may be in [0, 2] (negative eigenvalues). */
+  int32_t allow_neg_eigval;
+  /* Checking mode with device pointers: a device int32 the caller owns and
+   * zeroes (e.g. cudaMemsetAsync on cuda_stream) before the first call. The
+   * runtime only ORs bits into it, so one flag can guard a sequence of calls:
+   * after a failure every later forward kernel on it is skipped. Required
+   * there (NULL is an error); ignored otherwise. */
+  int32_t *check_flag;
 } deltac_options;
 
-/* What deltac_forward chose; filled when the call succeeds. */
+/* What deltac_forward ran; filled when the call succeeds. */
 typedef struct deltac_run_info {
   int32_t device; /* DELTAC_DEVICE_CPU or DELTAC_DEVICE_CUDA */
   int32_t mode;   /* DELTAC_MODE_CHUNKED or DELTAC_MODE_RECURRENT */
   int32_t chunk;  /* chunk size, 0 for recurrent */
   int32_t specialized; /* 1 when a compile-time K/V specialisation ran */
+  /* The kernel family (catalogue name: "cpu_recurrent", "cpu_decode",
+   * "cpu_chunked", "cuda_recurrent"; static storage) and its knob values
+   * (0 for knobs the family does not read). */
+  const char *family;
+  int32_t tile_k, tile_v, warps, stages, split;
+  int32_t tuned; /* 1 when a tuning-database record chose the config */
+  /* "" or one line about the choice: a tuning database that could not be
+   * loaded, or a record that is not precompiled in this runtime (the default
+   * config ran instead). Valid until the next call on this thread. */
+  const char *note;
 } deltac_run_info;
 
-/* Default options: everything automatic, host pointers. */
+/* Default options: everything automatic, host pointers, no checking. */
 deltac_options deltac_default_options(void);
 
 /* Validates p (deltac::check_params) and runs it. opt may be NULL (defaults),
@@ -59,9 +105,30 @@ const char *deltac_last_error(void);
  * machines without a GPU driver. */
 int deltac_cuda_available(void);
 
-/* 1 when a CUDA kernel exists for this variant, K, V and in_dtype. */
+/* 1 when this build ships a CUDA kernel for this variant, K, V and in_dtype
+ * (out dtype = in dtype, f32 state in either layout), by the catalogue's
+ * precompiled list; 0 otherwise (also in builds without CUDA). */
 int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
                          int32_t in_dtype);
+
+/* The tuning database (deltac/tuning_db.h, JSON written by the autotuner).
+ * When one is loaded, deltac_forward runs the record that
+ * deltac::TuningDB::lookup finds for the call (device, mode, variant, K, V,
+ * in_dtype, longest sequence) instead of the catalogue's default config;
+ * options.chunk still wins. Process-wide and thread-safe.
+ *
+ * deltac_load_tuning_db(path) loads and validates path and makes it the
+ * database of every later call; on failure it returns nonzero, the message
+ * (naming the file, record and field) is in deltac_last_error(), and the
+ * previous database stays. path NULL or "" unloads it (the default rule).
+ * Without a call, the first deltac_forward loads the file named by the
+ * environment variable DELTAC_TUNING_DB, once; if that fails, every call runs
+ * the default rule and says why in deltac_run_info.note. */
+int deltac_load_tuning_db(const char *path);
+
+/* The names of the bits set in a checking-mode flag, e.g. "q, beta" ("" for
+ * 0). Valid until the next call on this thread. */
+const char *deltac_check_flag_string(int32_t flag);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,16 @@
 // Validation of deltac_fwd_params: header-only, used by the runtime and by
-// generated code before calling a kernel. The kernels assume a validated
-// params struct, so everything they rely on is checked here.
+// generated code before calling a kernel.
+//
+// check_params checks the STRUCTURE of a call: variant, dimensions and their
+// bounds, N against B and cu_seqlens (its contents too when it is host
+// memory), dtypes, layout, the presence and alignment of every pointer, scale,
+// qk_l2norm and threads. check_values checks the VALUES of host tensors
+// (finite q/k/v/h0, g <= 0 or -inf, beta in its range): the runtime's
+// checking mode (deltac_options.check_values) and `deltac run` call it; the
+// kernels' hot path does not. Neither can check what a pointer cannot tell:
+// that a buffer is as large as its shape says, or that a device pointer
+// points to device memory; with device memory cu_seqlens' contents are the
+// caller's duty unless the runtime's device check runs (runtime/README.md).
 #ifndef DELTAC_CHECK_H
 #define DELTAC_CHECK_H
 
@@ -33,24 +43,23 @@ inline bool isAligned(const void *ptr, std::size_t align) {
 // element-count checks below, every index the kernels form fits in int64.
 constexpr int64_t kMaxSequences = int64_t(1) << 24;
 
-// Returns true when p describes a forward call the kernels can run. On
-// failure returns false and, when error is non-null, stores a one-line
-// message naming the field and what was expected.
-//
-// cu_seqlens_on_host = false is for callers whose cu_seqlens is device
-// memory: the pointer's presence, alignment and the N/B rules are checked,
-// but its contents are not read. The kernels then trust those contents: the
-// caller must guarantee cu_seqlens[0] == 0, non-decreasing values and
-// cu_seqlens[N] == T (other values make the kernels read or write out of
-// bounds).
-inline bool check_params(const deltac_fwd_params &p, std::string *error,
-                         bool cu_seqlens_on_host = true) {
+namespace detail {
+inline std::string fieldMsg(const char *field, long long got,
+                            const char *expected) {
+  std::ostringstream os;
+  os << "params." << field << " = " << got << ": expected " << expected;
+  return os.str();
+}
+} // namespace detail
+
+// The part of check_params about sizes and sequences only: variant, B, T, H,
+// HV, K, V, N and cu_seqlens (never dtypes or pointers other than
+// cu_seqlens). Bounds everything the output sizes are computed from, so a
+// caller may size o and ht after it passed.
+inline bool check_dims(const deltac_fwd_params &p, std::string *error,
+                       bool cu_seqlens_on_host = true) {
   using detail::checkFail;
-  auto msg = [](const char *field, long long got, const char *expected) {
-    std::ostringstream os;
-    os << "params." << field << " = " << got << ": expected " << expected;
-    return os.str();
-  };
+  auto msg = detail::fieldMsg;
 
   if (p.variant != DELTAC_VARIANT_DELTA && p.variant != DELTAC_VARIANT_GATED &&
       p.variant != DELTAC_VARIANT_KDA)
@@ -125,6 +134,25 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
        << " without cu_seqlens";
     return checkFail(error, os.str());
   }
+  return true;
+}
+
+// Returns true when p describes a forward call the kernels can run. On
+// failure returns false and, when error is non-null, stores a one-line
+// message naming the field and what was expected.
+//
+// cu_seqlens_on_host = false is for callers whose cu_seqlens is device
+// memory: the pointer's presence, alignment and the N/B rules are checked,
+// but its contents are not read. The kernels then trust those contents: the
+// caller must guarantee cu_seqlens[0] == 0, non-decreasing values and
+// cu_seqlens[N] == T (other values make the kernels read or write out of
+// bounds).
+inline bool check_params(const deltac_fwd_params &p, std::string *error,
+                         bool cu_seqlens_on_host = true) {
+  using detail::checkFail;
+  auto msg = detail::fieldMsg;
+  if (!check_dims(p, error, cu_seqlens_on_host))
+    return false;
 
   // Dtypes and layout.
   if (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16)
@@ -185,6 +213,119 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   if (p.threads < 0)
     return checkFail(error, msg("threads", p.threads, ">= 0 (0 = all cores)"));
   return true;
+}
+
+namespace detail {
+
+// bf16/f16 bits whose exponent is all ones: inf or NaN.
+inline bool finite16(uint16_t x, int32_t dtype) {
+  return dtype == DELTAC_BF16 ? (x & 0x7f80u) != 0x7f80u
+                              : (x & 0x7c00u) != 0x7c00u;
+}
+
+inline std::string valueMsg(const char *name, int64_t i, float x,
+                            const std::string &expected) {
+  std::ostringstream os;
+  os << "params." << name << "[" << i << "] = " << x << ": expected "
+     << expected;
+  return os.str();
+}
+
+// First element of n (dtype) that is not finite, or -1.
+inline int64_t firstNonFinite(const void *ptr, int32_t dtype, int64_t n,
+                              float *value) {
+  if (dtype == DELTAC_F32) {
+    const float *x = static_cast<const float *>(ptr);
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i])) {
+        *value = x[i];
+        return i;
+      }
+    return -1;
+  }
+  const uint16_t *x = static_cast<const uint16_t *>(ptr);
+  for (int64_t i = 0; i < n; ++i)
+    if (!finite16(x[i], dtype)) {
+      // inf or nan: the sign and whether any mantissa bit is set say which.
+      const bool nan = dtype == DELTAC_BF16 ? (x[i] & 0x7f) : (x[i] & 0x3ff);
+      *value = nan ? NAN : (x[i] & 0x8000u) ? -INFINITY : INFINITY;
+      return i;
+    }
+  return -1;
+}
+
+} // namespace detail
+
+// One value that fails the checking mode's rules.
+struct BadValue {
+  const char *tensor = nullptr; // "q", "k", "v", "h0", "g" or "beta"
+  int64_t index = -1;           // flat element index
+  float value = 0;
+  std::string expected; // "finite values", "values in [0, 1]", ...
+};
+
+// Checking mode: the values of a call whose tensors are HOST memory and
+// which passed check_params. Finds, in the order q, k, v, h0, g, beta, the
+// first element that breaks a rule:
+//   q, k, v, h0 not finite (inf or NaN);
+//   g NaN or > 0 (g = -inf is allowed: a decay of 0, a full reset);
+//   beta NaN or outside [0, beta_max] (beta_max 1, or 2 for negative
+//   eigenvalues).
+// Returns false and fills *bad when one does. cu_seqlens is checked by
+// check_params; o and ht are outputs, never read.
+inline bool find_bad_value(const deltac_fwd_params &p, float beta_max,
+                           BadValue *bad) {
+  const int64_t tok = int64_t(p.B) * p.T;
+  const int64_t nqk = tok * p.H * p.K, nv = tok * p.HV * p.V;
+  const int64_t nb = tok * p.HV;
+  const int64_t ng = p.variant == DELTAC_VARIANT_KDA     ? nb * p.K
+                     : p.variant == DELTAC_VARIANT_GATED ? nb
+                                                         : 0;
+  const int64_t ns = int64_t(p.N) * p.HV * p.K * p.V;
+  struct Input {
+    const char *name;
+    const void *ptr;
+    int32_t dtype;
+    int64_t n;
+  };
+  const Input finite[] = {{"q", p.q, p.in_dtype, nqk},
+                          {"k", p.k, p.in_dtype, nqk},
+                          {"v", p.v, p.in_dtype, nv},
+                          {"h0", p.h0, p.state_dtype, ns}};
+  for (const Input &in : finite) {
+    float x = 0;
+    const int64_t i =
+        in.ptr ? detail::firstNonFinite(in.ptr, in.dtype, in.n, &x) : -1;
+    if (i >= 0) {
+      *bad = {in.name, i, x, "finite values"};
+      return false;
+    }
+  }
+  if (p.g)
+    for (int64_t i = 0; i < ng; ++i)
+      if (!(p.g[i] <= 0.0f)) { // NaN or > 0; -inf passes
+        *bad = {"g", i, p.g[i], "log decays <= 0 (-inf: a reset)"};
+        return false;
+      }
+  for (int64_t i = 0; i < nb; ++i)
+    if (!(p.beta[i] >= 0.0f && p.beta[i] <= beta_max)) {
+      std::ostringstream os;
+      os << "values in [0, " << beta_max << "]";
+      *bad = {"beta", i, p.beta[i], os.str()};
+      return false;
+    }
+  return true;
+}
+
+// find_bad_value with a one-line message: "params.beta[7] = 1.5: expected
+// values in [0, 1]".
+inline bool check_values(const deltac_fwd_params &p, float beta_max,
+                         std::string *error) {
+  BadValue bad;
+  if (find_bad_value(p, beta_max, &bad))
+    return true;
+  return detail::checkFail(error, detail::valueMsg(bad.tensor, bad.index,
+                                                   bad.value, bad.expected));
 }
 
 } // namespace deltac

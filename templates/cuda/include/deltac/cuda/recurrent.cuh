@@ -10,7 +10,10 @@
 // update). K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
 // Returns cudaErrorInvalidValue when p does not match the instantiation
 // (nothing is launched), else the launch's error. The kernel assumes the
-// rest of p was validated (deltac::check_params).
+// rest of p was validated (deltac::check_params). The tile width is chosen
+// by the grid size and the warps are the catalogue's default for it; the
+// entry with every knob fixed is deltac::cuda::recurrent_cfg in
+// deltac/cuda/launch.cuh.
 #ifndef DELTAC_CUDA_RECURRENT_CUH
 #define DELTAC_CUDA_RECURRENT_CUH
 
@@ -60,20 +63,74 @@ bool matches(const deltac_fwd_params& p) {
   return true;
 }
 
-template <deltac_variant Var, int K, int V, int BV, class InT>
+// Launches the kernel instance of traits Tr (K, V, BV, warps); `skip`, when
+// not null, is a device flag: nonzero makes every block return at once
+// without touching o or ht (the runtime's device-side value check sets it).
+template <deltac_variant Var, class Tr, class InT>
+__global__ void __launch_bounds__(Tr::kThreads)
+    guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                   const int32_t* skip) {
+  if (*skip != 0)
+    return;
+  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+}
+
+template <deltac_variant Var, class Tr, class InT>
+__global__ void __launch_bounds__(Tr::kThreads, 2)
+    guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                     const int32_t* skip) {
+  if (*skip != 0)
+    return;
+  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+}
+
+template <deltac_variant Var, int K, int V, int BV, int Warps, class InT>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
-                   cudaStream_t stream) {
-  using Tr = RecurrentTraits<K, V, BV>;
+                   cudaStream_t stream, const int32_t* skip = nullptr) {
+  using Tr = RecurrentTraits<K, V, BV, Warps>;
   const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
   if (blocks > 0x7fffffff)
     return cudaErrorInvalidConfiguration;
-  if constexpr (Tr::kThreads > 128)
+  if (skip) {
+    if constexpr (Tr::kThreads > 128)
+      guarded_kernel_2<Var, Tr, InT>
+          <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
+    else
+      guarded_kernel<Var, Tr, InT>
+          <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
+  } else if constexpr (Tr::kThreads > 128) {
     recurrent_kernel_2<Var, Tr, InT>
         <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
-  else
+  } else {
     recurrent_kernel<Var, Tr, InT>
         <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
+  }
   return cudaGetLastError();
+}
+
+// Scale and vector-access flags of a call (shared by every entry).
+template <int K, class InT>
+void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* vec_state) {
+  *scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
+  // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
+  // rows; element-aligned pointers still work through scalar accesses.
+  *vec_io = aligned(p.v, 4 * sizeof(InT)) && aligned(p.o, 4 * sizeof(InT));
+  *vec_state = aligned(p.h0, 16) && aligned(p.ht, 16);
+}
+
+// The instance with every knob fixed: tile_v = BV, warps = Warps (legal per
+// deltac::cuda_recurrent_warps_ok, checked at compile time by the traits).
+template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
+cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
+                            const int32_t* skip) {
+  if (!matches<Var, K, V, InT>(p))
+    return cudaErrorInvalidValue;
+  if (p.N == 0)
+    return cudaSuccess;
+  float scale;
+  bool vec_io, vec_state;
+  call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
+  return launch<Var, K, V, BV, Warps, InT>(p, scale, vec_io, vec_state, stream, skip);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
@@ -87,11 +144,9 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
     return cudaErrorInvalidValue;
   if (p.N == 0)
     return cudaSuccess;
-  const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
-  // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
-  // rows; element-aligned pointers still work through scalar accesses.
-  const bool vec_io = aligned(p.v, 4 * sizeof(InT)) && aligned(p.o, 4 * sizeof(InT));
-  const bool vec_state = aligned(p.h0, 16) && aligned(p.ht, 16);
+  float scale;
+  bool vec_io, vec_state;
+  call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
 
   // Wide tiles (32 columns) unless that leaves the GPU short of blocks, as
   // in small-batch decode: then 16-column tiles give twice the blocks.
@@ -103,9 +158,12 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
         int64_t(p.N) * p.HV * (V / 32) < 2 * int64_t(sms))
       bv = 16;
   }
+  // The catalogue's default warps for the chosen tile (deltac/catalogue.h).
   if (bv == 16)
-    return launch<Var, K, V, 16, InT>(p, scale, vec_io, vec_state, stream);
-  return launch<Var, K, V, kWide, InT>(p, scale, vec_io, vec_state, stream);
+    return launch<Var, K, V, 16, cuda_recurrent_default_warps(K, 16), InT>(
+        p, scale, vec_io, vec_state, stream);
+  return launch<Var, K, V, kWide, cuda_recurrent_default_warps(K, kWide), InT>(
+      p, scale, vec_io, vec_state, stream);
 }
 
 }  // namespace detail

@@ -1,29 +1,22 @@
 // Compile-time tiling of the fused recurrent kernel (FlashAttention-style
-// traits: every size is a constexpr, every assumption a static_assert).
+// traits: every size is a constexpr, every assumption a static_assert). The
+// knobs BV (catalogue knob tile_v) and Warps (warps) are template
+// parameters; their legal values and defaults are the catalogue's
+// (deltac/catalogue.h: cuda_recurrent_warps_ok, cuda_recurrent_default_warps).
 #ifndef DELTAC_CUDA_TRAITS_CUH
 #define DELTAC_CUDA_TRAITS_CUH
 
-namespace deltac::cuda {
+#include "deltac/catalogue.h"
 
-// Warps per block for `groups` row groups: 4 when that leaves at most 8 rows
-// per thread, else 8 when it divides, else the largest power of two <= 8
-// that divides.
-constexpr int recurrent_warps(int groups) {
-  if (groups % 4 == 0 && groups / 4 <= 8)
-    return 4;
-  if (groups % 8 == 0)
-    return 8;
-  if (groups % 4 == 0)
-    return 4;
-  return groups % 2 == 0 ? 2 : 1;
-}
+namespace deltac::cuda {
 
 // One block owns the [K, BV] state tile of one (sequence, value head,
 // V-tile). Lane layout inside a warp: kLanesV lanes cover the BV columns of
 // a row with one 16-byte vector (4 floats) each, and the warp covers
 // kRowsPerStep consecutive rows at a time. Warps split K further; every
 // thread keeps kRowsPerThread rows x 4 columns of state in registers.
-template <int K_, int V_, int BV_>
+template <int K_, int V_, int BV_,
+          int Warps_ = cuda_recurrent_default_warps(K_, BV_)>
 struct RecurrentTraits {
   static constexpr int K = K_;
   static constexpr int V = V_;
@@ -32,7 +25,7 @@ struct RecurrentTraits {
   static constexpr int kLanesV = BV / kVec;
   static constexpr int kRowsPerStep = 32 / kLanesV;
   static constexpr int kRowGroups = K / kRowsPerStep;
-  static constexpr int kWarps = recurrent_warps(kRowGroups);
+  static constexpr int kWarps = Warps_;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRowsPerThread = kRowGroups / kWarps;
   static constexpr int kTiles = V / BV;
@@ -43,6 +36,9 @@ struct RecurrentTraits {
   static_assert(V % BV == 0, "BV must divide V");
   static_assert(32 % kLanesV == 0, "a warp covers whole rows");
   static_assert(K % kRowsPerStep == 0, "a warp step must not run past K");
+  static_assert(cuda_recurrent_warps_ok(K, BV, kWarps),
+                "warps: whole row groups per warp, at most 16 rows per thread");
+  static_assert(kRowGroups == cuda_recurrent_row_groups(K, BV), "geometry");
   static_assert(kRowGroups % kWarps == 0, "warps split K evenly");
   static_assert(kRowsPerThread * kVec <= 64, "state tile per thread must fit in registers");
   static_assert(kThreads >= 32 && kThreads <= 256, "block size");

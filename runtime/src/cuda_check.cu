@@ -1,0 +1,118 @@
+// The checking mode on the device: one small kernel reads every input once
+// and ORs deltac_check_bit values into a caller-owned device flag, which the
+// forward kernel enqueued after it reads first (deltac/cuda/launch.cuh). No
+// host synchronisation and no host copy: the call stays asynchronous and
+// graph-capturable.
+#include "cuda_dispatch.h"
+#include "deltac/runtime.h"
+#include "dispatch.h"
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace deltac {
+namespace rt {
+namespace {
+
+struct CheckArgs {
+  const void *q, *k, *v, *h0;
+  const float *g, *beta;
+  const int64_t *cu;
+  int64_t nqk, nv, ns, ng, nb;
+  int64_t T;
+  int32_t N;
+  int32_t in_bf16;
+  float beta_max;
+  int32_t *flag;
+};
+
+__device__ __forceinline__ bool finiteIn(const void *x, int64_t i, bool bf16) {
+  if (bf16)
+    return (static_cast<const uint16_t *>(x)[i] & 0x7f80u) != 0x7f80u;
+  return isfinite(static_cast<const float *>(x)[i]);
+}
+
+// Grid-stride over every tensor; one atomicOr per warp that found something.
+__global__ void checkKernel(CheckArgs a) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool bf16 = a.in_bf16 != 0;
+  int32_t bits = 0;
+  for (int64_t i = first; i < a.nqk; i += stride) {
+    if (!finiteIn(a.q, i, bf16))
+      bits |= DELTAC_CHECK_Q;
+    if (!finiteIn(a.k, i, bf16))
+      bits |= DELTAC_CHECK_K;
+  }
+  for (int64_t i = first; i < a.nv; i += stride)
+    if (!finiteIn(a.v, i, bf16))
+      bits |= DELTAC_CHECK_V;
+  if (a.h0)
+    for (int64_t i = first; i < a.ns; i += stride)
+      if (!finiteIn(a.h0, i, false))
+        bits |= DELTAC_CHECK_H0;
+  for (int64_t i = first; i < a.ng; i += stride)
+    if (!(a.g[i] <= 0.0f)) // NaN or > 0; -inf is a reset
+      bits |= DELTAC_CHECK_G;
+  for (int64_t i = first; i < a.nb; i += stride)
+    if (!(a.beta[i] >= 0.0f && a.beta[i] <= a.beta_max))
+      bits |= DELTAC_CHECK_BETA;
+  if (a.cu)
+    for (int64_t n = first; n <= a.N; n += stride) {
+      const int64_t x = a.cu[n];
+      if ((n == 0 && x != 0) || (n == a.N && x != a.T) ||
+          (n > 0 && x < a.cu[n - 1]))
+        bits |= DELTAC_CHECK_CU_SEQLENS;
+    }
+  bits = __reduce_or_sync(0xffffffffu, bits);
+  if (bits && threadIdx.x % 32 == 0)
+    atomicOr(a.flag, bits);
+}
+
+} // namespace
+
+cudaError_t cuda_check_values(const deltac_fwd_params &p, float beta_max,
+                              int32_t *flag, cudaStream_t s) {
+  CheckArgs a{};
+  const int64_t tok = int64_t(p.B) * p.T;
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.h0 = p.h0;
+  a.g = p.g;
+  a.beta = p.beta;
+  a.cu = p.cu_seqlens;
+  a.nqk = tok * p.H * p.K;
+  a.nv = tok * p.HV * p.V;
+  a.ns = int64_t(p.N) * p.HV * p.K * p.V;
+  a.nb = tok * p.HV;
+  a.ng = !p.g                                ? 0
+         : p.variant == DELTAC_VARIANT_KDA   ? a.nb * p.K
+         : p.variant == DELTAC_VARIANT_GATED ? a.nb
+                                             : 0;
+  a.T = p.T;
+  a.N = p.N;
+  a.in_bf16 = p.in_dtype == DELTAC_BF16;
+  a.beta_max = beta_max;
+  a.flag = flag;
+  int64_t most = a.nqk > a.nv ? a.nqk : a.nv;
+  if (a.ns > most)
+    most = a.ns;
+  if (a.ng > most)
+    most = a.ng;
+  constexpr int kThreads = 256;
+  // Enough blocks to fill the GPU; the grid-stride loops do the rest.
+  int64_t blocks = (most + kThreads - 1) / kThreads;
+  const int sms = cuda_sm_count();
+  const int64_t cap = sms > 0 ? int64_t(sms) * 8 : 1024;
+  if (blocks > cap)
+    blocks = cap;
+  if (blocks < 1)
+    blocks = 1;
+  checkKernel<<<unsigned(blocks), kThreads, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+} // namespace rt
+} // namespace deltac
