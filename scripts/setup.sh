@@ -15,3 +15,5 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Python: a venv with the pinned PyTorch from PyPI (scripts/setup_python.sh).
+bash "$(dirname "$0")/setup_python.sh"

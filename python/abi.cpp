@@ -1,0 +1,71 @@
+// The C entries the Python package (deltac/_lib.py, ctypes) calls besides the
+// runtime's own: the layout of deltac_fwd_params, which the package mirrors
+// and checks at import, and a forward call that takes the few options it sets
+// as plain arguments, so that deltac_options and deltac_run_info can grow
+// (new fields keep deltac_default_options()' values) without the package
+// mirroring them.
+#include "deltac/runtime.h"
+
+#include <cstddef>
+
+extern "C" {
+
+// Fills out[0..n) with sizeof(deltac_fwd_params), then the offset of each
+// field in declaration order. Returns the number of values (may exceed n).
+int deltac_abi_layout(long long *out, int n) {
+  const long long v[] = {
+      (long long)sizeof(deltac_fwd_params),
+      (long long)offsetof(deltac_fwd_params, variant),
+      (long long)offsetof(deltac_fwd_params, B),
+      (long long)offsetof(deltac_fwd_params, T),
+      (long long)offsetof(deltac_fwd_params, H),
+      (long long)offsetof(deltac_fwd_params, HV),
+      (long long)offsetof(deltac_fwd_params, K),
+      (long long)offsetof(deltac_fwd_params, V),
+      (long long)offsetof(deltac_fwd_params, N),
+      (long long)offsetof(deltac_fwd_params, in_dtype),
+      (long long)offsetof(deltac_fwd_params, out_dtype),
+      (long long)offsetof(deltac_fwd_params, state_dtype),
+      (long long)offsetof(deltac_fwd_params, state_layout),
+      (long long)offsetof(deltac_fwd_params, q),
+      (long long)offsetof(deltac_fwd_params, k),
+      (long long)offsetof(deltac_fwd_params, v),
+      (long long)offsetof(deltac_fwd_params, g),
+      (long long)offsetof(deltac_fwd_params, beta),
+      (long long)offsetof(deltac_fwd_params, h0),
+      (long long)offsetof(deltac_fwd_params, o),
+      (long long)offsetof(deltac_fwd_params, ht),
+      (long long)offsetof(deltac_fwd_params, cu_seqlens),
+      (long long)offsetof(deltac_fwd_params, scale),
+      (long long)offsetof(deltac_fwd_params, qk_l2norm),
+      (long long)offsetof(deltac_fwd_params, threads),
+  };
+  const int total = int(sizeof(v) / sizeof(v[0]));
+  for (int i = 0; i < n && i < total; ++i)
+    out[i] = v[i];
+  return total;
+}
+
+// deltac_forward_info with deltac_default_options() and these five set.
+// ran (may be NULL) receives what ran: device, mode, chunk, specialized.
+int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
+                      int32_t chunk, int32_t device_pointers, void *cuda_stream,
+                      int32_t *ran) {
+  deltac_options opt = deltac_default_options();
+  opt.device = device;
+  opt.mode = mode;
+  opt.chunk = chunk;
+  opt.device_pointers = device_pointers;
+  opt.cuda_stream = cuda_stream;
+  deltac_run_info info;
+  const int rc = deltac_forward_info(p, &opt, &info);
+  if (rc == 0 && ran) {
+    ran[0] = info.device;
+    ran[1] = info.mode;
+    ran[2] = info.chunk;
+    ran[3] = info.specialized;
+  }
+  return rc;
+}
+
+} // extern "C"

@@ -1,0 +1,170 @@
+"""ctypes binding of deltac's C API (runtime/include/deltac/runtime.h).
+
+The shared library ``libdeltac_c.so`` (CMake target ``deltac_c``, built from
+python/CMakeLists.txt) is looked up, in order:
+
+1. ``$DELTAC_LIBRARY``: a path to the library (tests and build trees use it);
+2. ``libdeltac_c.so`` next to this file (what ``pip install ./python`` bundles).
+
+At load, the ctypes mirror of ``deltac_fwd_params`` below is compared field by
+field with the offsets the library reports (``deltac_abi_layout``), so a
+library built from a different ``params.h`` is refused instead of being handed
+a wrong struct. The options are passed as plain arguments to
+``deltac_py_forward`` (python/abi.cpp), which fills ``deltac_options`` from
+``deltac_default_options()``: that struct (and ``deltac_run_info``) can grow
+without this package mirroring it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_int32, c_longlong, c_void_p
+
+# deltac_variant, deltac_dtype, deltac_state_layout (params.h)
+VARIANT_DELTA, VARIANT_GATED, VARIANT_KDA = 0, 1, 2
+DTYPE_F32, DTYPE_BF16, DTYPE_F16 = 0, 1, 2
+STATE_KV, STATE_VK = 0, 1
+# deltac_device_kind, deltac_mode (runtime.h)
+DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA = 0, 1, 2
+MODE_AUTO, MODE_CHUNKED, MODE_RECURRENT = 0, 1, 2
+
+
+class FwdParams(ctypes.Structure):
+    """Mirror of ``deltac_fwd_params`` (templates/include/deltac/params.h)."""
+
+    _fields_ = [
+        ("variant", c_int32),
+        ("B", c_int32),
+        ("T", c_int32),
+        ("H", c_int32),
+        ("HV", c_int32),
+        ("K", c_int32),
+        ("V", c_int32),
+        ("N", c_int32),
+        ("in_dtype", c_int32),
+        ("out_dtype", c_int32),
+        ("state_dtype", c_int32),
+        ("state_layout", c_int32),
+        ("q", c_void_p),
+        ("k", c_void_p),
+        ("v", c_void_p),
+        ("g", c_void_p),
+        ("beta", c_void_p),
+        ("h0", c_void_p),
+        ("o", c_void_p),
+        ("ht", c_void_p),
+        ("cu_seqlens", c_void_p),
+        ("scale", c_float),
+        ("qk_l2norm", c_int32),
+        ("threads", c_int32),
+    ]
+
+
+class LibraryError(ImportError):
+    """The deltac shared library is missing or does not match this package."""
+
+
+def _candidates():
+    env = os.environ.get("DELTAC_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(here, "libdeltac_c.so")]
+
+
+def _expected_layout():
+    vals = [ctypes.sizeof(FwdParams)]
+    vals += [getattr(FwdParams, name).offset for name, _ in FwdParams._fields_]
+    return vals
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if not os.path.exists(path):
+            tried.append(f"{path} (missing)")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:  # pragma: no cover - depends on the system
+            tried.append(f"{path} ({e})")
+            continue
+        break
+    else:
+        raise LibraryError(
+            "deltac: the runtime library libdeltac_c.so was not found: tried "
+            + "; ".join(tried)
+            + ". Install the package with `pip install ./python` from the deltac "
+            "repository, or build the CMake target deltac_c and set "
+            "DELTAC_LIBRARY=<build>/python/libdeltac_c.so."
+        )
+
+    lib.deltac_abi_layout.argtypes = [POINTER(c_longlong), c_int]
+    lib.deltac_abi_layout.restype = c_int
+    want = _expected_layout()
+    buf = (c_longlong * len(want))()
+    total = lib.deltac_abi_layout(buf, len(want))
+    got = list(buf)
+    if total != len(want) or got != want:
+        raise LibraryError(
+            f"deltac: {path} was built from a different params.h than "
+            f"this package mirrors (struct layout {got[:total]} != {want}); "
+            "rebuild the library and the package from one checkout."
+        )
+
+    lib.deltac_py_forward.argtypes = [POINTER(FwdParams), c_int32, c_int32, c_int32, c_int32,
+                                      c_void_p, POINTER(c_int32)]
+    lib.deltac_py_forward.restype = c_int
+    lib.deltac_last_error.argtypes = []
+    lib.deltac_last_error.restype = c_char_p
+    lib.deltac_cuda_available.argtypes = []
+    lib.deltac_cuda_available.restype = c_int
+    lib.deltac_cuda_supports.argtypes = [c_int32, c_int32, c_int32, c_int32]
+    lib.deltac_cuda_supports.restype = c_int
+    return lib, path
+
+
+lib, library_path = _load()
+_py_forward = lib.deltac_py_forward
+_last_error = lib.deltac_last_error
+
+
+class DeltacError(RuntimeError):
+    """A call the C runtime refused or failed; the message is the runtime's."""
+
+
+def forward(params: FwdParams, device: int, mode: int = MODE_AUTO, chunk: int = 0,
+            device_pointers: int = 0, cuda_stream=None, ran=None) -> None:
+    """Runs ``deltac_forward_info`` (through ``deltac_py_forward``); raises DeltacError
+    with the runtime's message. ``ran``: an optional ``(c_int32 * 4)`` that receives
+    what ran (device, mode, chunk, specialized)."""
+    rc = _py_forward(byref(params), device, mode, chunk, device_pointers, cuda_stream, ran)
+    if rc != 0:
+        raise DeltacError("deltac runtime: " + _last_error().decode("utf-8", "replace"))
+
+
+def last_run(params: FwdParams, device: int, mode: int = MODE_AUTO, chunk: int = 0,
+             device_pointers: int = 0, cuda_stream=None) -> dict:
+    """Like forward(), and returns what ran: {device, mode, chunk, specialized}."""
+    ran = (c_int32 * 4)()
+    forward(params, device, mode, chunk, device_pointers, cuda_stream, ran)
+    names = {DEVICE_CPU: "cpu", DEVICE_CUDA: "cuda"}
+    modes = {MODE_CHUNKED: "chunked", MODE_RECURRENT: "recurrent"}
+    return dict(device=names.get(ran[0], ran[0]), mode=modes.get(ran[1], ran[1]),
+                chunk=ran[2], specialized=bool(ran[3]))
+
+
+_cuda_available = None
+
+
+def cuda_available() -> bool:
+    """True when the library was built with CUDA and a GPU is usable."""
+    global _cuda_available
+    if _cuda_available is None:
+        _cuda_available = bool(lib.deltac_cuda_available())
+    return _cuda_available
+
+
+def cuda_supports(variant: int, K: int, V: int, in_dtype: int) -> bool:
+    return bool(lib.deltac_cuda_supports(variant, K, V, in_dtype))

@@ -1,0 +1,327 @@
+"""GatedDeltaNet: the gated DeltaNet mixer of Qwen3-Next (and OLMo-Hybrid), on deltac's kernels."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import ops
+
+
+@dataclass
+class GatedDeltaNetConfig:
+    """The attributes GatedDeltaNet reads, named as in transformers' Qwen3NextConfig.
+
+    Defaults are Qwen3-Next-80B-A3B's linear-attention layer. Any object with these
+    attributes (a transformers config, say) will do; ``linear_allow_neg_eigval`` is
+    OLMo-Hybrid's (beta in (0, 2)).
+    """
+
+    hidden_size: int = 2048
+    linear_num_key_heads: int = 16
+    linear_num_value_heads: int = 32
+    linear_key_head_dim: int = 128
+    linear_value_head_dim: int = 128
+    linear_conv_kernel_dim: int = 4
+    hidden_act: str = "silu"
+    rms_norm_eps: float = 1e-6
+    linear_allow_neg_eigval: bool = False
+
+
+class RMSNormGated(nn.Module):
+    """transformers' Qwen3NextRMSNormGated: ``weight * rmsnorm(x) * silu(gate)``,
+    normalised in float32 over the last dimension (head_v_dim)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: Tensor, gate: Tensor) -> Tensor:
+        input_dtype = hidden_states.dtype
+        x = hidden_states.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        x = self.weight * x.to(input_dtype)
+        x = x * F.silu(gate.to(torch.float32))
+        return x.to(input_dtype)
+
+
+class GatedDeltaNetCache:
+    """Decode state of GatedDeltaNet layers, keyed by ``layer_idx``.
+
+    ``conv_states[i]``: ``[batch, conv_dim, conv_kernel]``, the last conv inputs;
+    ``recurrent_states[i]``: ``[batch, HV, K, V]`` float32. The same two attributes
+    as transformers' Qwen3-Next cache, so either kind can be passed as
+    ``cache_params`` (lists indexed by layer or dicts).
+    """
+
+    def __init__(self):
+        self.conv_states: Dict[int, Tensor] = {}
+        self.recurrent_states: Dict[int, Tensor] = {}
+
+    @property
+    def has_previous_state(self) -> bool:
+        return bool(self.recurrent_states)
+
+    def reset(self) -> None:
+        self.conv_states.clear()
+        self.recurrent_states.clear()
+
+
+def _cache_get(store, idx):
+    try:
+        return store[idx]
+    except (KeyError, IndexError):
+        return None
+
+
+@dataclass
+class KernelCall:
+    """What the delta-rule kernel received and returned in one forward call.
+
+    ``queries``, ``keys``: ``[batch, seq, HV, K]`` after the conv, the activation and
+    the repeat to the value heads (before the kernel's L2 norm, which the kernel
+    applies: ``use_qk_l2norm_in_kernel=True``); ``values``: ``[batch, seq, HV, V]``;
+    ``decays``: the log decay g, ``[batch, seq, HV]``, float32, <= 0; ``betas``:
+    ``[batch, seq, HV]`` in (0, 1) ((0, 2) with allow_neg_eigval); ``state_input``:
+    the state the call started from (a copy; None on a fresh prompt);
+    ``state_output``: the final state ``[batch, HV, K, V]``; ``states``: with
+    ``per_token_states=True``, the state after every token, ``[batch, seq, HV, K,
+    V]``; ``path``: ``"prompt"`` or ``"decode"`` (one token continuing a cache).
+    """
+
+    queries: Tensor
+    keys: Tensor
+    values: Tensor
+    decays: Tensor
+    betas: Tensor
+    state_input: Optional[Tensor]
+    state_output: Tensor
+    path: str
+    states: Optional[Tensor] = None
+
+
+class _HookHandle:
+    def __init__(self, hooks: List, entry):
+        self._hooks, self._entry = hooks, entry
+
+    def remove(self) -> None:
+        if self._entry in self._hooks:
+            self._hooks.remove(self._entry)
+
+
+class GatedDeltaNet(nn.Module):
+    """The gated DeltaNet mixer of Qwen3-Next / Qwen3.5 / OLMo-Hybrid, with deltac's kernels.
+
+    Parameters carry transformers' ``Qwen3NextGatedDeltaNet`` names and shapes
+    (``in_proj_qkvz``, ``in_proj_ba``, ``conv1d``, ``dt_bias``, ``A_log``,
+    ``norm.weight``, ``out_proj``), so a transformers state dict of that layer loads
+    with ``load_state_dict``. Per call::
+
+        q, k, v, z, b, a = split(in_proj_qkvz(x), in_proj_ba(x))   # transformers' grouping
+        q, k, v = silu(causal_conv1d(cat(q, k, v)))                 # kernel conv_kernel, depthwise
+        beta = sigmoid(b)            (2 * sigmoid(b) with linear_allow_neg_eigval)
+        g    = -exp(A_log) * softplus(a + dt_bias)                  # float32
+        o, state = gated_delta_rule(q, k, v, g, beta, L2 norm of q, k in the kernel,
+                                    initial_state = the cached state)
+        return out_proj(RMSNormGated(o, z))
+
+    Args:
+        config: a ``GatedDeltaNetConfig`` or any object with its attributes.
+        layer_idx: this layer's key in a cache.
+
+    ``forward(hidden_states, cache_params=None, cache_position=None,
+    attention_mask=None)``: without a cache, a prompt from a zero state. With a
+    cache (``GatedDeltaNetCache`` or transformers' Qwen3-Next cache), the call
+    continues the cached conv and recurrent states when this layer has them (a
+    one-token decode step, or more tokens: a chunked prefill) and stores the new
+    states; the first call on an empty cache is a prompt.
+
+    Choices the mixer's spec leaves open:
+
+    * GVA: the kernel reads q/k head ``j // (HV / H)`` for value head j, which is
+      exactly ``repeat_interleave`` to the value heads, so the repeat is not
+      materialised (the hook shows the repeated tensors).
+    * decode with more than one token continues the cache (transformers restarts
+      from a zero state when ``seq_len > 1``; the two agree on the usual prompt then
+      one-token steps).
+    * ``attention_mask`` (batch, seq) zeroes padded positions of the input, as
+      transformers' ``apply_mask_to_padding_states`` does.
+    * activations: the kernel takes float32 or bfloat16; float16 runs it in float32.
+    * forward only (see ``deltac.ops``).
+
+    Observation hook: ``register_kernel_hook(fn, per_token_states=False)`` calls
+    ``fn(module, call)`` after each kernel call with a ``KernelCall`` (the values at
+    the kernel call: queries, keys, values, decays, betas, state_input,
+    state_output, and with ``per_token_states=True`` the state after every token,
+    computed by stepping the recurrent kernel one token at a time). Returns a handle
+    with ``remove()``. With no hook registered nothing is copied.
+    """
+
+    def __init__(self, config, layer_idx: int = 0):
+        super().__init__()
+        self.hidden_size = int(config.hidden_size)
+        self.num_v_heads = int(config.linear_num_value_heads)
+        self.num_k_heads = int(config.linear_num_key_heads)
+        self.head_k_dim = int(config.linear_key_head_dim)
+        self.head_v_dim = int(config.linear_value_head_dim)
+        self.key_dim = self.head_k_dim * self.num_k_heads
+        self.value_dim = self.head_v_dim * self.num_v_heads
+        self.conv_kernel_size = int(config.linear_conv_kernel_dim)
+        self.layer_idx = layer_idx
+        self.activation = getattr(config, "hidden_act", "silu")
+        if self.activation not in ("silu", "swish"):
+            raise ValueError(f"GatedDeltaNet: hidden_act = {self.activation!r}: only silu is supported")
+        self.layer_norm_epsilon = float(getattr(config, "rms_norm_eps", 1e-6))
+        self.allow_neg_eigval = bool(getattr(config, "linear_allow_neg_eigval", False))
+        if self.num_k_heads <= 0 or self.num_v_heads % self.num_k_heads:
+            raise ValueError(
+                f"GatedDeltaNet: linear_num_value_heads ({self.num_v_heads}) must be a multiple "
+                f"of linear_num_key_heads ({self.num_k_heads})")
+        for name, d in (("linear_key_head_dim", self.head_k_dim),
+                        ("linear_value_head_dim", self.head_v_dim)):
+            if d % 16 or not 16 <= d <= 256:
+                raise ValueError(f"GatedDeltaNet: {name} = {d}: deltac's kernels need a multiple "
+                                 "of 16 in [16, 256]")
+
+        self.conv_dim = self.key_dim * 2 + self.value_dim
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=False,
+                                kernel_size=self.conv_kernel_size, groups=self.conv_dim,
+                                padding=self.conv_kernel_size - 1)
+        self.in_proj_qkvz = nn.Linear(self.hidden_size, self.key_dim * 2 + self.value_dim * 2,
+                                      bias=False)
+        self.in_proj_ba = nn.Linear(self.hidden_size, self.num_v_heads * 2, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
+        A = torch.empty(self.num_v_heads).uniform_(0, 16)
+        self.A_log = nn.Parameter(torch.log(A))
+        self.norm = RMSNormGated(self.head_v_dim, eps=self.layer_norm_epsilon)
+        self.out_proj = nn.Linear(self.value_dim, self.hidden_size, bias=False)
+        self._kernel_hooks: List = []
+
+    # -- observation -------------------------------------------------------
+
+    def register_kernel_hook(self, hook: Callable[["GatedDeltaNet", KernelCall], Any],
+                             per_token_states: bool = False) -> _HookHandle:
+        """Calls ``hook(module, call)`` after every kernel call (see the class doc)."""
+        entry = (hook, bool(per_token_states))
+        self._kernel_hooks.append(entry)
+        return _HookHandle(self._kernel_hooks, entry)
+
+    # -- the layer ---------------------------------------------------------
+
+    def fix_query_key_value_ordering(self, mixed_qkvz: Tensor, mixed_ba: Tensor):
+        """transformers' split of the fused projections (grouped by key head)."""
+        ratio = self.num_v_heads // self.num_k_heads
+        qkvz = mixed_qkvz.view(*mixed_qkvz.shape[:-1], self.num_k_heads,
+                               2 * self.head_k_dim + 2 * self.head_v_dim * ratio)
+        ba = mixed_ba.view(*mixed_ba.shape[:-1], self.num_k_heads, 2 * ratio)
+        q, k, v, z = torch.split(qkvz, [self.head_k_dim, self.head_k_dim,
+                                        ratio * self.head_v_dim, ratio * self.head_v_dim], dim=3)
+        b, a = torch.split(ba, [ratio, ratio], dim=3)
+        v = v.reshape(v.shape[0], v.shape[1], -1, self.head_v_dim)
+        z = z.reshape(z.shape[0], z.shape[1], -1, self.head_v_dim)
+        b = b.reshape(b.shape[0], b.shape[1], self.num_v_heads)
+        a = a.reshape(a.shape[0], a.shape[1], self.num_v_heads)
+        return q, k, v, z, b, a
+
+    def forward(self, hidden_states: Tensor, cache_params=None, cache_position=None,
+                attention_mask: Optional[Tensor] = None) -> Tensor:
+        if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.hidden_size:
+            raise ValueError(f"GatedDeltaNet: hidden_states has shape {tuple(hidden_states.shape)}: "
+                             f"expected (batch, seq, {self.hidden_size})")
+        if (attention_mask is not None and attention_mask.dim() == 2
+                and attention_mask.shape[0] > 1 and attention_mask.shape[1] > 1):
+            hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
+        B, T, _ = hidden_states.shape
+
+        conv_state = recurrent_state = None
+        if cache_params is not None:
+            conv_state = _cache_get(cache_params.conv_states, self.layer_idx)
+            recurrent_state = _cache_get(cache_params.recurrent_states, self.layer_idx)
+            if recurrent_state is None or conv_state is None:
+                conv_state = recurrent_state = None
+            elif recurrent_state.shape[0] != B:
+                raise ValueError(
+                    f"GatedDeltaNet: the cached state has batch {recurrent_state.shape[0]} but "
+                    f"hidden_states has batch {B}")
+
+        q, k, v, z, b, a = self.fix_query_key_value_ordering(
+            self.in_proj_qkvz(hidden_states), self.in_proj_ba(hidden_states))
+        mixed = torch.cat((q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)),
+                          dim=-1).transpose(1, 2)  # [B, conv_dim, T]
+
+        Kc = self.conv_kernel_size
+        if conv_state is not None:
+            ext = torch.cat((conv_state.to(mixed.dtype), mixed), dim=-1)
+            conv_out = F.conv1d(ext, self.conv1d.weight, self.conv1d.bias,
+                                groups=self.conv_dim)[:, :, -T:]
+            new_conv_state = ext[:, :, -Kc:]
+        else:
+            conv_out = self.conv1d(mixed)[:, :, :T]
+            new_conv_state = F.pad(mixed, (Kc - T, 0)) if T < Kc else mixed[:, :, -Kc:]
+        mixed = F.silu(conv_out).transpose(1, 2)
+
+        kdtype = mixed.dtype if mixed.dtype in (torch.float32, torch.bfloat16) else torch.float32
+        query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        query = query.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
+        key = key.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
+        value = value.reshape(B, T, self.num_v_heads, self.head_v_dim).to(kdtype).contiguous()
+
+        beta = torch.sigmoid(b.float())
+        if self.allow_neg_eigval:
+            beta = beta * 2.0
+        beta = beta.contiguous()
+        g = (-self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())).contiguous()
+
+        hooks = self._kernel_hooks
+        want_state = cache_params is not None or bool(hooks)
+        decode = recurrent_state is not None and T == 1
+        kernel = ops.fused_recurrent_gated_delta_rule if decode else ops.chunk_gated_delta_rule
+        core, last_state = kernel(query, key, value, g=g, beta=beta, initial_state=recurrent_state,
+                                  output_final_state=want_state, use_qk_l2norm_in_kernel=True)
+
+        if hooks:
+            self._observe(query, key, value, g, beta, recurrent_state, last_state,
+                          "decode" if recurrent_state is not None else "prompt")
+        if cache_params is not None:
+            cache_params.conv_states[self.layer_idx] = new_conv_state.contiguous()
+            cache_params.recurrent_states[self.layer_idx] = last_state
+
+        z_shape = z.shape
+        core = self.norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
+                         z.reshape(-1, self.head_v_dim))
+        core = core.reshape(z_shape).reshape(B, T, -1)
+        return self.out_proj(core)
+
+    def _observe(self, query, key, value, g, beta, state_in, state_out, path):
+        ratio = self.num_v_heads // self.num_k_heads
+        rq = query.repeat_interleave(ratio, dim=2) if ratio > 1 else query
+        rk = key.repeat_interleave(ratio, dim=2) if ratio > 1 else key
+        states = None
+        if any(per_token for _, per_token in self._kernel_hooks):
+            states = self.per_token_states(query, key, value, g, beta, state_in)
+        call = KernelCall(queries=rq, keys=rk, values=value, decays=g, betas=beta,
+                          state_input=None if state_in is None else state_in.clone(),
+                          state_output=state_out, path=path)
+        for hook, per_token in list(self._kernel_hooks):
+            hook(self, dataclasses.replace(call, states=states if per_token else None))
+
+    @staticmethod
+    def per_token_states(query, key, value, g, beta, state_in) -> Tensor:
+        """The state after every token, [B, T, HV, K, V], by one recurrent step a token."""
+        T = query.shape[1]
+        out = []
+        h = state_in
+        for t in range(T):
+            sl = slice(t, t + 1)
+            _, h = ops.fused_recurrent_gated_delta_rule(
+                query[:, sl].contiguous(), key[:, sl].contiguous(), value[:, sl].contiguous(),
+                g=g[:, sl].contiguous(), beta=beta[:, sl].contiguous(), initial_state=h,
+                output_final_state=True, use_qk_l2norm_in_kernel=True)
+            out.append(h)
+        return torch.stack(out, dim=1)

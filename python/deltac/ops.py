@@ -1,0 +1,573 @@
+"""deltac's delta-rule kernels as PyTorch custom ops, with flash-linear-attention's signatures.
+
+Drop-in for ``fla.ops``: the functions below take and return what fla's functions of
+the same names do, so code that calls fla switches by one import::
+
+    from deltac.ops import chunk_gated_delta_rule      # was: from fla.ops.gated_delta_rule import ...
+    o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0,
+                                            output_final_state=True, use_qk_l2norm_in_kernel=True)
+
+Shapes (fla's): q, k ``[B, T, H, K]``; v ``[B, T, HV, V]`` (HV a multiple of H: GVA,
+value head j reads q/k head j // (HV // H)); beta ``[B, T, HV]``; g ``[B, T, HV]``
+(gated) or ``[B, T, HV, K]`` (kda), the log of the decay; initial_state and the
+returned final_state ``[N, HV, K, V]`` float32 (``[N, HV, V, K]`` with
+``state_v_first=True``); o ``[B, T, HV, V]`` in v's dtype. With ``cu_seqlens``
+(``[N + 1]``, int64 or int32) B must be 1 and the N sequences are token ranges.
+
+What deltac adds to / differs from fla:
+
+* dtypes: q, k, v float32 or bfloat16 (one dtype for the three); beta, g and
+  initial_state of any floating dtype are converted to float32 (the kernels'
+  contract), which costs a copy when they are not float32 already.
+* every tensor must be contiguous and on q's device; cu_seqlens too (on the GPU the
+  kernel reads it from device memory).
+* K and V: multiples of 16 in [16, 256] on the CPU; on CUDA the (K, V) pairs the
+  runtime has kernels for ((64,64), (128,128), (256,256), (128,256), (256,128)).
+* ``chunk_*`` runs deltac's schedule for the device (``mode=auto``: on the CPU the
+  recurrent kernel at every length, measured fastest; on CUDA the recurrent kernel,
+  the only one there); ``chunk_size=16|32|64`` forces the chunked kernel (CPU only).
+  ``fused_recurrent_*`` always runs the recurrent kernel.
+* the fused pre-processing options (``use_beta_sigmoid_in_kernel``,
+  ``allow_neg_eigval``, ``use_gate_in_kernel`` with ``A_log`` / ``dt_bias``,
+  fla's ``gk`` for ``fused_recurrent_gated_delta_rule``) are computed with PyTorch
+  before the kernel, with fla's formulas.
+* forward only: an input that requires grad (with grad mode on) raises
+  NotImplementedError; the backward is a separate issue.
+
+The kernels are one custom op, ``torch.ops.deltac.fwd``, with CPU and CUDA
+implementations and a fake (meta) implementation, so the functions trace under
+``torch.compile`` (no graph break) and, on CUDA, enqueue on
+``torch.cuda.current_stream()`` without synchronising (CUDA-graph capturable, except
+with cu_seqlens, which the runtime copies to the host to validate).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _lib
+from ._lib import (
+    DEVICE_CPU,
+    DEVICE_CUDA,
+    DTYPE_BF16,
+    DTYPE_F32,
+    MODE_AUTO,
+    MODE_CHUNKED,
+    MODE_RECURRENT,
+    VARIANT_DELTA,
+    VARIANT_GATED,
+    VARIANT_KDA,
+    FwdParams,
+)
+
+__all__ = [
+    "chunk_delta_rule",
+    "fused_recurrent_delta_rule",
+    "chunk_gated_delta_rule",
+    "fused_recurrent_gated_delta_rule",
+    "chunk_kda",
+    "fused_recurrent_kda",
+    "delta_rule_fwd",
+]
+
+_IN_DTYPES = {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16}
+_VARIANT_NAMES = {VARIANT_DELTA: "delta", VARIANT_GATED: "gated", VARIANT_KDA: "kda"}
+
+
+# --------------------------------------------------------------------------
+# The custom op: validated, contiguous tensors in, (o, final_state) out.
+# --------------------------------------------------------------------------
+
+
+def _empty_state(q: Tensor, N: int, HV: int, K: int, V: int, state_v_first: bool) -> Tensor:
+    shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+    return torch.empty(shape, dtype=torch.float32, device=q.device)
+
+
+def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+         output_final_state, state_v_first, mode, chunk):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
+    o = torch.empty_like(v)
+    if output_final_state:
+        ht = _empty_state(q, N, HV, K, V, state_v_first)
+    else:
+        ht = q.new_empty((0,), dtype=torch.float32)
+    if T == 0:  # nothing to run: the state passes through
+        if output_final_state:
+            if initial_state is not None:
+                ht.copy_(initial_state)
+            else:
+                ht.zero_()
+        return o, ht
+
+    dev = q.device
+    cuda = dev.type == "cuda"
+    threads = 0 if cuda else torch.get_num_threads()
+    dt = _IN_DTYPES[q.dtype]
+    p = FwdParams(
+        variant, B, T, H, HV, K, V, N, dt, dt, DTYPE_F32, 1 if state_v_first else 0,
+        q.data_ptr(), k.data_ptr(), v.data_ptr(),
+        g.data_ptr() if g is not None else None,
+        beta.data_ptr(),
+        initial_state.data_ptr() if initial_state is not None else None,
+        o.data_ptr(),
+        ht.data_ptr() if output_final_state else None,
+        cu_seqlens.data_ptr() if cu_seqlens is not None else None,
+        scale, 1 if qk_l2norm else 0, threads,
+    )
+    if not cuda:
+        _lib.forward(p, DEVICE_CPU, mode, chunk, 0, None)
+    elif dev.index is not None and dev.index != torch.cuda.current_device():
+        with torch.cuda.device(dev):
+            _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, torch.cuda.current_stream(dev).cuda_stream)
+    else:
+        _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, torch.cuda.current_stream(dev).cuda_stream)
+    return o, ht
+
+
+@torch.library.custom_op("deltac::fwd", mutates_args=(), device_types=("cpu", "cuda"))
+def delta_rule_fwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Optional[Tensor],
+    beta: Tensor,
+    initial_state: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    variant: int,
+    scale: float,
+    qk_l2norm: bool,
+    output_final_state: bool,
+    state_v_first: bool,
+    mode: int,
+    chunk: int,
+) -> Tuple[Tensor, Tensor]:
+    """The raw op (``torch.ops.deltac.fwd``): inputs already validated (see ``_prepare``).
+
+    Returns ``(o, final_state)``; final_state is an empty tensor when
+    ``output_final_state`` is False (custom ops cannot return None).
+    """
+    return _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+                output_final_state, state_v_first, mode, chunk)
+
+
+@delta_rule_fwd.register_fake
+def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+      output_final_state, state_v_first, mode, chunk):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
+    o = torch.empty_like(v)
+    if output_final_state:
+        ht = _empty_state(q, N, HV, K, V, state_v_first)
+    else:
+        ht = q.new_empty((0,), dtype=torch.float32)
+    return o, ht
+
+
+# --------------------------------------------------------------------------
+# Validation with fla's argument names.
+# --------------------------------------------------------------------------
+
+
+def _fail(fn: str, msg: str, exc=ValueError):
+    raise exc(f"deltac.ops.{fn}: {msg}")
+
+
+def _same_device(fn, name, t, dev):
+    if t.device != dev:
+        _fail(fn, f"{name} is on {t.device} but q is on {dev}: every tensor must be on q's device")
+
+
+def _contig(fn, name, t):
+    if not t.is_contiguous():
+        _fail(fn, f"{name} is not contiguous (shape {tuple(t.shape)}, strides {t.stride()}): "
+                  f"pass {name}.contiguous()")
+
+
+def _float32(fn, name, t):
+    """Floating tensors are converted to float32 (the kernels' contract)."""
+    if not t.is_floating_point():
+        _fail(fn, f"{name} has dtype {t.dtype}: expected a floating dtype (used as float32)", TypeError)
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def _shape(fn, name, t, want, what):
+    if tuple(t.shape) != tuple(want):
+        _fail(fn, f"{name} has shape {tuple(t.shape)}: expected {tuple(want)} ({what})")
+
+
+def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first):
+    """Checks every argument (naming it on failure) and returns what the op takes."""
+    if not isinstance(q, Tensor):
+        _fail(fn, f"q must be a torch.Tensor, got {type(q).__name__}", TypeError)
+    for name, t in (("k", k), ("v", v), ("beta", beta)):
+        if not isinstance(t, Tensor):
+            _fail(fn, f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
+    if q.dim() != 4:
+        _fail(fn, f"q has shape {tuple(q.shape)}: expected 4 dims [B, T, H, K]")
+    B, T, H, K = q.shape
+    dev = q.device
+    if dev.type not in ("cpu", "cuda", "meta"):
+        _fail(fn, f"q is on {dev}: deltac runs on cpu and cuda devices")
+    if q.dtype not in _IN_DTYPES:
+        _fail(fn, f"q has dtype {q.dtype}: expected torch.float32 or torch.bfloat16", TypeError)
+    _same_device(fn, "k", k, dev)
+    _same_device(fn, "v", v, dev)
+    if k.dtype != q.dtype:
+        _fail(fn, f"k has dtype {k.dtype} but q has {q.dtype}: q, k and v must share one dtype", TypeError)
+    if v.dtype != q.dtype:
+        _fail(fn, f"v has dtype {v.dtype} but q has {q.dtype}: q, k and v must share one dtype", TypeError)
+    _shape(fn, "k", k, q.shape, "the shape of q, [B, T, H, K]")
+    if v.dim() != 4 or v.shape[0] != B or v.shape[1] != T:
+        _fail(fn, f"v has shape {tuple(v.shape)}: expected [B={B}, T={T}, HV, V]")
+    HV, V = v.shape[2], v.shape[3]
+    if H == 0 or HV % H != 0:
+        _fail(fn, f"v has {HV} heads and q has {H}: the value heads HV must be a multiple of H (GVA)")
+    for name, d in (("K (q.shape[-1])", K), ("V (v.shape[-1])", V)):
+        if d < 16 or d > 256 or d % 16:
+            _fail(fn, f"head dimension {name} = {d}: deltac's kernels need a multiple of 16 in [16, 256]")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _contig(fn, name, t)
+
+    _same_device(fn, "beta", beta, dev)
+    _shape(fn, "beta", beta, (B, T, HV), "[B, T, HV]")
+    _contig(fn, "beta", beta)
+    beta = _float32(fn, "beta", beta)
+
+    if variant != VARIANT_DELTA:
+        if g is None:
+            _fail(fn, "g is None: the gated and kda rules need the log decay g")
+        if not isinstance(g, Tensor):
+            _fail(fn, f"g must be a torch.Tensor, got {type(g).__name__}", TypeError)
+        _same_device(fn, "g", g, dev)
+        if variant == VARIANT_GATED:
+            _shape(fn, "g", g, (B, T, HV), "[B, T, HV]")
+        else:
+            _shape(fn, "g", g, (B, T, HV, K), "[B, T, HV, K]")
+        _contig(fn, "g", g)
+        g = _float32(fn, "g", g)
+    else:
+        g = None
+
+    if cu_seqlens is not None:
+        if not isinstance(cu_seqlens, Tensor):
+            _fail(fn, f"cu_seqlens must be a torch.Tensor, got {type(cu_seqlens).__name__}", TypeError)
+        _same_device(fn, "cu_seqlens", cu_seqlens, dev)
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+            _fail(fn, f"cu_seqlens has shape {tuple(cu_seqlens.shape)}: expected [N + 1] with N >= 1")
+        if cu_seqlens.dtype not in (torch.int64, torch.int32):
+            _fail(fn, f"cu_seqlens has dtype {cu_seqlens.dtype}: expected torch.int64 or torch.int32", TypeError)
+        if B != 1:
+            _fail(fn, f"q has batch size {B}: expected 1 with cu_seqlens (flatten the sequences into one row)")
+        _contig(fn, "cu_seqlens", cu_seqlens)
+        if cu_seqlens.dtype != torch.int64:
+            cu_seqlens = cu_seqlens.long()
+        N = cu_seqlens.shape[0] - 1
+    else:
+        N = B
+
+    if initial_state is not None:
+        if not isinstance(initial_state, Tensor):
+            _fail(fn, f"initial_state must be a torch.Tensor, got {type(initial_state).__name__}", TypeError)
+        _same_device(fn, "initial_state", initial_state, dev)
+        want = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+        _shape(fn, "initial_state", initial_state, want,
+               "[N, HV, V, K]" if state_v_first else "[N, HV, K, V]")
+        _contig(fn, "initial_state", initial_state)
+        initial_state = _float32(fn, "initial_state", initial_state)
+
+    if scale is None:
+        scale = 0.0  # the runtime's 1/sqrt(K)
+    else:
+        scale = float(scale)
+        if not math.isfinite(scale) or scale <= 0.0:
+            _fail(fn, f"scale = {scale}: expected a finite value > 0 (or None for 1/sqrt(K))")
+
+    if torch.is_grad_enabled():
+        for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta),
+                        ("initial_state", initial_state)):
+            if t is not None and t.requires_grad:
+                _fail(fn, f"{name} requires grad, but deltac's ops are forward-only for now "
+                          "(the backward is not implemented yet): run under torch.no_grad() or "
+                          "torch.inference_mode(), or detach the inputs", NotImplementedError)
+    return g, beta, scale, initial_state, cu_seqlens
+
+
+def _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        _fail(fn, "allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True (as in fla)")
+    if use_beta_sigmoid_in_kernel:
+        beta = torch.sigmoid(beta.float())
+        if allow_neg_eigval:
+            beta = beta * 2.0
+    return beta
+
+
+def _no_extra(fn, kwargs, ignored=("chunk_indices", "cu_seqlens_cpu")):
+    for key in list(kwargs):
+        if key in ignored:
+            kwargs.pop(key)
+    if kwargs.get("cp_context") is not None:
+        _fail(fn, "cp_context (context parallelism) is not supported", NotImplementedError)
+    kwargs.pop("cp_context", None)
+    if kwargs:
+        _fail(fn, f"unexpected argument(s) {sorted(kwargs)}", TypeError)
+
+
+def _chunk_mode(fn, chunk_size, dev):
+    if chunk_size is None:
+        return MODE_AUTO, 0
+    if chunk_size not in (16, 32, 64):
+        _fail(fn, f"chunk_size = {chunk_size}: expected 16, 32 or 64")
+    if dev is not None and dev.type == "cuda":
+        return MODE_AUTO, 0  # only the recurrent kernel exists on CUDA
+    return MODE_CHUNKED, chunk_size
+
+
+def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
+          use_qk_l2norm_in_kernel, state_v_first, cu_seqlens):
+    g, beta, scale, initial_state, cu_seqlens = _prepare(
+        fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first)
+    o, ht = delta_rule_fwd(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
+                           bool(use_qk_l2norm_in_kernel), bool(output_final_state),
+                           bool(state_v_first), mode, chunk)
+    return o, (ht if output_final_state else None)
+
+
+# --------------------------------------------------------------------------
+# fla's functions.
+# --------------------------------------------------------------------------
+
+
+def chunk_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Tensor,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+    cu_seqlens_cpu: Optional[Tensor] = None,
+    **kwargs,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """DeltaNet (a_t = 1). fla.ops.delta_rule.chunk_delta_rule's signature; returns (o, final_state)."""
+    fn = "chunk_delta_rule"
+    mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
+    _no_extra(fn, kwargs)
+    return _call(fn, VARIANT_DELTA, mode, chunk, q, k, v, None, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens)
+
+
+def fused_recurrent_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    beta: Optional[Tensor] = None,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """DeltaNet, recurrent kernel. fla's signature; beta None means beta = 1."""
+    fn = "fused_recurrent_delta_rule"
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=torch.float32, device=v.device)
+    return _call(fn, VARIANT_DELTA, MODE_RECURRENT, 0, q, k, v, None, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens)
+
+
+def _gdn_gate(fn, g, A_log, dt_bias):
+    if A_log is None:
+        _fail(fn, "use_gate_in_kernel=True needs A_log")
+    x = g.float()
+    if dt_bias is not None:
+        x = x + dt_bias.float()
+    return -A_log.float().exp() * torch.nn.functional.softplus(x)
+
+
+def chunk_gated_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+    cu_seqlens_cpu: Optional[Tensor] = None,
+    chunk_indices: Optional[Tensor] = None,
+    cp_context=None,
+    **kwargs,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Gated DeltaNet (a_t = exp(g_t) per value head). fla's signature; returns (o, final_state).
+
+    ``use_gate_in_kernel=True`` (keyword, as in fla) reads g as the gate input and
+    computes ``g = -exp(A_log) * softplus(g + dt_bias)`` (``A_log``, ``dt_bias``: [HV]).
+    """
+    fn = "chunk_gated_delta_rule"
+    mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
+    use_gate = kwargs.pop("use_gate_in_kernel", False)
+    A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
+    _no_extra(fn, dict(kwargs, cp_context=cp_context))
+    if use_gate:
+        g = _gdn_gate(fn, g, A_log, dt_bias)
+    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    return _call(fn, VARIANT_GATED, mode, chunk, q, k, v, g, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+
+
+def fused_recurrent_gated_delta_rule(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Optional[Tensor] = None,
+    gk: Optional[Tensor] = None,
+    gv: Optional[Tensor] = None,
+    beta: Optional[Tensor] = None,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    A_log: Optional[Tensor] = None,
+    dt_bias: Optional[Tensor] = None,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+    **kwargs,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Gated DeltaNet, recurrent kernel. fla's signature; returns (o, final_state).
+
+    ``g`` [B, T, HV] and/or ``gk`` [B, T, HV, K] (per-key decay: runs deltac's kda
+    kernel, with g added to every key channel when both are given); ``gv`` (per-value
+    decay) is not supported. beta None means beta = 1.
+    """
+    fn = "fused_recurrent_gated_delta_rule"
+    _no_extra(fn, kwargs)
+    if gv is not None:
+        _fail(fn, "gv (a per-value decay) is not supported by deltac's kernels", NotImplementedError)
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=torch.float32, device=v.device)
+    if use_gate_in_kernel:
+        if g is None:
+            _fail(fn, "use_gate_in_kernel=True needs g (the gate input)")
+        g = _gdn_gate(fn, g, A_log, dt_bias)
+    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if gk is not None:
+        if g is not None:
+            if not isinstance(g, Tensor) or g.dim() != 3:
+                _fail(fn, f"g has shape {tuple(getattr(g, 'shape', ()))}: expected [B, T, HV]")
+            gk = gk.float() + g.float().unsqueeze(-1)
+        return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, gk, beta, scale, initial_state,
+                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+    if g is None:
+        return _call(fn, VARIANT_DELTA, MODE_RECURRENT, 0, q, k, v, None, beta, scale, initial_state,
+                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+    return _call(fn, VARIANT_GATED, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+
+
+def _kda_gate(fn, g, A_log, dt_bias, lower_bound):
+    """fla's naive_kda_gate / naive_kda_lowerbound_gate."""
+    HV, K = g.shape[-2:]
+    x = g.float()
+    if dt_bias is not None:
+        x = x + dt_bias.float().view(HV, K)
+    if lower_bound is not None:
+        if A_log is not None:
+            x = A_log.float().view(HV, 1).exp() * x
+        return lower_bound * torch.sigmoid(x)
+    if A_log is None:
+        _fail(fn, "use_gate_in_kernel=True needs A_log")
+    return -A_log.float().view(HV, 1).exp() * torch.nn.functional.softplus(x)
+
+
+def chunk_kda(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    lower_bound: Optional[float] = None,
+    disable_recompute: bool = False,
+    return_intermediate_states: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+    cu_seqlens_cpu: Optional[Tensor] = None,
+    cp_context=None,
+    **kwargs,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Kimi Delta Attention (a_t = diag(exp(g_t)), g [B, T, HV, K]). fla's signature.
+
+    ``use_gate_in_kernel=True`` reads g as the gate input: ``-exp(A_log) * softplus(g +
+    dt_bias)`` (``A_log`` [HV], ``dt_bias`` [HV * K], keywords as in fla), or
+    ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` with ``lower_bound``.
+    ``safe_gate`` and ``disable_recompute`` change nothing here (no chunk-local
+    cumulative sums overflow in deltac's kernels; no backward);
+    ``return_intermediate_states=True`` is not supported.
+    """
+    fn = "chunk_kda"
+    mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
+    A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
+    if return_intermediate_states:
+        _fail(fn, "return_intermediate_states=True is not supported", NotImplementedError)
+    _no_extra(fn, dict(kwargs, cp_context=cp_context))
+    if use_gate_in_kernel:
+        g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
+    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    return _call(fn, VARIANT_KDA, mode, chunk, q, k, v, g, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+
+
+def fused_recurrent_kda(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    A_log: Optional[Tensor] = None,
+    dt_bias: Optional[Tensor] = None,
+    scale: Optional[float] = None,
+    initial_state: Optional[Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    lower_bound: Optional[float] = None,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[Tensor] = None,
+    **kwargs,
+) -> Tuple[Tensor, Optional[Tensor]]:
+    """Kimi Delta Attention, recurrent kernel. fla's signature; returns (o, final_state)."""
+    fn = "fused_recurrent_kda"
+    _no_extra(fn, kwargs)
+    if use_gate_in_kernel:
+        g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
+    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)

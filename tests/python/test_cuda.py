@@ -1,0 +1,160 @@
+"""CUDA cases, one test each; every one skips without a GPU (or a CUDA build of deltac)."""
+
+import pytest
+import torch
+
+import deltac
+from deltac import ops
+from deltac.nn import DeltaNetAttention, DeltaNetConfig, GatedDeltaNet, GatedDeltaNetCache, GatedDeltaNetConfig
+
+from reference import delta_rule, rel_err
+from test_nn import ref_deltanet, ref_gdn, randomize
+
+HAVE_GPU = torch.cuda.is_available()
+HAVE_DELTAC_CUDA = deltac.cuda_available()
+pytestmark = pytest.mark.skipif(not (HAVE_GPU and HAVE_DELTAC_CUDA),
+                                reason=f"needs a GPU (torch.cuda: {HAVE_GPU}) and a CUDA build of "
+                                       f"deltac (deltac.cuda_available(): {HAVE_DELTAC_CUDA})")
+
+FUNCS = {
+    "chunk_delta_rule": (ops.chunk_delta_rule, "delta"),
+    "fused_recurrent_delta_rule": (ops.fused_recurrent_delta_rule, "delta"),
+    "chunk_gated_delta_rule": (ops.chunk_gated_delta_rule, "gated"),
+    "fused_recurrent_gated_delta_rule": (ops.fused_recurrent_gated_delta_rule, "gated"),
+    "chunk_kda": (ops.chunk_kda, "kda"),
+    "fused_recurrent_kda": (ops.fused_recurrent_kda, "kda"),
+}
+
+
+def make(variant, B, T, H, HV, K, V, dtype, N=None, dev="cuda"):
+    q = torch.randn(B, T, H, K).to(dtype)
+    k = torch.randn(B, T, H, K).to(dtype)
+    v = torch.randn(B, T, HV, V).to(dtype)
+    beta = torch.rand(B, T, HV)
+    g = None if variant == "delta" else -0.2 * torch.rand(*((B, T, HV) if variant == "gated" else (B, T, HV, K)))
+    h0 = 0.1 * torch.randn(N or B, HV, K, V)
+    cpu = (q, k, v, g, beta, h0)
+    return cpu, tuple(None if t is None else t.to(dev) for t in cpu)
+
+
+def run(name, t, **kw):
+    fn, variant = FUNCS[name]
+    q, k, v, g, beta, h0 = t
+    if variant == "delta":
+        return fn(q, k, v, beta, initial_state=h0, output_final_state=True, **kw)
+    return fn(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, **kw)
+
+
+@pytest.mark.parametrize("KV", [(64, 64), (128, 128), (128, 256)], ids=lambda p: f"K{p[0]}_V{p[1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_cuda_matches_reference(name, dtype, KV, seed):
+    K, V = KV
+    cpu, gpu = make(FUNCS[name][1], 2, 33, 2, 4, K, V, dtype)
+    o, ht = run(name, gpu, use_qk_l2norm_in_kernel=True)
+    assert o.device.type == "cuda" and o.dtype == dtype and ht.dtype == torch.float32
+    ro, rht = delta_rule(*cpu[:3], cpu[4], cpu[3], h0=cpu[5], l2=True)
+    tol = 1e-5 if dtype == torch.float32 else 5e-3
+    assert rel_err(o, ro) <= tol and rel_err(ht, rht) <= tol
+
+
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_cuda_varlen_device_cu_seqlens(name, seed):
+    cu = torch.tensor([0, 9, 9, 40, 64])
+    cpu, gpu = make(FUNCS[name][1], 1, 64, 2, 4, 128, 128, torch.bfloat16, N=4)
+    o, ht = run(name, gpu, cu_seqlens=cu.cuda(), use_qk_l2norm_in_kernel=True)
+    ro, rht = delta_rule(*cpu[:3], cpu[4], cpu[3], h0=cpu[5], cu_seqlens=cu, l2=True)
+    assert rel_err(o, ro) <= 5e-3 and rel_err(ht, rht) <= 5e-3
+
+
+def test_cuda_matches_cpu_path(seed):
+    cpu, gpu = make("gated", 2, 50, 16, 32, 128, 128, torch.float32)
+    o_c, ht_c = run("chunk_gated_delta_rule", cpu, use_qk_l2norm_in_kernel=True)
+    o_g, ht_g = run("chunk_gated_delta_rule", gpu, use_qk_l2norm_in_kernel=True)
+    assert rel_err(o_g, o_c) <= 1e-5 and rel_err(ht_g, ht_c) <= 1e-5
+
+
+def test_cuda_side_stream(seed):
+    # the kernel is enqueued on torch.cuda.current_stream(), without synchronising
+    cpu, gpu = make("gated", 4, 256, 16, 32, 128, 128, torch.bfloat16)
+    want, _ = run("fused_recurrent_gated_delta_rule", gpu)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        got, _ = run("fused_recurrent_gated_delta_rule", gpu)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+
+
+def test_cuda_graph_capture_decode(seed):
+    cpu, gpu = make("gated", 8, 1, 16, 32, 128, 128, torch.bfloat16)
+    q, k, v, g, beta, h0 = gpu
+    static_out = {}
+    fn = ops.fused_recurrent_gated_delta_rule
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside the graph
+        fn(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out["o"], static_out["ht"] = fn(q, k, v, g=g, beta=beta, initial_state=h0,
+                                               output_final_state=True)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        ro, rht = delta_rule(q, k, v, beta, g, h0=h0)
+        assert rel_err(static_out["o"], ro) <= 5e-3 and rel_err(static_out["ht"], rht) <= 5e-3
+
+
+def test_cuda_torch_compile(seed):
+    cpu, gpu = make("gated", 2, 40, 2, 4, 128, 128, torch.bfloat16)
+
+    def f(q, k, v, g, beta, h0):
+        o, ht = ops.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0,
+                                           output_final_state=True, use_qk_l2norm_in_kernel=True)
+        return o.float() * 2, ht
+
+    want = f(*gpu)
+    got = torch.compile(f, fullgraph=True)(*gpu)
+    assert rel_err(got[0], want[0]) <= 1e-6 and rel_err(got[1], want[1]) <= 1e-6
+
+
+def test_cuda_bad_devices():
+    cpu, gpu = make("gated", 1, 8, 2, 2, 64, 64, torch.float32)
+    q, k, v, g, beta, h0 = gpu
+    with pytest.raises(ValueError, match="k is on cpu but q is on cuda"):
+        ops.chunk_gated_delta_rule(q, cpu[1], v, g, beta)
+    with pytest.raises(ValueError, match="cu_seqlens is on cpu but q is on cuda"):
+        ops.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 8]))
+
+
+def test_cuda_unsupported_shape_is_a_clear_error():
+    _, gpu = make("gated", 1, 8, 2, 2, 32, 48, torch.float32)
+    with pytest.raises(deltac.DeltacError, match="no CUDA kernel"):
+        run("chunk_gated_delta_rule", gpu)
+
+
+def test_cuda_deltanet_attention(seed):
+    m = DeltaNetAttention(DeltaNetConfig(hidden_size=256, num_heads=2, mode="decoder")).cuda()
+    x = torch.randn(2, 24, 256, device="cuda")
+    with torch.no_grad():
+        steps = torch.cat([m(x[:, :10])] + [m(x[:, t:t + 1]) for t in range(10, 24)], dim=1)
+    want, _ = ref_deltanet(m.cpu(), x.cpu())
+    assert rel_err(steps, want) <= 1e-5
+
+
+def test_cuda_gated_deltanet(seed):
+    cfg = GatedDeltaNetConfig(hidden_size=256, linear_num_key_heads=2, linear_num_value_heads=4,
+                              linear_key_head_dim=128, linear_value_head_dim=128)
+    m = randomize(GatedDeltaNet(cfg)).cuda()
+    x = torch.randn(2, 21, 256, device="cuda")
+    cache = GatedDeltaNetCache()
+    with torch.no_grad():
+        whole = m(x)
+        steps = torch.cat([m(x[:, :8], cache_params=cache)] +
+                          [m(x[:, t:t + 1], cache_params=cache) for t in range(8, 21)], dim=1)
+    want, _, _ = ref_gdn(m.cpu(), x.cpu())
+    assert rel_err(whole, want) <= 1e-5 and rel_err(steps, want) <= 1e-5

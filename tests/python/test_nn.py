@@ -1,0 +1,349 @@
+"""deltac.nn layers on the CPU against plain float64 PyTorch written here (no deltac code)."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import deltac
+from deltac.nn import (BitLinear, DeltaNetAttention, DeltaNetConfig, GatedDeltaNet,
+                       GatedDeltaNetCache, GatedDeltaNetConfig)
+
+from reference import delta_rule, rel_err
+
+F32_TOL = 1e-5
+BF16_TOL = 5e-3
+
+
+# ---------------------------------------------------------------------------
+# float64 references
+# ---------------------------------------------------------------------------
+
+
+def q_weight_f32(w):
+    w = w.float()
+    gamma = w.abs().mean().clamp(min=1e-5)
+    return (w / gamma).round().clamp(-1, 1) * gamma
+
+
+def q_act_f32(x):
+    x = x.float()
+    s = 127.0 / x.abs().amax(-1, keepdim=True).clamp(min=1e-5)
+    return (x * s).round().clamp(-128, 127) / s
+
+
+def ref_linear(lin, x, bitnet):
+    """x @ W^T in float64; BitNet quantisation (its rounding) done in float32 first."""
+    if bitnet:
+        return q_act_f32(x).double() @ q_weight_f32(lin.weight).double().T
+    return x.double() @ lin.weight.detach().double().T
+
+
+def ref_deltanet(m, x, h0=None):
+    B, T, _ = x.shape
+    H, D = m.num_heads, m.head_dim
+    bit = m.use_bitnet
+    q = ref_linear(m.q_proj, x, bit).view(B, T, H, D)
+    k = ref_linear(m.k_proj, x, bit).view(B, T, H, D)
+    v = ref_linear(m.v_proj, x, bit).view(B, T, H, D)
+    beta = torch.sigmoid(ref_linear(m.beta_proj, x, False))
+    o, ht = delta_rule(q, k, v, beta, h0=h0, l2=True)
+    o = F.layer_norm(o, (D,), m.norm.weight.detach().double(), m.norm.bias.detach().double(),
+                     m.norm.eps)
+    gate = ref_linear(m.g_proj, x, bit)
+    o = o.reshape(B, T, H * D) * F.silu(gate)
+    if bit:  # the out projection quantises its (float32) input
+        return ref_linear(m.out_proj, o.float(), True), ht
+    return ref_linear(m.out_proj, o, False), ht
+
+
+def ref_gdn(m, x, conv_state=None, h0=None):
+    """transformers' Qwen3NextGatedDeltaNet (torch path) in float64, written out."""
+    B, T, _ = x.shape
+    x = x.double()
+    P = {n: p.detach().double() for n, p in m.named_parameters()}
+    nk, nv, dk, dv = m.num_k_heads, m.num_v_heads, m.head_k_dim, m.head_v_dim
+    r = nv // nk
+    qkvz = (x @ P["in_proj_qkvz.weight"].T).view(B, T, nk, 2 * dk + 2 * r * dv)
+    ba = (x @ P["in_proj_ba.weight"].T).view(B, T, nk, 2 * r)
+    q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=3)
+    b, a = torch.split(ba, [r, r], dim=3)
+    v = v.reshape(B, T, nv, dv)
+    z = z.reshape(B, T, nv, dv)
+    b = b.reshape(B, T, nv)
+    a = a.reshape(B, T, nv)
+    mixed = torch.cat([q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)], -1)
+    mixed = mixed.transpose(1, 2)
+    Kc = m.conv_kernel_size
+    prev = torch.zeros(B, mixed.shape[1], Kc, dtype=torch.float64) if conv_state is None \
+        else conv_state.double()
+    ext = torch.cat([prev, mixed], -1)
+    conv = F.conv1d(ext, P["conv1d.weight"], groups=mixed.shape[1])[:, :, -T:]
+    mixed = F.silu(conv).transpose(1, 2)
+    q, k, v = torch.split(mixed, [m.key_dim, m.key_dim, m.value_dim], dim=-1)
+    q = q.reshape(B, T, nk, dk).repeat_interleave(r, dim=2)
+    k = k.reshape(B, T, nk, dk).repeat_interleave(r, dim=2)
+    v = v.reshape(B, T, nv, dv)
+    beta = torch.sigmoid(b) * (2.0 if m.allow_neg_eigval else 1.0)
+    g = -P["A_log"].exp() * F.softplus(a + P["dt_bias"])
+    o, ht = delta_rule(q, k, v, beta, g, h0=h0, l2=True)
+    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.layer_norm_epsilon)
+    o = P["norm.weight"] * o * F.silu(z)
+    out = o.reshape(B, T, -1) @ P["out_proj.weight"].T
+    return out, ht, dict(q=q, k=k, v=v, g=g, beta=beta)
+
+
+# ---------------------------------------------------------------------------
+# DeltaNetAttention
+# ---------------------------------------------------------------------------
+
+
+def test_deltanet_interface():
+    cfg = SimpleNamespace(hidden_size=128, num_heads=4, dropout=0.1, use_bitnet=False)
+    m = DeltaNetAttention(cfg)
+    assert (m.hidden_size, m.num_heads, m.head_dim, m.total_dim, m.mode) == (128, 4, 32, 128, "encoder")
+    for name in ("q_proj", "k_proj", "v_proj", "g_proj", "out_proj"):
+        assert type(getattr(m, name)) is torch.nn.Linear
+    assert type(m.beta_proj) is torch.nn.Linear and m.beta_proj.out_features == 4
+    assert isinstance(m.norm, torch.nn.LayerNorm) and isinstance(m.dropout, torch.nn.Dropout)
+    assert m.dropout.p == 0.1
+    mb = DeltaNetAttention(dict(hidden_size=128, num_heads=4, dropout=0.0, use_bitnet=True,
+                                mode="decoder"))
+    for name in ("q_proj", "k_proj", "v_proj", "g_proj", "out_proj"):
+        assert isinstance(getattr(mb, name), BitLinear)
+    assert type(mb.beta_proj) is torch.nn.Linear and mb.mode == "decoder"
+    with pytest.raises(ValueError, match="divisible"):
+        DeltaNetAttention(SimpleNamespace(hidden_size=100, num_heads=3, dropout=0.0, use_bitnet=False))
+    with pytest.raises(ValueError, match="mode"):
+        DeltaNetAttention(DeltaNetConfig(hidden_size=64, num_heads=2, mode="both"))
+    with pytest.raises(ValueError, match="head_dim"):
+        DeltaNetAttention(DeltaNetConfig(hidden_size=40, num_heads=5))
+
+
+@pytest.mark.parametrize("bitnet", [False, True], ids=["linear", "bitnet"])
+def test_deltanet_matches_reference(bitnet, seed):
+    m = DeltaNetAttention(DeltaNetConfig(hidden_size=96, num_heads=3, use_bitnet=bitnet))
+    with torch.no_grad():
+        m.norm.weight.uniform_(0.5, 1.5)
+        m.norm.bias.uniform_(-0.1, 0.1)
+    x = torch.randn(2, 23, 96)
+    with torch.no_grad():
+        y = m(x, logical_layer_idx=3)
+    want, _ = ref_deltanet(m, x)
+    assert y.shape == (2, 23, 96) and y.dtype == torch.float32
+    assert rel_err(y, want) <= F32_TOL
+    assert m.state is None  # encoder: no cache
+
+
+def test_deltanet_bf16(seed):
+    m = DeltaNetAttention(DeltaNetConfig(hidden_size=128, num_heads=2)).to(torch.bfloat16)
+    x = torch.randn(2, 19, 128).to(torch.bfloat16)
+    with torch.no_grad():
+        y = m(x)
+    want, _ = ref_deltanet(m, x)
+    assert y.dtype == torch.bfloat16
+    assert rel_err(y, want) <= 2e-2  # bf16 projections and norms around the kernel
+
+
+@pytest.mark.parametrize("bitnet", [False, True], ids=["linear", "bitnet"])
+def test_deltanet_decoder_steps_equal_whole_sequence(bitnet, seed):
+    cfg = DeltaNetConfig(hidden_size=64, num_heads=2, use_bitnet=bitnet, mode="decoder")
+    m = DeltaNetAttention(cfg)
+    enc = DeltaNetAttention(DeltaNetConfig(hidden_size=64, num_heads=2, use_bitnet=bitnet))
+    enc.load_state_dict(m.state_dict())
+    x = torch.randn(3, 20, 64)
+    with torch.no_grad():
+        whole = enc(x)
+        parts = [m(x[:, :7])]                         # a prompt
+        parts += [m(x[:, t:t + 1]) for t in range(7, 20)]  # then one token at a time
+        steps = torch.cat(parts, dim=1)
+        _, ht = ref_deltanet(m, x)
+        state = m.state
+        m.reset_state()
+        again = m(x)
+    assert rel_err(steps, whole) <= F32_TOL
+    assert rel_err(state, ht) <= F32_TOL
+    assert rel_err(again, whole) <= F32_TOL
+    with torch.no_grad(), pytest.raises(ValueError, match="reset_state"):
+        m(x[:1, :1])
+
+
+def test_deltanet_requires_grad_is_clear(seed):
+    m = DeltaNetAttention(DeltaNetConfig(hidden_size=64, num_heads=2))
+    with pytest.raises(NotImplementedError, match="backward is not implemented yet"):
+        m(torch.randn(1, 4, 64))
+
+
+def test_deltanet_compile(seed):
+    m = DeltaNetAttention(DeltaNetConfig(hidden_size=64, num_heads=2))
+    x = torch.randn(2, 9, 64)
+    with torch.no_grad():
+        want = m(x)
+        got = torch.compile(m, backend="aot_eager", fullgraph=True)(x)
+    assert rel_err(got, want) <= F32_TOL
+
+
+# ---------------------------------------------------------------------------
+# BitLinear
+# ---------------------------------------------------------------------------
+
+
+def test_bitlinear(seed):
+    lin = BitLinear(48, 32)
+    assert lin.bias is None and set(lin.state_dict()) == {"weight"}
+    x = torch.randn(5, 48, requires_grad=True)
+    y = lin(x)
+    wq = q_weight_f32(lin.weight.detach())
+    gamma = lin.weight.detach().abs().mean()
+    levels = torch.unique((wq / gamma).round())
+    assert set(levels.tolist()) <= {-1.0, 0.0, 1.0}
+    xq = q_act_f32(x.detach())
+    scale = 127.0 / x.detach().abs().amax(-1, keepdim=True)
+    ints = xq * scale
+    assert torch.allclose(ints, ints.round(), atol=1e-3) and ints.abs().max() <= 128
+    assert rel_err(y.detach(), xq.double() @ wq.double().T) <= F32_TOL
+    # straight-through estimator: gradients as for a plain linear map of the quantised values
+    y.sum().backward()
+    assert torch.allclose(x.grad, wq.sum(0).expand(5, 48), atol=1e-5)
+    assert torch.allclose(lin.weight.grad, xq.sum(0)[None].expand(32, 48), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# GatedDeltaNet
+# ---------------------------------------------------------------------------
+
+
+def small_cfg(**kw):
+    base = dict(hidden_size=64, linear_num_key_heads=2, linear_num_value_heads=4,
+                linear_key_head_dim=32, linear_value_head_dim=16, linear_conv_kernel_dim=4)
+    base.update(kw)
+    return GatedDeltaNetConfig(**base)
+
+
+def randomize(m):
+    with torch.no_grad():
+        m.norm.weight.uniform_(0.5, 1.5)
+        m.dt_bias.normal_()
+    return m
+
+
+def test_gdn_parameter_names_follow_transformers():
+    m = GatedDeltaNet(GatedDeltaNetConfig(), layer_idx=0)
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert shapes == {
+        "in_proj_qkvz.weight": (2 * 2048 + 2 * 4096, 2048),
+        "in_proj_ba.weight": (64, 2048),
+        "conv1d.weight": (8192, 1, 4),
+        "dt_bias": (32,),
+        "A_log": (32,),
+        "norm.weight": (128,),
+        "out_proj.weight": (2048, 4096),
+    }
+
+
+@pytest.mark.parametrize("neg", [False, True], ids=["beta01", "allow_neg_eigval"])
+def test_gdn_matches_reference(neg, seed):
+    m = randomize(GatedDeltaNet(small_cfg(linear_allow_neg_eigval=neg)))
+    x = torch.randn(2, 29, 64)
+    with torch.no_grad():
+        y = m(x)
+    want, _, _ = ref_gdn(m, x)
+    assert y.shape == x.shape
+    assert rel_err(y, want) <= F32_TOL
+
+
+def test_gdn_no_gva_and_qwen_sizes_bf16(seed):
+    cfg = small_cfg(linear_num_key_heads=2, linear_num_value_heads=2,
+                    linear_key_head_dim=128, linear_value_head_dim=128)
+    m = randomize(GatedDeltaNet(cfg))
+    x = torch.randn(1, 11, 64)
+    with torch.no_grad():
+        y = m(x)
+    want, _, _ = ref_gdn(m, x)
+    assert rel_err(y, want) <= F32_TOL
+    with torch.no_grad():
+        yb = m.to(torch.bfloat16)(x.bfloat16())
+    want_b, _, _ = ref_gdn(m.float(), x.bfloat16())  # the bf16-rounded weights and input
+    assert yb.dtype == torch.bfloat16 and rel_err(yb, want_b) <= 3e-2
+
+
+def test_gdn_decode_with_cache_equals_whole_sequence(seed):
+    m = randomize(GatedDeltaNet(small_cfg(), layer_idx=5))
+    x = torch.randn(2, 19, 64)
+    cache = GatedDeltaNetCache()
+    with torch.no_grad():
+        whole = m(x)
+        parts = [m(x[:, :2], cache_params=cache)]             # a prompt shorter than the conv
+        parts += [m(x[:, t:t + 1], cache_params=cache) for t in range(2, 12)]
+        parts += [m(x[:, 12:], cache_params=cache)]           # a chunk continuing the cache
+        steps = torch.cat(parts, dim=1)
+    _, ht, _ = ref_gdn(m, x)
+    assert rel_err(steps, whole) <= F32_TOL
+    assert rel_err(cache.recurrent_states[5], ht) <= F32_TOL
+    assert cache.conv_states[5].shape == (2, m.conv_dim, 4)
+
+
+def test_gdn_cache_as_transformers_lists(seed):
+    # transformers' cache keeps per-layer lists: conv_states[i], recurrent_states[i]
+    m = randomize(GatedDeltaNet(small_cfg(), layer_idx=1))
+    cache = SimpleNamespace(conv_states=[None, None], recurrent_states=[None, None])
+    x = torch.randn(1, 9, 64)
+    with torch.no_grad():
+        whole = m(x)
+        steps = torch.cat([m(x[:, :5], cache_params=cache)] +
+                          [m(x[:, t:t + 1], cache_params=cache) for t in range(5, 9)], dim=1)
+    assert rel_err(steps, whole) <= F32_TOL and cache.recurrent_states[0] is None
+
+
+def test_gdn_attention_mask(seed):
+    m = randomize(GatedDeltaNet(small_cfg()))
+    x = torch.randn(2, 10, 64)
+    mask = torch.ones(2, 10)
+    mask[0, :3] = 0  # left padding
+    with torch.no_grad():
+        y = m(x, attention_mask=mask)
+    want, _, _ = ref_gdn(m, x * mask[:, :, None])
+    assert rel_err(y, want) <= F32_TOL
+
+
+def test_gdn_kernel_hook(seed):
+    m = randomize(GatedDeltaNet(small_cfg()))
+    x = torch.randn(2, 7, 64)
+    seen, seen_states = [], []
+    h1 = m.register_kernel_hook(lambda mod, call: seen.append(call))
+    h2 = m.register_kernel_hook(lambda mod, call: seen_states.append(call.states), per_token_states=True)
+    cache = GatedDeltaNetCache()
+    with torch.no_grad():
+        m(x[:, :6], cache_params=cache)
+        m(x[:, 6:], cache_params=cache)
+    _, ht, vals = ref_gdn(m, x)
+    prompt, step = seen
+    assert prompt.path == "prompt" and step.path == "decode"
+    assert prompt.state_input is None and prompt.states is None
+    assert prompt.queries.shape == (2, 6, 4, 32)  # repeated to the value heads
+    for name, got in (("q", prompt.queries), ("k", prompt.keys), ("v", prompt.values),
+                      ("g", prompt.decays), ("beta", prompt.betas)):
+        assert rel_err(got, vals[name][:, :6]) <= F32_TOL, name
+    assert prompt.decays.dtype == torch.float32 and bool((prompt.decays <= 0).all())
+    assert rel_err(step.state_output, ht) <= F32_TOL
+    assert torch.equal(step.state_input, prompt.state_output)
+    # the state after every token: the reference run on each prefix
+    states = torch.cat(seen_states, dim=1)
+    assert states.shape == (2, 7, 4, 32, 16)
+    for t in (0, 3, 6):
+        _, ht_t, _ = ref_gdn(m, x[:, :t + 1])
+        assert rel_err(states[:, t], ht_t) <= F32_TOL
+    h1.remove()
+    h2.remove()
+    with torch.no_grad():
+        m(x)
+    assert len(seen) == 2
+
+
+def test_gdn_config_errors():
+    with pytest.raises(ValueError, match="multiple"):
+        GatedDeltaNet(small_cfg(linear_num_value_heads=3))
+    with pytest.raises(ValueError, match="linear_value_head_dim"):
+        GatedDeltaNet(small_cfg(linear_value_head_dim=24))
