@@ -6,6 +6,7 @@
 #include "deltac/npy.h"
 #include "deltac/params.h"
 #include "deltac/reference.h"
+#include "deltac/test_seed.h"
 
 #include <gtest/gtest.h>
 
@@ -26,11 +27,10 @@
 namespace deltac {
 namespace test {
 
-// A fresh seed per call; printed by the tests through SCOPED_TRACE.
-inline uint64_t freshSeed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
+// A fresh seed per call, or DELTAC_TEST_SEED when set (deltac/test_seed.h);
+// the tests print it through SCOPED_TRACE("seed " + n): replay a failure
+// with DELTAC_TEST_SEED=<n>.
+inline uint64_t freshSeed() { return test_seed(); }
 
 // mkdtemp directory removed (recursively) on destruction.
 class TempDir {

@@ -63,14 +63,16 @@ bool matches(const deltac_fwd_params& p) {
   return true;
 }
 
-// Launches the kernel instance of traits Tr (K, V, BV, warps); `skip`, when
-// not null, is a device flag: nonzero makes every block return at once
-// without touching o or ht (the runtime's device-side value check sets it).
+// The entry kernels with a guard: `skip`, when not null, is a device flag
+// read first; nonzero makes every block return at once without touching o
+// or ht (the runtime's device-side value check sets it). The guard is one
+// uniform branch; the runtime's instances (recurrent_knobs) always use these
+// kernels, so each config is compiled once.
 template <deltac_variant Var, class Tr, class InT>
 __global__ void __launch_bounds__(Tr::kThreads)
     guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                    const int32_t* skip) {
-  if (*skip != 0)
+  if (skip && *skip != 0)
     return;
   recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
 }
@@ -79,19 +81,21 @@ template <deltac_variant Var, class Tr, class InT>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      const int32_t* skip) {
-  if (*skip != 0)
+  if (skip && *skip != 0)
     return;
   recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
 }
 
-template <deltac_variant Var, int K, int V, int BV, int Warps, class InT>
+// Launches the instance of traits Tr = (K, V, BV, Warps): the guarded
+// kernels when Guarded, else the plain entry kernels of recurrent_kernel.cuh.
+template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr) {
   using Tr = RecurrentTraits<K, V, BV, Warps>;
   const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
   if (blocks > 0x7fffffff)
     return cudaErrorInvalidConfiguration;
-  if (skip) {
+  if constexpr (Guarded) {
     if constexpr (Tr::kThreads > 128)
       guarded_kernel_2<Var, Tr, InT>
           <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
@@ -130,7 +134,8 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
   float scale;
   bool vec_io, vec_state;
   call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
-  return launch<Var, K, V, BV, Warps, InT>(p, scale, vec_io, vec_state, stream, skip);
+  return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
+                                                            stream, skip);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
