@@ -109,61 +109,88 @@ int cuda_sm_count() {
   return sms;
 }
 
-bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
-              const deltac_options &opt, std::string *error) {
-  cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
-  cudaError_t e;
+namespace {
 
-  if (opt.device_pointers) {
-    // The caller ran check_params(p, .., /*cu_seqlens_on_host=*/false); the
-    // contents of cu_seqlens are never copied to the host. Checking mode:
-    // the device check runs first on the same stream and the kernel reads
-    // its flag.
-    const int32_t *skip = nullptr;
-    if (opt.check_values) {
-      e = cuda_check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f,
-                            opt.check_flag, stream);
-      if (e != cudaSuccess) {
-        *error = cudaMsg("launch of the value check", e);
-        return false;
-      }
-      skip = opt.check_flag;
-    }
-    return launchChecked(p, c, stream, skip, error);
-  }
-
-  // Host pointers: lay out every tensor in one allocation.
-  const size_t in = p.in_dtype == DELTAC_BF16 ? 2 : 4;
-  const size_t out = p.out_dtype == DELTAC_BF16 ? 2 : 4;
-  const size_t tok = size_t(p.B) * p.T;
-  const size_t qkBytes = tok * p.H * p.K * in;
-  const size_t vBytes = tok * p.HV * p.V * in;
-  const size_t betaBytes = tok * p.HV * 4;
-  const size_t gBytes = p.variant == DELTAC_VARIANT_KDA     ? betaBytes * p.K
-                        : p.variant == DELTAC_VARIANT_GATED ? betaBytes
-                                                            : 0;
-  const size_t stateBytes = size_t(p.N) * p.HV * p.K * p.V * 4;
-  const size_t oBytes = tok * p.HV * p.V * out;
-  const size_t cuBytes = p.cu_seqlens ? (size_t(p.N) + 1) * 8 : 0;
-
+// Byte sizes and offsets (256-byte aligned) of every tensor of p in one
+// device allocation.
+struct Layout {
+  size_t qk, v, beta, g, state, o, cu;
+  size_t qOff, kOff, vOff, betaOff, gOff, h0Off, htOff, oOff, cuOff;
   size_t total = 0;
-  auto place = [&](size_t bytes) {
-    size_t off = total;
+
+  explicit Layout(const deltac_fwd_params &p) {
+    const size_t in = p.in_dtype == DELTAC_BF16 ? 2 : 4;
+    const size_t out = p.out_dtype == DELTAC_BF16 ? 2 : 4;
+    const size_t tok = size_t(p.B) * p.T;
+    qk = tok * p.H * p.K * in;
+    v = tok * p.HV * p.V * in;
+    beta = tok * p.HV * 4;
+    g = p.variant == DELTAC_VARIANT_KDA     ? beta * p.K
+        : p.variant == DELTAC_VARIANT_GATED ? beta
+                                            : 0;
+    state = size_t(p.N) * p.HV * p.K * p.V * 4;
+    o = tok * p.HV * p.V * out;
+    cu = p.cu_seqlens ? (size_t(p.N) + 1) * 8 : 0;
+    qOff = place(qk), kOff = place(qk), vOff = place(v);
+    betaOff = place(beta), gOff = place(g);
+    h0Off = place(p.h0 ? state : 0), htOff = place(p.ht ? state : 0);
+    oOff = place(o), cuOff = place(cu);
+  }
+  size_t place(size_t bytes) {
+    const size_t off = total;
     total += (bytes + 255) / 256 * 256;
     return off;
-  };
-  const size_t qOff = place(qkBytes), kOff = place(qkBytes),
-               vOff = place(vBytes), betaOff = place(betaBytes),
-               gOff = place(gBytes), h0Off = place(p.h0 ? stateBytes : 0),
-               htOff = place(p.ht ? stateBytes : 0), oOff = place(oBytes),
-               cuOff = place(cuBytes);
+  }
+};
 
+// p with its pointers moved into the allocation at base.
+deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
+                           char *base) {
+  deltac_fwd_params d = p;
+  d.q = base + l.qOff;
+  d.k = base + l.kOff;
+  d.v = base + l.vOff;
+  d.beta = reinterpret_cast<const float *>(base + l.betaOff);
+  d.g = p.g && l.g ? reinterpret_cast<const float *>(base + l.gOff) : nullptr;
+  d.h0 = p.h0 ? base + l.h0Off : nullptr;
+  d.ht = p.ht ? base + l.htOff : nullptr;
+  d.o = base + l.oOff;
+  d.cu_seqlens =
+      p.cu_seqlens ? reinterpret_cast<const int64_t *>(base + l.cuOff) : nullptr;
+  return d;
+}
+
+// Device pointers: the caller ran check_params(p, .., false); the contents
+// of cu_seqlens are never copied to the host and nothing synchronises.
+// Checking mode: the device check runs first on the same stream and the
+// kernel reads its flag.
+bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
+                       const deltac_options &opt, std::string *error) {
+  cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
+  const int32_t *skip = nullptr;
+  if (opt.check_values) {
+    cudaError_t e = cuda_check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f,
+                                      opt.check_flag, stream);
+    if (e != cudaSuccess) {
+      *error = cudaMsg("launch of the value check", e);
+      return false;
+    }
+    skip = opt.check_flag;
+  }
+  return launchChecked(p, c, stream, skip, error);
+}
+
+// Host pointers: one allocation, copies in, the kernel, copies back, sync.
+bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
+                     const deltac_options &opt, std::string *error) {
+  cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
+  const Layout l(p);
   DeviceBuffer buf;
-  e = cudaMalloc(reinterpret_cast<void **>(&buf.base), total);
+  cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&buf.base), l.total);
   if (e != cudaSuccess) {
     buf.base = nullptr;
     cudaGetLastError();
-    *error = cudaMsg("allocation of " + std::to_string(total) + " bytes", e);
+    *error = cudaMsg("allocation of " + std::to_string(l.total) + " bytes", e);
     return false;
   }
   struct Copy {
@@ -171,39 +198,26 @@ bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
     const void *src;
     size_t bytes;
   };
-  const Copy copies[] = {{qOff, p.q, qkBytes},         {kOff, p.k, qkBytes},
-                         {vOff, p.v, vBytes},          {betaOff, p.beta, betaBytes},
-                         {gOff, p.g, gBytes},          {h0Off, p.h0, p.h0 ? stateBytes : 0},
-                         {cuOff, p.cu_seqlens, cuBytes}};
-  for (const Copy &c : copies) {
-    if (!c.src || !c.bytes)
+  const Copy copies[] = {{l.qOff, p.q, l.qk},       {l.kOff, p.k, l.qk},
+                         {l.vOff, p.v, l.v},        {l.betaOff, p.beta, l.beta},
+                         {l.gOff, p.g, l.g},        {l.h0Off, p.h0, p.h0 ? l.state : 0},
+                         {l.cuOff, p.cu_seqlens, l.cu}};
+  for (const Copy &cp : copies) {
+    if (!cp.src || !cp.bytes)
       continue;
-    e = cudaMemcpyAsync(buf.base + c.off, c.src, c.bytes,
+    e = cudaMemcpyAsync(buf.base + cp.off, cp.src, cp.bytes,
                         cudaMemcpyHostToDevice, stream);
     if (e != cudaSuccess) {
       *error = cudaMsg("copy to the device", e);
       return false;
     }
   }
-  deltac_fwd_params d = p;
-  d.q = buf.base + qOff;
-  d.k = buf.base + kOff;
-  d.v = buf.base + vOff;
-  d.beta = reinterpret_cast<const float *>(buf.base + betaOff);
-  d.g = p.g && gBytes ? reinterpret_cast<const float *>(buf.base + gOff)
-                      : nullptr;
-  d.h0 = p.h0 ? buf.base + h0Off : nullptr;
-  d.ht = p.ht ? buf.base + htOff : nullptr;
-  d.o = buf.base + oOff;
-  d.cu_seqlens = p.cu_seqlens
-                     ? reinterpret_cast<const int64_t *>(buf.base + cuOff)
-                     : nullptr;
+  const deltac_fwd_params d = onDevice(p, l, buf.base);
   if (!launchChecked(d, c, stream, nullptr, error))
     return false;
-  e = cudaMemcpyAsync(p.o, d.o, oBytes, cudaMemcpyDeviceToHost, stream);
+  e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)
-    e = cudaMemcpyAsync(p.ht, d.ht, stateBytes, cudaMemcpyDeviceToHost,
-                        stream);
+    e = cudaMemcpyAsync(p.ht, d.ht, l.state, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {
@@ -211,6 +225,14 @@ bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
     return false;
   }
   return true;
+}
+
+} // namespace
+
+bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
+              const deltac_options &opt, std::string *error) {
+  return opt.device_pointers ? runDevicePointers(p, c, opt, error)
+                             : runHostPointers(p, c, opt, error);
 }
 
 } // namespace rt
