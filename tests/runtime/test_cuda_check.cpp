@@ -119,6 +119,11 @@ TEST(CudaNoSync, DevicePointerCallIsGraphCapturable) {
     cudaStream_t s;
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     deltac_options opt = deviceOptions(s, check ? d.flag : nullptr);
+    // Once outside the capture, so that lazily loaded kernel modules are
+    // loaded before it (module loading is not what this test is about).
+    ASSERT_EQ(deltac_forward(&d.p, &opt), 0) << deltac_last_error();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(cudaMemset(d.p.o, 0x7f, d.pr.oCount() * 4), cudaSuccess);
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
     const int rc = deltac_forward(&d.p, &opt);
     const std::string err = deltac_last_error();
