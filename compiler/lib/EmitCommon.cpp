@@ -76,11 +76,8 @@ void emitSizes(raw_ostream &os) {
      << "  [[maybe_unused]] const size_t nBeta = size_t(p.B) * p.T * p.HV;\n";
 }
 
-void emitEntryPrologue(raw_ostream &os, LayerOp layer, StringRef entry,
-                       StringRef extra) {
-  os << "extern \"C\" int " << entry << "(const deltac_fwd_params *params, "
-     << extra << extraParams(layer) << "char *err, size_t err_len) {\n"
-     << "  if (!params)\n    return fail(err, err_len, \"" << entry
+void emitEntryPrologue(raw_ostream &os, LayerOp layer, StringRef entry) {
+  os << "  if (!params)\n    return fail(err, err_len, \"" << entry
      << ": params is null\");\n"
      << "  deltac_fwd_params p = *params;\n"
      << "  if (!matchSpec(p, err, err_len))\n    return 1;\n"
@@ -92,22 +89,59 @@ void emitEntryPrologue(raw_ostream &os, LayerOp layer, StringRef entry,
        << ": A_log, dt_bias and params.g (holding a) must be set\");\n";
 }
 
-void emitCheckParams(raw_ostream &os, LayerOp layer, bool cuSeqlensOnHost) {
-  os << "  std::string msg;\n"
-     << "  if (!deltac::check_params(view, &msg"
-     << (cuSeqlensOnHost ? "" : ", /*cu_seqlens_on_host=*/false") << "))\n"
-     << "    return fail(err, err_len, \"" << layer.getSymName()
-     << ": \" + msg);\n";
+std::string TemplateCall::instantiation() const {
+  std::string s = callee + "<";
+  for (size_t i = 0; i < args.size(); ++i)
+    s += (i ? ", " : "") + args[i].second;
+  return s + ">";
+}
+
+// The arguments follow the family's entry: CPU entries take
+// <Var, knobs..., KC, VC>, CUDA entries <Var, K, V, InT, knobs...>, knobs in
+// catalogue order (deltac::kKnobNames).
+TemplateCall templateCall(LayerOp layer, const KernelPlan &plan) {
+  TemplateCall t;
+  const deltac::FamilyInfo &f = *plan.family;
+  t.header = f.header;
+  t.callee = f.entry;
+  t.args.push_back({"Var", variantEnum(layer.getVariant())});
+  auto knobs = [&] {
+    // The parameter names of deltac/cpu/launch.h, deltac/cuda/launch.cuh.
+    const char *const kArgName[deltac::kKnobCount] = {
+        "Chunk", "BK", f.device == deltac::Device::CPU ? "TileV" : "BV",
+        "Warps", "Stages", "Split"};
+    for (int i = 0; i < deltac::kKnobCount; ++i)
+      if (f.knobs & (1u << i))
+        t.args.push_back({kArgName[i], std::to_string(plan.config.knob(i))});
+  };
+  std::string k = std::to_string(layer.getKeyDim());
+  std::string v = std::to_string(layer.getValueDim());
+  if (f.device == deltac::Device::CPU) {
+    knobs();
+    t.args.push_back({"KC", k});
+    t.args.push_back({"VC", v});
+  } else {
+    t.args.push_back({"K", k});
+    t.args.push_back({"V", v});
+    t.args.push_back(
+        {"InT", plan.tplIn == DType::bf16 ? "__nv_bfloat16" : "float"});
+    knobs();
+  }
+  return t;
 }
 
 FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
   KernelPlan plan;
   plan.op = kernel;
   plan.sched = kernel.getSchedule();
+  plan.family = familyOf(plan.sched);
+  plan.config = configOf(plan.sched);
   plan.tplIn = layer.getInDtype();
   plan.tplOut = layer.getOutputDType();
   bool seenFused = false;
   for (Operation &op : kernel.getBody().front()) {
+    if (isa<YieldOp>(op))
+      continue;
     if (auto c = dyn_cast<ConvertOp>(op)) {
       (seenFused ? plan.post : plan.pre).push_back(c);
       if (c.getTensor() == "q")
@@ -125,14 +159,24 @@ FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
       continue;
     }
     auto fused = dyn_cast<FusedOp>(op);
-    if (!fused || seenFused)
-      return op.emitOpError() << "cannot be emitted here: a delta.kernel body "
-                                 "holds conversions, beta_sigmoid, gate and "
-                                 "one delta.fused";
+    if (!fused)
+      return op.emitOpError()
+             << "runs as a kernel of its own, but the catalogue's "
+             << plan.family->name << " template (" << plan.family->entry
+             << ") runs the stages fused: run delta-fuse-stages with "
+                "fuse=all";
+    if (seenFused)
+      return op.emitOpError()
+             << "is a second fused group: the catalogue's "
+             << plan.family->name << " template (" << plan.family->entry
+             << ") runs every stage in one kernel (delta-fuse-stages "
+                "fuse=all)";
     seenFused = true;
     plan.chunked = fused.getOver() == "chunks";
     for (Operation &st : fused.getBody().front()) {
-      if (isa<QKNormOp>(st)) {
+      if (isa<YieldOp>(st)) {
+        continue;
+      } else if (isa<QKNormOp>(st)) {
         plan.l2norm = true;
       } else if (auto scan = dyn_cast<StateScanOp>(st)) {
         plan.chunkStates = scan.getSaveChunkStates();
@@ -141,10 +185,10 @@ FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
                  << "chunk-end states are emitted for the CPU chunked "
                     "kernel only";
       } else if (auto c = dyn_cast<GateCumsumOp>(st);
-                 c && int64_t(c.getChunk()) != plan.sched.getChunk()) {
+                 c && int64_t(c.getChunk()) != plan.config.chunk) {
         return c.emitOpError() << "chunk " << c.getChunk()
                                << " differs from the kernel's schedule chunk "
-                               << plan.sched.getChunk();
+                               << plan.config.chunk;
       } else if (!isa<GateCumsumOp, KKTInverseOp, WYOp, ChunkOutputOp,
                       RecurrentStepOp>(st)) {
         return st.emitOpError() << "has no template to run it";
@@ -153,7 +197,7 @@ FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
   }
   if (!seenFused)
     return kernel.emitOpError() << "has no delta.fused stage loop";
-  if (plan.chunked != (plan.sched.getMode() == Mode::chunked))
+  if (plan.chunked != (modeOf(plan.sched) == mlir::delta::Mode::chunked))
     return kernel.emitOpError() << "stage loop does not match the schedule";
   return plan;
 }
@@ -277,36 +321,6 @@ void emitCatch(raw_ostream &os, LayerOp layer) {
      << "  }\n#endif\n";
 }
 
-void emitDispatch(raw_ostream &os, ArrayRef<KernelPlan> plans,
-                  const std::string &args) {
-  SmallVector<const KernelPlan *> order;
-  for (const KernelPlan &p : plans)
-    order.push_back(&p);
-  // Bounded kernels by their bound, then the unbounded one.
-  std::stable_sort(order.begin(), order.end(), [](auto *a, auto *b) {
-    int64_t x = a->sched.getMaxTokens(), y = b->sched.getMaxTokens();
-    return (x ? x : INT64_MAX) < (y ? y : INT64_MAX);
-  });
-  // `longest` is needed by every bounded kernel and by the final error.
-  if (llvm::any_of(order, [](auto *k) { return k->sched.getMaxTokens(); }))
-    os << "  const int64_t longest = longestSequence(view);\n";
-  for (const KernelPlan *k : order) {
-    int64_t bound = k->sched.getMaxTokens();
-    std::string call =
-        ("run_" + k->op.getSymName() + "(" + args + ")").str();
-    if (bound)
-      os << "  if (longest <= " << bound << ")\n    return " << call
-         << ";\n";
-    else {
-      os << "  return " << call << ";\n";
-      return;
-    }
-  }
-  os << "  return fail(err, err_len, \"the longest sequence (\" + "
-        "std::to_string(longest) + \" tokens) exceeds every compiled "
-        "kernel\");\n";
-}
-
 /// The spec as a params template and feature macros, for callers.
 static void emitSpecParams(raw_ostream &os, LayerOp layer) {
   StringRef name = layer.getSymName();
@@ -324,8 +338,8 @@ static void emitSpecParams(raw_ostream &os, LayerOp layer) {
     int64_t chunk = 0;
     if (auto scheds = layer.getSchedules())
       for (auto sc : scheds->getAsRange<ScheduleAttr>())
-        if (sc.getMode() == Mode::chunked)
-          chunk = sc.getChunk();
+        if (sc.getKnob("chunk"))
+          chunk = sc.getKnob("chunk");
     os << "#define " << up << "_CHUNK " << chunk << "\n\n"
        << "/* Chunk-end states: f32 [" << name
        << "_chunk_count(p), HV, K, V] (state layout), one per\n"

@@ -3,10 +3,10 @@
 #include "EmitInternal.h"
 #include "deltac/Emit.h"
 
-#include "Delta/TuningDB.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "mlir/IR/Verifier.h"
 
 using namespace mlir;
 using namespace mlir::delta;
@@ -41,13 +41,13 @@ json::Object specJson(LayerOp l) {
 }
 
 json::Object scheduleJson(ScheduleAttr s) {
+  json::Object knobs;
+  for (NamedAttribute a : s.getKnobs())
+    knobs[a.getName().getValue()] = cast<IntegerAttr>(a.getValue()).getInt();
   return json::Object{{"target", targetName(s.getTarget())},
-                      {"mode", stringifyMode(s.getMode())},
-                      {"chunk", s.getChunk()},
-                      {"tile_k", s.getTileK()},
-                      {"tile_v", s.getTileV()},
-                      {"warps", s.getWarps()},
-                      {"stages", s.getStages()},
+                      {"family", s.getFamily()},
+                      {"mode", stringifyMode(modeOf(s))},
+                      {"knobs", std::move(knobs)},
                       {"max_tokens", s.getMaxTokens()},
                       {"source", s.getSource()}};
 }
@@ -55,29 +55,16 @@ json::Object scheduleJson(ScheduleAttr s) {
 json::Object kernelJson(LayerOp l, const KernelPlan &k,
                         ArrayRef<KernelPlan> all) {
   ScheduleAttr s = k.sched;
-  bool cpu = s.getTarget() == Target::cpu;
-  std::string var = variantEnum(l.getVariant());
-  json::Object args{{"Var", var}};
-  std::string inst;
-  if (cpu && k.chunked) {
-    args["Chunk"] = s.getChunk();
-    args["KC"] = l.getKeyDim();
-    args["VC"] = l.getValueDim();
-    inst = llvm::formatv("deltac::cpu::chunked<{0}, {1}, {2}, {3}>", var,
-                         s.getChunk(), l.getKeyDim(), l.getValueDim());
-  } else if (cpu) {
-    args["KC"] = l.getKeyDim();
-    args["VC"] = l.getValueDim();
-    inst = llvm::formatv("deltac::cpu::recurrent<{0}, {1}, {2}>", var,
-                         l.getKeyDim(), l.getValueDim());
-  } else {
-    const char *inT = k.tplIn == DType::bf16 ? "__nv_bfloat16" : "float";
-    args["K"] = l.getKeyDim();
-    args["V"] = l.getValueDim();
-    args["InT"] = inT;
-    inst = llvm::formatv("deltac::cuda::recurrent<{0}, {1}, {2}, {3}>", var,
-                         l.getKeyDim(), l.getValueDim(), inT);
+  TemplateCall call = templateCall(l, k);
+  json::Object args;
+  for (auto &[name, value] : call.args) {
+    long long n;
+    if (!StringRef(value).getAsInteger(10, n))
+      args[name] = n;
+    else
+      args[name] = value;
   }
+  std::string inst = call.instantiation();
   json::Array stages;
   for (Operation &op : k.op.getBody().front()) {
     if (auto f = dyn_cast<FusedOp>(op)) {
@@ -86,6 +73,8 @@ json::Object kernelJson(LayerOp l, const KernelPlan &k,
         names.push_back(n);
       stages.push_back(json::Object{{"fused_over", f.getOver()},
                                     {"stages", std::move(names)}});
+    } else if (isa<YieldOp>(op)) {
+      continue;
     } else if (auto c = dyn_cast<ConvertOp>(op)) {
       stages.push_back(llvm::formatv("convert {0} {1} to {2}", c.getTensor(),
                                      stringifyDType(c.getFrom()),
@@ -105,15 +94,52 @@ json::Object kernelJson(LayerOp l, const KernelPlan &k,
   return json::Object{
       {"name", k.op.getSymName()},
       {"target", targetName(s.getTarget())},
-      {"template", cpu ? (k.chunked ? "deltac::cpu::chunked"
-                                    : "deltac::cpu::recurrent")
-                       : "deltac::cuda::recurrent"},
+      {"family", k.family->name},
+      {"header", call.header},
+      {"template", call.callee},
       {"template_args", std::move(args)},
       {"instantiation", inst},
       {"schedule", scheduleJson(s)},
       {"runs_when", when},
       {"stages", std::move(stages)},
   };
+}
+
+/// The source file of one target: built as an emitc.file in a scratch
+/// module, printed by mlir::emitc::translateToCpp.
+FailureOr<std::string> emitSource(LayerOp layer, ArrayRef<KernelPlan> plans,
+                                  bool cuda) {
+  MLIRContext *ctx = layer.getContext();
+  ctx->getOrLoadDialect<emitc::EmitCDialect>();
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(layer.getLoc());
+  OpBuilder b = OpBuilder::atBlockEnd(scratch->getBody());
+  emitc::FileOp file = buildSourceFile(b, layer.getLoc(), layer, plans, cuda);
+  if (failed(verify(file)))
+    return failure();
+  return printSourceFile(*scratch, file.getId());
+}
+
+/// Whether the kernel set was written in the spec (not the auto rule's).
+bool fromSpec(ArrayRef<KernelPlan> plans) {
+  return llvm::any_of(plans, [](const KernelPlan &k) {
+    return k.sched.getSource() == "spec";
+  });
+}
+
+/// What mode auto means on t, from the catalogue.
+std::string autoNote(Target t) {
+  deltac::FamilyList l = deltac::families_for(deviceOf(t), deltac::Mode::Auto);
+  std::string s = "mode auto on " + targetName(t).str() +
+                  ": the catalogue's families in order, each for the calls it "
+                  "takes: ";
+  for (int i = 0; i < l.n; ++i) {
+    const deltac::FamilyInfo &f = deltac::family_info(l.f[i]);
+    s += std::string(i ? ", " : "") + f.name +
+         (f.max_tokens ? " (at most " + std::to_string(f.max_tokens) +
+                             " tokens)"
+                       : std::string(" (any length)"));
+  }
+  return s;
 }
 
 } // namespace
@@ -131,16 +157,9 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
       return;
     }
     SmallVector<KernelPlan> cpu, cuda;
-    for (auto k : module.getOps<KernelOp>()) {
-      if (k.getLayer() != layer.getSymName())
-        continue;
-      FailureOr<KernelPlan> plan = readKernel(k, layer);
-      if (failed(plan)) {
-        ok = false;
-        return;
-      }
-      (k.getSchedule().getTarget() == Target::cpu ? cpu : cuda)
-          .push_back(*plan);
+    if (failed(readLayerKernels(module, layer, cpu, cuda))) {
+      ok = false;
+      return;
     }
     if (cpu.empty() && cuda.empty()) {
       layer.emitOpError() << "has no delta.kernel: run delta-lower-stages "
@@ -154,7 +173,12 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
     files.push_back({(name + ".h").str(),
                      emitHeader(layer, !cpu.empty(), !cuda.empty())});
     if (!cpu.empty()) {
-      files.push_back({(name + "_cpu.cpp").str(), emitCpuSource(layer, cpu)});
+      FailureOr<std::string> text = emitSource(layer, cpu, /*cuda=*/false);
+      if (failed(text)) {
+        ok = false;
+        return;
+      }
+      files.push_back({(name + "_cpu.cpp").str(), *text});
       entries["cpu"] = json::Object{
           {"symbol", cpuEntry(layer)},
           {"source", (name + "_cpu.cpp").str()},
@@ -164,16 +188,16 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
           {"pointers", "host"}};
       for (const KernelPlan &k : cpu)
         kernels.push_back(kernelJson(layer, k, cpu));
-      if (layer.getMode() == Mode::automatic && cpu.size() == 1 &&
-          cpu[0].sched.getMode() == Mode::recurrent &&
-          cpu[0].sched.getMaxTokens() == 0)
-        notes.push_back("mode auto on cpu: the recurrent kernel runs every "
-                        "sequence length (deltac::kCpuRecurrentMaxTokens = 0: "
-                        "it measured faster than the chunked kernels at every "
-                        "length); mode = chunked gives the chunked kernel");
+      if (layer.getMode() == mlir::delta::Mode::automatic && !fromSpec(cpu))
+        notes.push_back(autoNote(Target::cpu));
     }
     if (!cuda.empty()) {
-      files.push_back({(name + "_cuda.cu").str(), emitCudaSource(layer, cuda)});
+      FailureOr<std::string> text = emitSource(layer, cuda, /*cuda=*/true);
+      if (failed(text)) {
+        ok = false;
+        return;
+      }
+      files.push_back({(name + "_cuda.cu").str(), *text});
       entries["cuda:sm_90a"] = json::Object{
           {"symbol", cudaEntry(layer)},
           {"source", (name + "_cuda.cu").str()},
@@ -183,10 +207,8 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
           {"pointers", "device"}};
       for (const KernelPlan &k : cuda)
         kernels.push_back(kernelJson(layer, k, cuda));
-      if (layer.getMode() == Mode::automatic)
-        notes.push_back("mode auto on cuda:sm_90a: no chunked CUDA kernel "
-                        "exists yet, the recurrent kernel runs every sequence "
-                        "length");
+      if (layer.getMode() == mlir::delta::Mode::automatic && !fromSpec(cuda))
+        notes.push_back(autoNote(Target::sm_90a));
     }
     layersJson.push_back(json::Object{{"name", name},
                                       {"spec", specJson(layer)},

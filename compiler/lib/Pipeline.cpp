@@ -22,5 +22,9 @@ LogicalResult deltac::runPipeline(ModuleOp module,
   so.tuningDb = opts.tuningDb;
   pm.addPass(delta::createDeltaSelectSchedule(so));
   pm.addPass(delta::createDeltaLowerStages());
+  // The catalogue's templates run every stage of a kernel in one launch.
+  delta::DeltaFuseStagesOptions fo;
+  fo.fuse = "all";
+  pm.addPass(delta::createDeltaFuseStages(fo));
   return pm.run(module);
 }

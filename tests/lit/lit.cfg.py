@@ -17,7 +17,8 @@ llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["delta-opt", "deltac"], [config.delta_tools_dir])
 llvm_config.add_tool_substitutions(
-    ["FileCheck", "not", "count", "split-file"], [config.llvm_tools_dir])
+    ["FileCheck", "not", "count", "split-file", "mlir-translate"],
+    [config.llvm_tools_dir])
 
 config.substitutions.append(("%examples",
                              os.path.join(config.delta_src_root, "examples",
@@ -26,6 +27,9 @@ config.substitutions.append(("%inputs",
                              os.path.join(config.test_source_root, "Inputs")))
 config.substitutions.append(("%templates",
                              os.path.join(config.delta_src_root, "templates")))
+config.substitutions.append(("%catalogue",
+                             os.path.join(config.delta_src_root, "catalogue",
+                                          "include")))
 config.substitutions.append(("%host_cxx", config.host_cxx))
 if config.nvcc:
     config.available_features.add("nvcc")

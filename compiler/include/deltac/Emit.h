@@ -38,7 +38,12 @@ struct PipelineOptions {
   std::string tuningDb;
 };
 
-/// Runs delta-select-schedule (with `opts`) and delta-lower-stages.
+/// Registers `delta-to-emitc` (delta.kernel ops -> one emitc.file per layer
+/// and target) with the pass registry (delta-opt).
+void registerDeltaToEmitCPass();
+
+/// Runs delta-select-schedule (with `opts`), delta-lower-stages and
+/// delta-fuse-stages (fuse = all: what the templates run).
 mlir::LogicalResult runPipeline(mlir::ModuleOp module,
                                 const PipelineOptions &opts);
 

@@ -76,29 +76,32 @@ def Delta_TargetAttr : Delta_EnumAttr<Delta_TargetEnum, "target">;
 
 def Delta_ScheduleAttr : AttrDef<Delta_Dialect, "Schedule"> {
   let mnemonic = "schedule";
-  let summary = "how one kernel of a layer runs on one target";
+  let summary = "one kernel of a layer: a catalogue family and its knobs";
   let description = [{
-    `mode` is `chunked` or `recurrent` (never `auto`: auto becomes two
-    schedules). `chunk` is the chunk length of a chunked kernel (0 for
-    recurrent). `tile_k`/`tile_v` are the key/value tile sizes, `warps` and
-    `stages` the CUDA warps per block and pipeline stages (1 on CPU).
-    `max_tokens` is the longest sequence this schedule is dispatched for
-    (0 = unbounded). `source` says where the values came from
-    (default, tuning-db, override).
+    `family` names a kernel family of the kernel catalogue
+    (catalogue/include/deltac/catalogue.h: "cpu_recurrent", "cpu_decode",
+    "cpu_chunked", "cuda_recurrent", ...), which fixes the device, the mode
+    and the template. `knobs` holds exactly the knobs that family reads
+    (e.g. `{tile_v = 32}`, `{chunk = 32}`, `{tile_v = 16, warps = 4}`), each
+    with a value the catalogue lists; the layer verifier adds the
+    catalogue's check_config for the layer's shapes. A new family or knob
+    needs a catalogue entry, no change here. `max_tokens` is the longest
+    sequence this kernel is dispatched for (0 = unbounded). `source` says
+    where the values came from (default, tuning-db, override, spec).
   }];
   let parameters = (ins
     "::mlir::delta::Target":$target,
-    "::mlir::delta::Mode":$mode,
-    "int64_t":$chunk,
-    "int64_t":$tile_k,
-    "int64_t":$tile_v,
-    "int64_t":$warps,
-    "int64_t":$stages,
+    StringRefParameter<"catalogue family name">:$family,
+    "::mlir::DictionaryAttr":$knobs,
     "int64_t":$max_tokens,
     StringRefParameter<"where the values came from">:$source
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The knob's value (0 when the family does not read it).
+    int64_t getKnob(::llvm::StringRef name) const;
+  }];
 }
 
 def Delta_ScheduleArrayAttr

@@ -21,6 +21,7 @@ def Delta_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::delta";
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 class Delta_Op<string mnemonic, list<Trait> traits = []>

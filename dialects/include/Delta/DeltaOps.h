@@ -7,7 +7,12 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/SymbolTable.h"
+
+#define GET_TYPEDEF_CLASSES
+#include "Delta/DeltaOpsTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "Delta/DeltaOps.h.inc"

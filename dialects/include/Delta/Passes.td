@@ -8,33 +8,31 @@ include "mlir/Pass/PassBase.td"
 def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
   let summary = "Attach #delta.schedule attributes to every delta.layer";
   let description = [{
-    Picks, per layer and target, the mode, chunk size, tiles, warps and
-    stages. Explicit options win over schedules already on the layer
-    (written in the spec), which win over the tuning database, which wins
-    over the defaults. `mode = auto` on the CPU follows
-    deltac::kCpuRecurrentMaxTokens (deltac/schedule.h, the runtime's rule
-    too; decode_tokens is information only): 0 (the current value, the
-    recurrence measured faster at every length) gives one unbounded
-    recurrent schedule; a bound n gives a chunked schedule plus a recurrent
-    one for sequences of at most n tokens, and the generated entry
-    dispatches on the longest sequence. A chunked kernel then needs mode =
-    chunked (layer or option) or a chunked schedule written in the spec.
-    On CUDA only the recurrent kernel exists.
+    Picks, per layer and target, the kernel families and their knobs, all
+    from the kernel catalogue (deltac/catalogue.h): families_for(device,
+    mode) gives the kernel set (mode auto on the CPU: cpu_decode for calls
+    of at most one token, then cpu_recurrent; on CUDA: cuda_recurrent),
+    default_config the knob values. Explicit options win over schedules
+    already on the layer (written in the spec), which win over the tuning
+    database (schema 2, deltac/tuning_db.h), which wins over the defaults.
+    A knob option applies to the chosen families that read it; one that no
+    chosen family reads, or a value check_config rejects, is an error.
   }];
   let dependentDialects = ["::mlir::delta::DeltaDialect"];
   let options = [
     Option<"target", "target", "std::string", [{"cpu"}],
            "cpu, cuda:sm_90a or all">,
-    Option<"chunk", "chunk", "int64_t", "0",
-           "chunk length of chunked kernels (16, 32 or 64; 0 = auto)">,
     Option<"mode", "mode", "std::string", [{""}],
            "override the layer's mode: auto, chunked or recurrent">,
-    Option<"tileK", "tile-k", "int64_t", "0", "key tile (0 = auto)">,
-    Option<"tileV", "tile-v", "int64_t", "0", "value tile (0 = auto)">,
-    Option<"warps", "warps", "int64_t", "0", "CUDA warps per block (0 = auto)">,
-    Option<"stages", "stages", "int64_t", "0", "pipeline stages (0 = auto)">,
+    Option<"chunk", "chunk", "int64_t", "0",
+           "knob chunk (0 = default; the catalogue lists the values)">,
+    Option<"tileK", "tile-k", "int64_t", "0", "knob tile_k (0 = default)">,
+    Option<"tileV", "tile-v", "int64_t", "0", "knob tile_v (0 = default)">,
+    Option<"warps", "warps", "int64_t", "0", "knob warps (0 = default)">,
+    Option<"stages", "stages", "int64_t", "0", "knob stages (0 = default)">,
+    Option<"split", "split", "int64_t", "0", "knob split (0 = default)">,
     Option<"tuningDb", "tuning-db", "std::string", [{""}],
-           "path of a tuning database (JSON)">
+           "path of a tuning database (JSON, deltac/tuning_db.h)">
   ];
 }
 
@@ -47,6 +45,32 @@ def DeltaLowerStages : Pass<"delta-lower-stages", "ModuleOp"> {
     state scan, output) or the fused recurrent step.
   }];
   let dependentDialects = ["::mlir::delta::DeltaDialect"];
+}
+
+def DeltaFuseStages : Pass<"delta-fuse-stages", "ModuleOp"> {
+  let summary = "Group the stages of every delta.kernel into delta.fused kernels";
+  let description = [{
+    Rewrites each kernel's stage graph: the stages of one group move into a
+    `delta.fused` region (one kernel launch, one loop over chunks or
+    tokens) whose results are the values used after it. Which stages share
+    a kernel is a schedule choice (`fuse`):
+      all          every stage in one group (what the catalogue's templates
+                   run today: the CPU chunked kernel fuses every stage per
+                   chunk, the recurrent kernels the whole step);
+      chunk_local  chunked kernels as three groups: the chunk-parallel
+                   qk_l2norm/gate_cumsum/kkt_inverse/wy, the sequential
+                   state_scan, the chunk-parallel chunk_output
+                   (flash-linear-attention's split); recurrent as all;
+      none         one group per stage.
+    Existing groups are dissolved first, so the pass can be re-run with
+    another choice. Conversions and the beta/gate pre-processing stay
+    outside (element-wise work around the kernel).
+  }];
+  let dependentDialects = ["::mlir::delta::DeltaDialect"];
+  let options = [
+    Option<"fuse", "fuse", "std::string", [{"all"}],
+           "all, chunk_local or none">
+  ];
 }
 
 #endif // DELTA_PASSES_TD

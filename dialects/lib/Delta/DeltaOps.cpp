@@ -1,6 +1,7 @@
 //===- DeltaOps.cpp - delta ops and their verifiers -----------------------===//
 
 #include "Delta/DeltaOps.h"
+#include "Delta/DeltaCatalogue.h"
 
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringExtras.h"
@@ -81,34 +82,48 @@ LogicalResult LayerOp::verify() {
     return emitOpError() << "'decode_tokens' must be in 1..8, got " << dt;
 
   if (auto scheds = getSchedules()) {
-    // One kernel per (target, mode): it is named after them.
-    SmallVector<std::pair<Target, Mode>> seen;
+    // One kernel per family (it is named after it); the catalogue's
+    // check_config for this layer's shapes.
+    SmallVector<StringRef> seen;
     SmallVector<Target> unbounded;
     for (auto s : scheds->getAsRange<ScheduleAttr>()) {
-      std::pair<Target, Mode> key{s.getTarget(), s.getMode()};
-      if (llvm::is_contained(seen, key))
-        return emitOpError() << "two schedules for target "
-                             << stringifyTarget(s.getTarget()) << " and mode "
-                             << stringifyMode(s.getMode())
-                             << ": at most one per target and mode";
-      seen.push_back(key);
+      if (llvm::is_contained(seen, s.getFamily()))
+        return emitOpError() << "two schedules of family " << s.getFamily()
+                             << ": at most one per family";
+      seen.push_back(s.getFamily());
       if (s.getMaxTokens() == 0) {
         if (llvm::is_contained(unbounded, s.getTarget()))
           return emitOpError()
-                 << "two schedules for target "
-                 << stringifyTarget(s.getTarget())
+                 << "two schedules for target " << targetName(s.getTarget())
                  << " with max_tokens = 0 (no bound): at most one per target "
                     "may be unbounded, the others need max_tokens >= 1";
         unbounded.push_back(s.getTarget());
       }
-      if (getMode() != Mode::automatic && s.getMode() != getMode())
-        return emitOpError() << "schedule mode " << stringifyMode(s.getMode())
-                             << " contradicts the layer's mode = "
-                             << stringifyMode(getMode());
-      if (s.getMode() == Mode::chunked && s.getTarget() != Target::cpu)
-        return emitOpError() << "no chunked kernel exists for target "
-                             << stringifyTarget(s.getTarget())
-                             << " (only cpu has one; use mode = recurrent)";
+      deltac::FamilyList allowed =
+          deltac::families_for(deviceOf(s.getTarget()),
+                               catalogueMode(getMode()));
+      const deltac::FamilyInfo *f = familyOf(s);
+      // Under mode auto any family of the device may be written in the spec.
+      if (getMode() != Mode::automatic &&
+          !llvm::is_contained(ArrayRef(allowed.f, allowed.n), f->family)) {
+        std::string why;
+        deltac::Family unused;
+        deltac::default_family(deviceOf(s.getTarget()),
+                               catalogueMode(getMode()),
+                               problemOf(*this, s.getTarget(), 0), &unused,
+                               &why);
+        return emitOpError()
+               << "schedule family " << f->name << " is not run by mode = "
+               << stringifyMode(getMode()) << " on "
+               << targetName(s.getTarget()) << " ("
+               << (allowed.n ? "it runs " + familyNames(allowed) : why)
+               << ")";
+      }
+      std::string why = deltac::check_config(
+          configOf(s), problemOf(*this, s.getTarget(), s.getMaxTokens()));
+      if (!why.empty())
+        return emitOpError() << "schedule on " << targetName(s.getTarget())
+                             << ": " << why;
     }
   }
   return success();
@@ -121,7 +136,44 @@ LogicalResult KernelOp::verify() {
   if (!sym || !isa<LayerOp>(sym))
     return emitOpError() << "'layer' must name a delta.layer, '"
                          << getLayer() << "' does not";
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << body.getNumArguments()
+                         << " block arguments but 'inputs' names "
+                         << getInputs().size();
+  for (BlockArgument a : body.getArguments())
+    if (!isa<mlir::delta::TensorType>(a.getType()))
+      return emitOpError() << "block arguments must be !delta.tensor";
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "body must end with delta.yield";
+  if (yield.getValues().size() != getOutputs().size())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values but 'outputs' names "
+                         << getOutputs().size();
   return success();
+}
+
+void KernelOp::unfuse() {
+  SmallVector<FusedOp> groups;
+  walk([&](FusedOp f) { groups.push_back(f); });
+  for (FusedOp f : groups) {
+    Block &fb = f.getBody().front();
+    auto yield = cast<YieldOp>(fb.getTerminator());
+    for (auto [r, y] : llvm::zip(f.getResults(), yield.getValues()))
+      r.replaceAllUsesWith(y);
+    yield.erase();
+    f->getBlock()->getOperations().splice(f->getIterator(),
+                                          fb.getOperations());
+    f.erase();
+  }
+}
+
+void KernelOp::getAsmBlockArgumentNames(Region &region,
+                                        OpAsmSetValueNameFn setNameFn) {
+  auto names = getInputs().getAsValueRange<StringAttr>();
+  for (auto [arg, name] : llvm::zip(region.getArguments(), names))
+    setNameFn(arg, name);
 }
 
 LogicalResult FusedOp::verify() {
@@ -130,10 +182,56 @@ LogicalResult FusedOp::verify() {
                          << getOver() << "\"";
   SmallVector<StringRef> names;
   for (Operation &op : getBody().front())
-    names.push_back(op.getName().stripDialect());
+    if (!isa<YieldOp>(op))
+      names.push_back(op.getName().stripDialect());
   auto listed = getStages().getAsValueRange<StringAttr>();
   if (!llvm::equal(names, listed))
     return emitOpError() << "'stages' must list the body's ops in order ("
                          << llvm::join(names, ", ") << ")";
+  auto yield = dyn_cast<YieldOp>(getBody().front().getTerminator());
+  if (!yield || yield.getValues().size() != getNumResults())
+    return emitOpError() << "body must end with a delta.yield of its "
+                         << getNumResults() << " results";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Value names in the printed IR
+//===----------------------------------------------------------------------===//
+
+void ConvertOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getOutput(),
+            (getTensor() + "_" + stringifyDType(getTo())).str());
+}
+void BetaSigmoidOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getBeta(), "beta");
+}
+void GateOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getG(), "g");
+}
+void QKNormOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getQN(), "q_n");
+  setNameFn(getKN(), "k_n");
+}
+void GateCumsumOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getGCum(), "g_cum");
+}
+void KKTInverseOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getA(), "A");
+}
+void WYOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getW(), "w");
+  setNameFn(getU(), "u");
+}
+void StateScanOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getH(), "h");
+  setNameFn(getVNew(), "v_new");
+  setNameFn(getHt(), "ht");
+}
+void ChunkOutputOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getO(), "o");
+}
+void RecurrentStepOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getO(), "o");
+  setNameFn(getHt(), "ht");
 }

@@ -1,21 +1,22 @@
 //===- LowerStages.cpp - lower delta.layer into stage kernels -------------===//
 //
-// One delta.kernel per schedule. Its body, in order:
-//   host/device pre-processing the templates do not do themselves
-//     (delta.convert of inputs and initial state, delta.beta_sigmoid,
-//      delta.gate),
-//   one delta.fused loop: over chunks (qk_l2norm, gate_cumsum, kkt_inverse,
-//     wy, state_scan, chunk_output: the templates fuse all stages per chunk)
-//     or over tokens (qk_l2norm, recurrent_step),
+// One delta.kernel per schedule: a data-flow graph from the layer's tensors
+// (block arguments) to o, ht and chunk states (delta.yield):
+//   pre-processing the templates do not do themselves (delta.convert of
+//     inputs and initial state, delta.beta_sigmoid, delta.gate),
+//   the stages of the schedule's family: chunked (qk_l2norm, gate_cumsum,
+//     kkt_inverse, wy, state_scan, chunk_output) or recurrent (qk_l2norm,
+//     recurrent_step), unfused (delta-fuse-stages groups them),
 //   post-processing (delta.convert of o and the final state).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Delta/DeltaOps.h"
 #include "Delta/Passes.h"
-#include "Delta/TuningDB.h"
+#include "Delta/DeltaCatalogue.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace mlir::delta {
 #define GEN_PASS_DEF_DELTALOWERSTAGES
@@ -27,85 +28,121 @@ using namespace mlir::delta;
 
 namespace {
 
-/// The element types the kernel templates compute with, and the
-/// conversions needed around them.
-struct KernelTypes {
-  DType in, out; // what the template reads / writes
-};
-
-KernelTypes templateTypes(LayerOp layer, Target t) {
-  DType in = layer.getInDtype() == DType::f16 ? DType::f32 : layer.getInDtype();
-  DType out = layer.getOutputDType();
-  if (t == Target::sm_90a)
-    out = in; // the CUDA template writes o in its input type
-  else if (out == DType::f16)
-    out = DType::f32;
-  return {in, out};
+/// The kernel's block arguments: the layer's tensors, in params order.
+SmallVector<StringRef> kernelInputs(LayerOp layer) {
+  SmallVector<StringRef> in{"q", "k", "v", "beta"};
+  if (layer.getGateInKernel())
+    in.append({"a", "A_log", "dt_bias"});
+  else if (layer.getVariant() != Variant::delta)
+    in.push_back("g");
+  if (layer.getInitialState())
+    in.push_back("h0");
+  return in;
 }
 
-void buildBody(OpBuilder &b, Location loc, LayerOp layer, ScheduleAttr s) {
-  KernelTypes kt = templateTypes(layer, s.getTarget());
-  bool bf16State = layer.getStateDtype() == DType::bf16;
-  // Pre-processing.
-  if (layer.getInDtype() != kt.in)
-    for (StringRef t : {"q", "k", "v"})
-      ConvertOp::create(b, loc, t, layer.getInDtype(), kt.in);
-  if (bf16State && layer.getInitialState())
-    ConvertOp::create(b, loc, "h0", DType::bf16, DType::f32);
-  if (layer.getBetaSigmoid())
-    BetaSigmoidOp::create(b, loc, layer.getBetaRange());
-  if (layer.getGateInKernel())
-    GateOp::create(b, loc,
-                   layer.getVariant() == Variant::kda ? layer.getKeyDim() : 1);
+/// What the kernel returns.
+SmallVector<StringRef> kernelOutputs(LayerOp layer) {
+  SmallVector<StringRef> out{"o"};
+  if (layer.getFinalState())
+    out.push_back("ht");
+  if (layer.getChunkStates())
+    out.push_back("chunk_states");
+  return out;
+}
 
-  // The fused loop.
-  bool chunked = s.getMode() == Mode::chunked;
-  SmallVector<StringRef> names;
-  if (layer.getQkL2norm())
-    names.push_back("qk_l2norm");
-  if (chunked) {
-    if (layer.getVariant() != Variant::delta)
-      names.push_back("gate_cumsum");
-    names.append({"kkt_inverse", "wy", "state_scan", "chunk_output"});
-  } else {
-    names.push_back("recurrent_step");
+/// The data-flow graph of one kernel, unfused: pre-processing, the stages
+/// of the schedule's family (chunked: qk_l2norm, gate_cumsum, kkt_inverse,
+/// wy, state_scan, chunk_output; recurrent: qk_l2norm, recurrent_step),
+/// post-processing, delta.yield.
+void buildBody(OpBuilder &b, Location loc, LayerOp layer, ScheduleAttr s,
+               Block &body) {
+  Type T = b.getType<mlir::delta::TensorType>();
+  llvm::StringMap<Value> in;
+  for (StringRef name : kernelInputs(layer))
+    in[name] = body.addArgument(T, loc);
+  Target target = s.getTarget();
+  DType tplIn = templateInType(layer, target);
+  DType tplOut = templateOutType(layer, target);
+  bool bf16State = layer.getStateDtype() == DType::bf16;
+  Value q = in["q"], k = in["k"], v = in["v"], beta = in["beta"];
+  Value g = in.lookup("g"), h0 = in.lookup("h0");
+
+  // Pre-processing.
+  auto convert = [&](StringRef name, Value x, DType from, DType to) {
+    return ConvertOp::create(b, loc, T, b.getStringAttr(name), x,
+                             DTypeAttr::get(b.getContext(), from),
+                             DTypeAttr::get(b.getContext(), to))
+        .getOutput();
+  };
+  if (layer.getInDtype() != tplIn) {
+    q = convert("q", q, layer.getInDtype(), tplIn);
+    k = convert("k", k, layer.getInDtype(), tplIn);
+    v = convert("v", v, layer.getInDtype(), tplIn);
   }
-  auto fused = FusedOp::create(b, loc, chunked ? "chunks" : "tokens",
-                               b.getStrArrayAttr(names));
-  Block &fb = fused.getBody().emplaceBlock();
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToEnd(&fb);
-    int64_t c = s.getChunk();
-    if (layer.getQkL2norm())
-      QKNormOp::create(b, loc);
-    if (chunked) {
-      int64_t width = layer.getVariant() == Variant::kda ? layer.getKeyDim() : 1;
-      if (layer.getVariant() != Variant::delta)
-        GateCumsumOp::create(b, loc, c, width);
-      KKTInverseOp::create(b, loc, c);
-      WYOp::create(b, loc, c);
-      StateScanOp::create(b, loc, c, layer.getChunkStates());
-      ChunkOutputOp::create(b, loc, c);
-    } else {
-      RecurrentStepOp::create(b, loc, layer.getVariant());
-    }
+  if (bf16State && h0)
+    h0 = convert("h0", h0, DType::bf16, DType::f32);
+  if (layer.getBetaSigmoid())
+    beta = BetaSigmoidOp::create(
+               b, loc, T,
+               BetaRangeAttr::get(b.getContext(), layer.getBetaRange()), beta)
+               .getBeta();
+  int64_t width = layer.getVariant() == Variant::kda ? layer.getKeyDim() : 1;
+  if (layer.getGateInKernel())
+    g = GateOp::create(b, loc, T, in["a"], in["A_log"], in["dt_bias"],
+                       b.getI64IntegerAttr(width))
+            .getG();
+
+  // The stages.
+  Value qn = q, kn = k;
+  if (layer.getQkL2norm()) {
+    auto n = QKNormOp::create(b, loc, T, T, q, k);
+    qn = n.getQN();
+    kn = n.getKN();
+  }
+  Value o, ht, chunkStates;
+  if (modeOf(s) == Mode::chunked) {
+    auto c = b.getI64IntegerAttr(s.getKnob("chunk"));
+    Value decay;
+    if (g)
+      decay = GateCumsumOp::create(b, loc, T, g, c, b.getI64IntegerAttr(width))
+                  .getGCum();
+    Value A = KKTInverseOp::create(b, loc, T, kn, beta, decay, c).getA();
+    auto wy = WYOp::create(b, loc, T, T, A, kn, v, beta, decay, c);
+    auto scan = StateScanOp::create(
+        b, loc, T, T, T, kn, wy.getW(), wy.getU(), decay, h0, c,
+        b.getBoolAttr(layer.getChunkStates()));
+    o = ChunkOutputOp::create(b, loc, T, qn, kn, scan.getVNew(), scan.getH(),
+                              decay, c)
+            .getO();
+    ht = scan.getHt();
+    chunkStates = scan.getH();
+  } else {
+    auto step = RecurrentStepOp::create(
+        b, loc, T, T, VariantAttr::get(b.getContext(), layer.getVariant()), qn,
+        kn, v, beta, g, h0);
+    o = step.getO();
+    ht = step.getHt();
   }
 
   // Post-processing.
-  if (layer.getOutputDType() != kt.out)
-    ConvertOp::create(b, loc, "o", kt.out, layer.getOutputDType());
+  if (layer.getOutputDType() != tplOut)
+    o = convert("o", o, tplOut, layer.getOutputDType());
   if (bf16State && layer.getFinalState())
-    ConvertOp::create(b, loc, "ht", DType::f32, DType::bf16);
+    ht = convert("ht", ht, DType::f32, DType::bf16);
+  SmallVector<Value> out{o};
+  if (layer.getFinalState())
+    out.push_back(ht);
+  if (layer.getChunkStates())
+    out.push_back(chunkStates);
+  YieldOp::create(b, loc, out);
 }
 
-/// The body ops of a kernel in generic form, to compare two kernels.
-std::string bodyText(KernelOp k) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  for (Operation &op : k.getBody().front())
-    op.print(os, OpPrintingFlags().printGenericOpForm());
-  return text;
+/// A copy of k with its delta.fused groups inlined: the unfused graph, to
+/// compare with a fresh lowering. The caller erases it.
+KernelOp unfusedCopy(KernelOp k) {
+  auto copy = cast<KernelOp>(k->clone());
+  copy.unfuse();
+  return copy;
 }
 
 struct DeltaLowerStagesPass
@@ -142,24 +179,27 @@ struct DeltaLowerStagesPass
       OpBuilder b(layer.getContext());
       b.setInsertionPointAfter(layer);
       for (auto s : scheds->getAsRange<ScheduleAttr>()) {
-        std::string name = (layer.getSymName() + "_" +
-                            stringifyTarget(s.getTarget()) + "_" +
-                            stringifyMode(s.getMode()))
-                               .str();
+        std::string name = (layer.getSymName() + "_" + s.getFamily()).str();
         // Built detached, inserted once the name is known to be free.
         OpBuilder detached(layer.getContext());
-        auto kernel = KernelOp::create(detached, layer.getLoc(), name,
-                                       layer.getSymName(), s);
+        auto kernel = KernelOp::create(
+            detached, layer.getLoc(), name, layer.getSymName(), s,
+            detached.getStrArrayAttr(kernelInputs(layer)),
+            detached.getStrArrayAttr(kernelOutputs(layer)));
         Block &body = kernel.getBody().emplaceBlock();
         OpBuilder kb = OpBuilder::atBlockEnd(&body);
-        buildBody(kb, layer.getLoc(), layer, s);
+        buildBody(kb, layer.getLoc(), layer, s, body);
 
         KernelOp existing;
         for (KernelOp k : kept.lookup(layer))
           if (k.getSchedule() == s)
             existing = k;
         if (existing) {
-          bool same = bodyText(existing) == bodyText(kernel);
+          // Kept when it is this lowering, fused or not.
+          KernelOp flat = unfusedCopy(existing);
+          bool same = OperationEquivalence::isEquivalentTo(
+              flat, kernel, OperationEquivalence::IgnoreLocations);
+          flat.erase();
           kernel.erase();
           if (!same) {
             existing.emitOpError()
@@ -174,8 +214,7 @@ struct DeltaLowerStagesPass
         if (Operation *other = SymbolTable::lookupNearestSymbolFrom(
                 layer, StringAttr::get(layer.getContext(), name))) {
           InFlightDiagnostic d = layer.emitOpError()
-                                 << "its " << stringifyTarget(s.getTarget())
-                                 << " " << stringifyMode(s.getMode())
+                                 << "its " << s.getFamily()
                                  << " kernel would be named @" << name
                                  << ", which another symbol already uses: "
                                     "rename the layer or that symbol";

@@ -1,22 +1,20 @@
 //===- SelectSchedule.cpp - attach #delta.schedule to layers --------------===//
 //
-// Per layer and target: defaults, then the tuning database, then schedules
-// already on the layer (written in the spec, or from an earlier run), then
-// explicit options (each later source wins). mode = auto on the CPU follows
-// deltac::kCpuRecurrentMaxTokens (runtime/include/deltac/schedule.h, the rule
-// the runtime's mode=auto uses too): 0 gives one unbounded recurrent
-// schedule; a bound n gives a chunked schedule plus a recurrent one for
-// sequences of at most n tokens. CUDA has only a recurrent kernel so far.
+// Per layer and target, everything from the kernel catalogue
+// (deltac/catalogue.h): the families the mode runs (families_for: on the
+// CPU under auto, cpu_decode for calls of at most one token, then
+// cpu_recurrent), their default knobs (default_config), legality
+// (check_family / check_config) and the error when no family exists
+// (default_family). Each later source wins: defaults, the tuning database
+// (deltac/tuning_db.h), schedules already on the layer, explicit options.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Delta/DeltaCatalogue.h"
 #include "Delta/DeltaOps.h"
 #include "Delta/Passes.h"
-#include "Delta/TuningDB.h"
 
-#include "deltac/schedule.h"
-
-#include <algorithm>
+#include "deltac/tuning_db.h"
 
 namespace mlir::delta {
 #define GEN_PASS_DEF_DELTASELECTSCHEDULE
@@ -28,25 +26,11 @@ using namespace mlir::delta;
 
 namespace {
 
-struct Choice {
-  Mode mode;
-  int64_t chunk, tileK, tileV, warps, stages, maxTokens;
-  StringRef source;
+/// One kernel of the set: its family and dispatch bound.
+struct KernelSlot {
+  deltac::Family family;
+  int64_t maxTokens;
 };
-
-/// Default schedule of one kernel on one target.
-Choice defaults(LayerOp layer, Target target, Mode mode) {
-  int64_t k = layer.getKeyDim(), v = layer.getValueDim();
-  Choice c{mode, 0, k, v, 1, 1, 0, "default"};
-  if (mode == Mode::chunked)
-    c.chunk = deltac::kCpuDefaultChunk;
-  if (target == Target::sm_90a) {
-    // Recurrent CUDA kernel: the state column block of a CTA.
-    c.tileV = std::min<int64_t>(v, 32);
-    c.warps = 4;
-  }
-  return c;
-}
 
 struct DeltaSelectSchedulePass
     : mlir::delta::impl::DeltaSelectScheduleBase<DeltaSelectSchedulePass> {
@@ -68,7 +52,8 @@ struct DeltaSelectSchedulePass
 private:
   SmallVector<Target> targets;
   std::optional<Mode> modeOverride;
-  std::vector<TuningRecord> db;
+  deltac::TuningDB db;
+  int64_t knobOpt[deltac::kKnobCount] = {};
 
   LogicalResult checkOptions(ModuleOp module) {
     targets.clear();
@@ -89,80 +74,74 @@ private:
                << "delta-select-schedule: unknown mode '" << mode
                << "': expected auto, chunked or recurrent";
     }
-    if (chunk != 0 && chunk != 16 && chunk != 32 && chunk != 64)
-      return module.emitError() << "delta-select-schedule: chunk must be 0 "
-                                   "(auto), 16, 32 or 64, got "
-                                << static_cast<int64_t>(chunk);
-    for (auto [name, val] : {std::pair{"tile-k", (int64_t)tileK},
-                             std::pair{"tile-v", (int64_t)tileV}})
-      if (val != 0 && (val < 16 || val > 256 || val % 16 != 0))
+    // In deltac::kKnobNames order.
+    const int64_t opts[deltac::kKnobCount] = {chunk, tileK, tileV,
+                                              warps, stages, split};
+    static_assert(deltac::kKnobCount == 6, "one option per catalogue knob");
+    for (int i = 0; i < deltac::kKnobCount; ++i) {
+      knobOpt[i] = opts[i];
+      if (opts[i] < 0 || opts[i] > INT32_MAX)
         return module.emitError()
-               << "delta-select-schedule: " << name
-               << " must be 0 (auto) or a multiple of 16 in 16..256, got "
-               << val;
-    if (warps < 0 || warps > 32)
-      return module.emitError() << "delta-select-schedule: warps must be 0 "
-                                   "(auto) or in 1..32, got "
-                                << static_cast<int64_t>(warps);
-    if (stages < 0 || stages > 8)
-      return module.emitError() << "delta-select-schedule: stages must be 0 "
-                                   "(auto) or in 1..8, got "
-                                << static_cast<int64_t>(stages);
-    db.clear();
+               << "delta-select-schedule: " << deltac::kKnobNames[i]
+               << " must be 0 (default) or a value the catalogue lists, got "
+               << opts[i];
+    }
+    db = deltac::TuningDB();
     if (!tuningDb.empty()) {
-      auto loaded = loadTuningDB(tuningDb);
-      if (!loaded)
-        return module.emitError() << "delta-select-schedule: "
-                                  << llvm::toString(loaded.takeError());
-      db = std::move(*loaded);
+      std::string err;
+      if (!deltac::load_tuning_db(tuningDb, &db, &err))
+        return module.emitError() << "delta-select-schedule: " << err;
     }
     return success();
   }
 
-  const TuningRecord *lookup(LayerOp layer, Target t, Mode m) const {
-    for (const TuningRecord &r : db)
-      if (r.target == t && r.variant == layer.getVariant() &&
-          r.keyDim == int64_t(layer.getKeyDim()) &&
-          r.valueDim == int64_t(layer.getValueDim()) &&
-          r.inDtype == layer.getInDtype() && (!r.mode || *r.mode == m))
-        return &r;
-    return nullptr;
+  /// The tuning-db record for family f on layer's shapes, bounded like the
+  /// kernel (its bucket holds maxTokens; the smallest such bucket wins).
+  const deltac::TuningRecord *lookup(LayerOp layer, Target t,
+                                     deltac::Family f,
+                                     int64_t maxTokens) const {
+    deltac::Problem p = problemOf(layer, t, maxTokens);
+    const deltac::TuningRecord *best = nullptr;
+    auto bucket = [](int64_t x) { return x ? x : INT64_MAX; };
+    for (const deltac::TuningRecord &r : db.records) {
+      if (r.config.family != f || r.variant != int32_t(layer.getVariant()) ||
+          r.K != p.K || r.V != p.V ||
+          r.in_dtype != p.in_dtype /* template type */)
+        continue;
+      if (bucket(r.max_tokens) < bucket(maxTokens))
+        continue; // the record does not hold every length this kernel takes
+      if (!deltac::check_config(r.config, p).empty())
+        continue;
+      if (!best || bucket(r.max_tokens) < bucket(best->max_tokens))
+        best = &r;
+    }
+    return best;
   }
 
-  /// `given`: the layer's own schedule for (t, m), if any; it wins over the
-  /// defaults and the tuning database.
-  Choice choose(LayerOp layer, Target t, Mode m, ScheduleAttr given) const {
-    Choice c = defaults(layer, t, m);
-    if (given) {
-      c.chunk = given.getChunk();
-      c.tileK = given.getTileK();
-      c.tileV = given.getTileV();
-      c.warps = given.getWarps();
-      c.stages = given.getStages();
-      c.maxTokens = given.getMaxTokens();
-      c.source = given.getSource();
-    } else if (const TuningRecord *r = lookup(layer, t, m)) {
-      if (m == Mode::chunked && r->chunk)
-        c.chunk = r->chunk;
-      c.tileK = r->tileK;
-      c.tileV = r->tileV;
-      c.warps = r->warps;
-      c.stages = r->stages;
-      c.source = "tuning-db";
+  /// The kernel set mode m gives on t: the catalogue's families in order,
+  /// each bounded by the longest sequence it takes, up to the first
+  /// unbounded one.
+  FailureOr<SmallVector<KernelSlot>> kernelSet(LayerOp layer, Target t,
+                                               Mode m) {
+    deltac::Device d = deviceOf(t);
+    deltac::FamilyList l = deltac::families_for(d, catalogueMode(m));
+    SmallVector<KernelSlot> set;
+    for (int i = 0; i < l.n; ++i) {
+      const deltac::FamilyInfo &fi = deltac::family_info(l.f[i]);
+      if (!deltac::check_family(l.f[i], problemOf(layer, t, fi.max_tokens))
+               .empty())
+        continue;
+      set.push_back({l.f[i], fi.max_tokens});
+      if (fi.max_tokens == 0)
+        return set;
     }
-    auto over = [&](int64_t opt, int64_t &field) {
-      if (opt) {
-        field = opt;
-        c.source = "override";
-      }
-    };
-    if (m == Mode::chunked)
-      over(chunk, c.chunk);
-    over(tileK, c.tileK);
-    over(tileV, c.tileV);
-    over(warps, c.warps);
-    over(stages, c.stages);
-    return c;
+    std::string why;
+    deltac::Family unused;
+    deltac::default_family(d, catalogueMode(m), problemOf(layer, t, 0),
+                           &unused, &why);
+    return layer.emitOpError()
+           << "mode = " << stringifyMode(m) << " on target " << targetName(t)
+           << ": " << why;
   }
 
   LogicalResult selectFor(LayerOp layer) {
@@ -175,55 +154,75 @@ private:
     SmallVector<ScheduleAttr> given;
     if (auto old = layer.getSchedules())
       llvm::append_range(given, old->getAsRange<ScheduleAttr>());
-    auto givenFor = [&](Target t, Mode km) {
-      for (ScheduleAttr s : given)
-        if (s.getTarget() == t && s.getMode() == km)
-          return s;
-      return ScheduleAttr();
-    };
-    SmallVector<Attribute> scheds;
+    SmallVector<std::pair<Target, KernelSlot>> slots;
     for (Target t : targets) {
-      SmallVector<std::pair<Mode, int64_t>> kernels; // mode, max tokens
-      SmallVector<ScheduleAttr> ownForTarget;
+      SmallVector<ScheduleAttr> own;
       for (ScheduleAttr s : given)
         if (s.getTarget() == t)
-          ownForTarget.push_back(s);
-      if (!modeOverride && !ownForTarget.empty()) {
+          own.push_back(s);
+      if (!modeOverride && !own.empty()) {
         // The layer's own schedules for t: the kernel set as given.
-        for (ScheduleAttr s : ownForTarget)
-          kernels.push_back({s.getMode(), s.getMaxTokens()});
-      } else if (t == Target::sm_90a) {
-        if (m == Mode::chunked)
-          return layer.emitOpError()
-                 << "mode = chunked on target cuda:sm_90a: no chunked CUDA "
-                    "kernel exists yet; use mode = recurrent or auto (auto "
-                    "uses the recurrent kernel on CUDA)";
-        kernels.push_back({Mode::recurrent, 0});
-      } else if (m == Mode::automatic) {
-        // decode_tokens (1..8) is information for the manifest: the bound
-        // is kCpuRecurrentMaxTokens (0: the recurrent kernel takes all).
-        if (deltac::kCpuRecurrentMaxTokens == 0) {
-          kernels.push_back({Mode::recurrent, 0});
-        } else {
-          kernels.push_back({Mode::chunked, 0});
-          kernels.push_back({Mode::recurrent, deltac::kCpuRecurrentMaxTokens});
+        for (ScheduleAttr s : own)
+          slots.push_back({t, {familyOf(s)->family, s.getMaxTokens()}});
+        continue;
+      }
+      auto set = kernelSet(layer, t, m);
+      if (failed(set))
+        return failure();
+      for (KernelSlot k : *set)
+        slots.push_back({t, k});
+    }
+
+    // A knob option must be read by some kernel chosen for the layer.
+    for (int i = 0; i < deltac::kKnobCount; ++i) {
+      if (!knobOpt[i])
+        continue;
+      bool read = llvm::any_of(slots, [&](auto &ts) {
+        return deltac::family_info(ts.second.family).knobs & (1u << i);
+      });
+      if (!read) {
+        std::string chosen;
+        for (auto &[t, k] : slots)
+          chosen += std::string(chosen.empty() ? "" : ", ") +
+                    deltac::family_info(k.family).name;
+        return layer.emitOpError()
+               << "delta-select-schedule: option "
+               << deltac::kKnobNames[i] << " = " << knobOpt[i]
+               << " is read by no kernel chosen for this layer (" << chosen
+               << ")";
+      }
+    }
+
+    SmallVector<Attribute> scheds;
+    for (auto &[t, slot] : slots) {
+      ScheduleAttr own;
+      for (ScheduleAttr s : given)
+        if (s.getTarget() == t && familyOf(s)->family == slot.family)
+          own = s;
+      int64_t maxTokens = own && !modeOverride ? own.getMaxTokens()
+                                               : slot.maxTokens;
+      deltac::Problem p = problemOf(layer, t, maxTokens);
+      deltac::KernelConfig c = deltac::default_config(slot.family, p);
+      StringRef source = "default";
+      if (own) {
+        c = configOf(own);
+        source = own.getSource();
+      } else if (const deltac::TuningRecord *r =
+                     lookup(layer, t, slot.family, maxTokens)) {
+        c = r->config;
+        source = "tuning-db";
+      }
+      const deltac::FamilyInfo &fi = deltac::family_info(slot.family);
+      for (int i = 0; i < deltac::kKnobCount; ++i)
+        if (knobOpt[i] && (fi.knobs & (1u << i))) {
+          c.knob(i) = int32_t(knobOpt[i]);
+          source = "override";
         }
-      } else {
-        kernels.push_back({m, 0});
-      }
-      for (auto [km, maxTokens] : kernels) {
-        ScheduleAttr own = givenFor(t, km);
-        Choice c = choose(layer, t, km, own);
-        if (!own || modeOverride)
-          c.maxTokens = maxTokens;
-        auto emitErr = [&]() { return layer.emitOpError(); };
-        ScheduleAttr s = ScheduleAttr::getChecked(
-            emitErr, ctx, t, km, c.chunk, c.tileK, c.tileV, c.warps, c.stages,
-            c.maxTokens, c.source);
-        if (!s)
-          return failure();
-        scheds.push_back(s);
-      }
+      std::string why = deltac::check_config(c, p);
+      if (!why.empty())
+        return layer.emitOpError()
+               << "delta-select-schedule: on " << targetName(t) << ": " << why;
+      scheds.push_back(scheduleOf(ctx, t, c, maxTokens, source));
     }
     if (modeOverride)
       layer.setMode(m);

@@ -67,17 +67,17 @@ delta.layer @tiny_scale {variant = #delta.variant<delta>, heads = 4, key_dim = 6
 
 // -----
 
-// expected-error @below {{two schedules for target cpu and mode chunked: at most one per target and mode}}
+// expected-error @below {{two schedules of family cpu_chunked: at most one per family}}
 delta.layer @twice {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
-  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
-               #delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 8, source = "spec">]}
+  schedules = [#delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 64}, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 32}, max_tokens = 8, source = "spec">]}
 
 // -----
 
 // expected-error @below {{two schedules for target cpu with max_tokens = 0 (no bound)}}
 delta.layer @two_unbounded {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
-  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">,
-               #delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "spec">]}
+  schedules = [#delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 64}, max_tokens = 0, source = "spec">,
+               #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32}, max_tokens = 0, source = "spec">]}
 
 // -----
 
@@ -106,15 +106,30 @@ delta.layer @decode_zero {variant = #delta.variant<delta>, heads = 4, key_dim = 
 
 // -----
 
-// expected-error @below {{schedule mode chunked contradicts the layer's mode = recurrent}}
+// expected-error @below {{schedule family cpu_chunked is not run by mode = recurrent on cpu (it runs cpu_decode, cpu_recurrent)}}
 delta.layer @sched_contradicts {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<recurrent>,
-  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "default">]}
+  schedules = [#delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 64}, max_tokens = 0, source = "default">]}
 
 // -----
 
-// expected-error @below {{no chunked kernel exists for target sm_90a (only cpu has one; use mode = recurrent)}}
-delta.layer @chunked_cuda {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
-  schedules = [#delta.schedule<target = sm_90a, mode = chunked, chunk = 64, tile_k = 64, tile_v = 64, warps = 4, stages = 2, max_tokens = 0, source = "default">]}
+// The catalogue has no chunked CUDA family: its message is the one source.
+// expected-error @below {{schedule family cuda_recurrent is not run by mode = chunked on cuda:sm_90a (no chunked kernel on cuda)}}
+delta.layer @chunked_cuda {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<chunked>,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32, warps = 4}, max_tokens = 0, source = "default">]}
+
+// -----
+
+// The catalogue's check_config for the layer's shapes: tile_v divides V.
+// expected-error @below {{schedule on cpu: cpu_recurrent: tile_v = 32 must divide V = 48}}
+delta.layer @tile_v_divides {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 48,
+  schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32}, max_tokens = 0, source = "spec">]}
+
+// -----
+
+// ... and the CUDA warps split K into whole row groups.
+// expected-error @below {{schedule on cuda:sm_90a: cuda_recurrent: warps = 8 does not split K = 16 with tile_v = 32 into whole row groups of at most 16 rows}}
+delta.layer @warps_split {variant = #delta.variant<delta>, heads = 4, key_dim = 16, value_dim = 64,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32, warps = 8}, max_tokens = 0, source = "spec">]}
 
 // -----
 

@@ -62,53 +62,65 @@ delta.layer @second {variant = #delta.variant<delta>, heads = 1, key_dim = 256, 
 
 // -----
 
-// A layer with schedules attached.
+// A layer with schedules attached: a catalogue family and its knobs.
 // CHECK-LABEL: delta.layer @scheduled
-// CHECK-SAME: schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "override">]
+// CHECK-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 32 : i64}, max_tokens = 0, source = "override">]
 delta.layer @scheduled {variant = #delta.variant<delta>, heads = 2, key_dim = 64, value_dim = 64, mode = #delta.mode<chunked>,
-  schedules = [#delta.schedule<target = cpu, mode = chunked, chunk = 32, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "override">]}
+  schedules = [#delta.schedule<target = cpu, family = "cpu_chunked", knobs = {chunk = 32}, max_tokens = 0, source = "override">]}
 
 // -----
 
-// Kernel and stage ops parse and print.
-// CHECK-LABEL: delta.kernel @k of @l <target = cpu, mode = chunked, chunk = 16
-// CHECK-NEXT: delta.convert "q" <f16> to <f32>
-// CHECK-NEXT: delta.beta_sigmoid <zero_one>
-// CHECK-NEXT: delta.gate width 32
-// CHECK-NEXT: delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] {
-// CHECK-NEXT: delta.qk_l2norm
-// CHECK-NEXT: delta.gate_cumsum chunk 16 width 32
-// CHECK-NEXT: delta.kkt_inverse chunk 16
-// CHECK-NEXT: delta.wy chunk 16
-// CHECK-NEXT: delta.state_scan chunk 16 {save_chunk_states = false}
-// CHECK-NEXT: delta.chunk_output chunk 16
+// Kernel and stage ops parse and print, values flowing from the layer's
+// tensors (block arguments) to delta.yield.
+// CHECK-LABEL: delta.kernel @k of @l <target = cpu, family = "cpu_chunked", knobs = {chunk = 16 : i64}
+// CHECK-SAME: inputs ["q", "k", "v", "beta", "a", "A_log", "dt_bias"] outputs ["o"]
+// CHECK-NEXT: ^bb0(%q: !delta.tensor, %k: !delta.tensor, %v: !delta.tensor, %beta: !delta.tensor, %a: !delta.tensor, %A_log: !delta.tensor, %dt_bias: !delta.tensor):
+// CHECK-NEXT: %q_f32 = delta.convert "q" %q <f16> to <f32>
+// CHECK-NEXT: %k_f32 = delta.convert "k" %k <f16> to <f32>
+// CHECK-NEXT: %v_f32 = delta.convert "v" %v <f16> to <f32>
+// CHECK-NEXT: %beta_0 = delta.beta_sigmoid <zero_one> %beta
+// CHECK-NEXT: %g = delta.gate %a, %A_log, %dt_bias width 32
+// CHECK-NEXT: %[[F:.*]]:2 = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
+// CHECK-NEXT: %q_n, %k_n = delta.qk_l2norm %q_f32, %k_f32
+// CHECK-NEXT: %g_cum = delta.gate_cumsum %g chunk 16 width 32
+// CHECK-NEXT: %A = delta.kkt_inverse %k_n, %beta_0 decay %g_cum chunk 16
+// CHECK-NEXT: %w, %u = delta.wy %A, %k_n, %v_f32, %beta_0 decay %g_cum chunk 16
+// CHECK-NEXT: %h, %v_new, %ht = delta.state_scan %k_n, %w, %u decay %g_cum chunk 16 {save_chunk_states = false}
+// CHECK-NEXT: %o = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 16
+// CHECK-NEXT: delta.yield %o, %ht
 // CHECK-NEXT: }
-// CHECK-NEXT: delta.convert "o" <f32> to <f16>
-delta.layer @l {variant = #delta.variant<kda>, heads = 2, key_dim = 32, value_dim = 32, in_dtype = #delta.dtype<f16>}
-delta.kernel @k of @l <target = cpu, mode = chunked, chunk = 16, tile_k = 32, tile_v = 32, warps = 1, stages = 1, max_tokens = 0, source = "default"> {
-  delta.convert "q" <f16> to <f32>
-  delta.beta_sigmoid <zero_one>
-  delta.gate width 32
-  delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] {
-    delta.qk_l2norm
-    delta.gate_cumsum chunk 16 width 32
-    delta.kkt_inverse chunk 16
-    delta.wy chunk 16
-    delta.state_scan chunk 16 {save_chunk_states = false}
-    delta.chunk_output chunk 16
+// CHECK-NEXT: %o_f16 = delta.convert "o" %[[F]]#0 <f32> to <f16>
+// CHECK-NEXT: delta.yield %o_f16
+delta.layer @l {variant = #delta.variant<kda>, heads = 2, key_dim = 32, value_dim = 32, in_dtype = #delta.dtype<f16>, gate_in_kernel = true, beta_sigmoid = true}
+delta.kernel @k of @l <target = cpu, family = "cpu_chunked", knobs = {chunk = 16}, max_tokens = 0, source = "default"> inputs ["q", "k", "v", "beta", "a", "A_log", "dt_bias"] outputs ["o"] {
+^bb0(%q: !delta.tensor, %k: !delta.tensor, %v: !delta.tensor, %beta: !delta.tensor, %a: !delta.tensor, %A_log: !delta.tensor, %dt_bias: !delta.tensor):
+  %q1 = delta.convert "q" %q <f16> to <f32>
+  %k1 = delta.convert "k" %k <f16> to <f32>
+  %v1 = delta.convert "v" %v <f16> to <f32>
+  %b = delta.beta_sigmoid <zero_one> %beta
+  %g = delta.gate %a, %A_log, %dt_bias width 32
+  %f:2 = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
+    %qn, %kn = delta.qk_l2norm %q1, %k1
+    %gc = delta.gate_cumsum %g chunk 16 width 32
+    %A = delta.kkt_inverse %kn, %b decay %gc chunk 16
+    %w, %u = delta.wy %A, %kn, %v1, %b decay %gc chunk 16
+    %h, %vn, %ht = delta.state_scan %kn, %w, %u decay %gc chunk 16 {save_chunk_states = false}
+    %o = delta.chunk_output %qn, %kn, %vn, %h decay %gc chunk 16
+    delta.yield %o, %ht
   }
-  delta.convert "o" <f32> to <f16>
+  %o2 = delta.convert "o" %f#0 <f32> to <f16>
+  delta.yield %o2
 }
 
 // -----
 
-// The recurrent step.
+// The recurrent step, unfused, with a decay and an initial state.
 // CHECK-LABEL: delta.kernel @r of @l
-// CHECK: delta.fused over "tokens" ["recurrent_step"] {
-// CHECK-NEXT: delta.recurrent_step <delta>
-delta.layer @l {variant = #delta.variant<delta>, heads = 2, key_dim = 32, value_dim = 32}
-delta.kernel @r of @l <target = sm_90a, mode = recurrent, chunk = 0, tile_k = 32, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default"> {
-  delta.fused over "tokens" ["recurrent_step"] {
-    delta.recurrent_step <delta>
-  }
+// CHECK: %o, %ht = delta.recurrent_step <gated> %q, %k, %v, %beta decay %g init %h0
+// CHECK-NEXT: delta.yield %o, %ht
+delta.layer @l {variant = #delta.variant<gated>, heads = 2, key_dim = 32, value_dim = 32, initial_state = true, final_state = true}
+delta.kernel @r of @l <target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32, warps = 2}, max_tokens = 0, source = "default"> inputs ["q", "k", "v", "beta", "g", "h0"] outputs ["o", "ht"] {
+^bb0(%q: !delta.tensor, %k: !delta.tensor, %v: !delta.tensor, %beta: !delta.tensor, %g: !delta.tensor, %h0: !delta.tensor):
+  %o, %ht = delta.recurrent_step <gated> %q, %k, %v, %beta decay %g init %h0
+  delta.yield %o, %ht
 }

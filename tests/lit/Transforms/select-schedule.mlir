@@ -2,43 +2,43 @@
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=cuda:sm_90a | FileCheck %s --check-prefix=CUDA
 // RUN: delta-opt %s -split-input-file -delta-select-schedule=target=all | FileCheck %s --check-prefix=ALL
 
-// mode auto follows deltac::kCpuRecurrentMaxTokens (runtime/include/deltac/
-// schedule.h), now 0 = no limit: one unbounded recurrent schedule on CPU
-// (the recurrence measured faster at every length), as on CUDA. If the
-// constant changes, this test must change with it.
+// mode auto follows the kernel catalogue (families_for): on the CPU
+// cpu_decode for calls of at most one token (its max_tokens), then
+// cpu_recurrent for every length; on CUDA cuda_recurrent. Knobs are the
+// catalogue's default_config: tile_v 32 where it divides V (K <= 128 for
+// cpu_recurrent), CUDA warps from the row-group rule.
 // CPU-LABEL: delta.layer @auto_mode
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">]
-// CPU-NOT: mode = chunked
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
+// CPU-NOT: cpu_chunked
 // CUDA-LABEL: delta.layer @auto_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
-// ALL-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 128, tile_v = 128, warps = 1, stages = 1, max_tokens = 0, source = "default">, #delta.schedule<target = sm_90a, mode = recurrent
+// ALL-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", {{.*}}, #delta.schedule<target = cpu, family = "cpu_recurrent", {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_recurrent"
 delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128}
 
 // -----
 
-// decode_tokens is information only: the bound stays kCpuRecurrentMaxTokens.
+// decode_tokens is information only: cpu_decode still takes 1-token calls.
+// K = 256: cpu_recurrent's default tile_v is 16.
 // CPU-LABEL: delta.layer @decode4
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 1, stages = 1, max_tokens = 0, source = "default">]
-delta.layer @decode4 {variant = #delta.variant<kda>, heads = 4, key_dim = 64, value_dim = 32, decode_tokens = 4}
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16 : i64}, max_tokens = 0, source = "default">]
+delta.layer @decode4 {variant = #delta.variant<kda>, heads = 4, key_dim = 256, value_dim = 32, decode_tokens = 4}
 
 // -----
 
-// mode recurrent: one unbounded recurrent schedule per target.
+// mode recurrent: the catalogue's recurrent families (decode first).
 // CPU-LABEL: delta.layer @recurrent_mode
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 64, warps = 1, stages = 1, max_tokens = 0, source = "default">]
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
 // CUDA-LABEL: delta.layer @recurrent_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 64, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
-// ALL-LABEL: delta.layer @recurrent_mode
-// ALL-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent
-// ALL-SAME: #delta.schedule<target = sm_90a, mode = recurrent
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
 delta.layer @recurrent_mode {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<recurrent>}
 
 // -----
 
-// Small value dims keep the whole V on CUDA.
+// A value dim that 32 does not divide: 16-column tiles; K = 16 gives two
+// row groups: 2 warps.
 // CUDA-LABEL: delta.layer @small_v
-// CUDA-SAME: tile_k = 16, tile_v = 16, warps = 4
+// CUDA-SAME: knobs = {tile_v = 16 : i64, warps = 2 : i64}
 delta.layer @small_v {variant = #delta.variant<delta>, heads = 1, key_dim = 16, value_dim = 16, mode = #delta.mode<recurrent>}
 
 // -----
@@ -47,8 +47,8 @@ delta.layer @small_v {variant = #delta.variant<delta>, heads = 1, key_dim = 16, 
 // kept for the targets asked for (so re-running is idempotent); others are
 // dropped.
 // CPU-LABEL: delta.layer @rerun
-// CPU-SAME: schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 256, tile_v = 256, warps = 1, stages = 1, max_tokens = 0, source = "override">]
+// CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16 : i64}, max_tokens = 0, source = "override">]
 // CUDA-LABEL: delta.layer @rerun
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, mode = recurrent, chunk = 0, tile_k = 32, tile_v = 32, warps = 4, stages = 1, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
 delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, value_dim = 32, mode = #delta.mode<recurrent>,
-  schedules = [#delta.schedule<target = cpu, mode = recurrent, chunk = 0, tile_k = 256, tile_v = 256, warps = 1, stages = 1, max_tokens = 0, source = "override">]}
+  schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16}, max_tokens = 0, source = "override">]}
