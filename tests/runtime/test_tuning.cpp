@@ -6,6 +6,7 @@
 #include "deltac/cli.h"
 #include "deltac/runtime.h"
 
+#include "select.h" // runtime/src: the config choice, testable without a GPU
 #include "test_util.h"
 
 #include <fstream>
@@ -213,6 +214,50 @@ TEST_F(TuningDbRun, BadDatabasesAreRefusedNamingFileAndField) {
   EXPECT_NE(deltac_load_tuning_db(dir.file("missing.json").c_str()), 0);
   EXPECT_NE(std::string(deltac_last_error()).find("missing.json"),
             std::string::npos);
+}
+
+// The CUDA config choice needs no GPU (the launch does): a legal,
+// precompiled record is taken; a legal record the runtime does not ship
+// (warps other than the default) gives the default config and a note.
+TEST_F(TuningDbRun, CudaRecordsAreTakenOnlyWhenPrecompiled) {
+  deltac::Problem prob;
+  prob.variant = DELTAC_VARIANT_GATED;
+  prob.K = prob.V = 128;
+  prob.seqs = 64;
+  prob.HV = 32;
+  prob.max_seqlen = 1;
+  prob.sm_count = 132;
+  const deltac_options opt = deltac_default_options();
+  rt::Choice choice;
+  std::string err;
+  ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
+  EXPECT_TRUE(choice.config == default_config(Family::CudaRecurrent, prob));
+  EXPECT_EQ(choice.config.tile_v, 32);
+  EXPECT_FALSE(choice.tuned);
+
+  load(R"({"format": "deltac-tuning-db", "version": 2, "records": [
+    {"family": "cuda_recurrent", "variant": "gated", "key_dim": 128,
+     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 2}]})");
+  ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
+  EXPECT_TRUE(choice.config == default_config(Family::CudaRecurrent, prob));
+  EXPECT_FALSE(choice.tuned);
+  EXPECT_NE(choice.note.find("record 0 (cuda_recurrent tile_v=16 warps=2) is "
+                             "not precompiled in this runtime; the default "
+                             "config (cuda_recurrent tile_v=32 warps=4) ran"),
+            std::string::npos)
+      << choice.note;
+
+  load(R"({"format": "deltac-tuning-db", "version": 2, "records": [
+    {"family": "cuda_recurrent", "variant": "gated", "key_dim": 128,
+     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 4}]})");
+  ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
+  EXPECT_EQ(choice.config.tile_v, 16);
+  EXPECT_EQ(choice.config.warps, 4);
+  EXPECT_TRUE(choice.tuned);
+  EXPECT_EQ(choice.note, "");
+  // The CPU ignores CUDA records.
+  ASSERT_TRUE(rt::choose_config(Device::CPU, opt, prob, &choice, &err)) << err;
+  EXPECT_FALSE(choice.tuned);
 }
 
 // --- through deltac run ---------------------------------------------------
