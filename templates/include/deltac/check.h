@@ -137,8 +137,8 @@ inline bool check_dims(const deltac_fwd_params &p, std::string *error,
   return true;
 }
 
-// Returns true when p describes a forward call the kernels can run. On
-// failure returns false and, when error is non-null, stores a one-line
+// Returns true when p's structure is one the kernels can run (its values are
+// check_values' business). On failure returns false and, when error is non-null, stores a one-line
 // message naming the field and what was expected.
 //
 // cu_seqlens_on_host = false is for callers whose cu_seqlens is device
@@ -146,7 +146,7 @@ inline bool check_dims(const deltac_fwd_params &p, std::string *error,
 // but its contents are not read. The kernels then trust those contents: the
 // caller must guarantee cu_seqlens[0] == 0, non-decreasing values and
 // cu_seqlens[N] == T (other values make the kernels read or write out of
-// bounds).
+// bounds), or has them checked on the device (the runtime's checking mode).
 inline bool check_params(const deltac_fwd_params &p, std::string *error,
                          bool cu_seqlens_on_host = true) {
   using detail::checkFail;
