@@ -1,14 +1,13 @@
 // The main job: a Qwen3-Next gated DeltaNet layer (16 q/k heads, 32 value
 // heads, K = V = 128, bf16 in, f32 state) compiled by `deltac generate`, run
 // on random inputs, checked against the float64 reference, and timed.
-// The spec uses mode auto: the generated CPU entry runs the kernel the rule
-// of deltac/schedule.h picks for the longest sequence (kCpuRecurrentMaxTokens:
-// now the recurrent kernel at every length); on a machine with a GPU the CUDA
-// kernels run too.
+// The spec uses mode auto: the generated entries run the kernel the
+// catalogue's default rule picks for the longest sequence
+// (deltac/catalogue.h); on a machine with a GPU the CUDA kernels run too.
 #include "deltac/reference.h"
 #include "qwen3_next_gdn.h"
-// Header-only (runtime/include); the demo links no runtime library.
-#include "deltac/schedule.h"
+// Header-only; the demo links no runtime library.
+#include "deltac/catalogue.h"
 
 #include <algorithm>
 #include <chrono>
@@ -48,12 +47,16 @@ double time_cpu(const deltac_fwd_params &p, int reps) {
   return times[times.size() / 2];
 }
 
-// The chunk of the kernel that mode auto runs for p on `device` (0: the
-// recurrent one): the generated dispatch follows deltac::default_schedule,
-// since the spec has no schedules of its own and no tuning database is used.
+// The chunk of the kernel that mode auto runs for p on `device` (0: a
+// recurrent one): the generated dispatch follows the catalogue's default
+// rule, since the spec has no schedules of its own and no tuning database
+// is used.
 int auto_chunk(deltac::Device device, const deltac_fwd_params &p) {
-  deltac::Schedule s = deltac::default_schedule(device, p);
-  return s.mode == deltac::Schedule::Chunked ? s.chunk : 0;
+  deltac::Problem pr = deltac::problem_of(p, deltac::max_seqlen(p));
+  deltac::Family f;
+  if (!deltac::default_family(device, deltac::Mode::Auto, pr, &f, nullptr))
+    return 0;
+  return deltac::default_config(f, pr).chunk;
 }
 
 // chunk: of the kernel that ran, 0 for the recurrent one (for the FLOPs).

@@ -82,8 +82,9 @@ struct FamilyInfo {
   uint32_t knobs;     // Knob bits it reads
   KnobValues values[kKnobCount]; // per knob, in kKnobNames order
   const char *header; // include that declares its entry
-  const char *entry;  // C++ template it instantiates:
-                      // entry<Var, KC, VC, knob values...>(params)
+  const char *entry;  // C++ template it instantiates, knobs in kKnobNames
+                      // order: CPU entry<Var, knobs..., KC, VC>(params),
+                      // CUDA entry<Var, K, V, InT, knobs...>(params, stream)
 };
 
 constexpr FamilyInfo kFamilies[kFamilyCount] = {
