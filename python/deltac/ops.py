@@ -44,6 +44,7 @@ with cu_seqlens, which the runtime copies to the host to validate).
 from __future__ import annotations
 
 import math
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -61,7 +62,6 @@ from ._lib import (
     VARIANT_DELTA,
     VARIANT_GATED,
     VARIANT_KDA,
-    FwdParams,
 )
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "delta_rule_fwd",
 ]
 
+_pack = _lib.PARAMS_STRUCT.pack  # deltac_fwd_params as bytes
 _IN_DTYPES = {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16}
 _VARIANT_NAMES = {VARIANT_DELTA: "delta", VARIANT_GATED: "gated", VARIANT_KDA: "kda"}
 
@@ -110,24 +111,28 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
     cuda = dev.type == "cuda"
     threads = 0 if cuda else torch.get_num_threads()
     dt = _IN_DTYPES[q.dtype]
-    p = FwdParams(
+    p = _pack(
         variant, B, T, H, HV, K, V, N, dt, dt, DTYPE_F32, 1 if state_v_first else 0,
         q.data_ptr(), k.data_ptr(), v.data_ptr(),
-        g.data_ptr() if g is not None else None,
+        g.data_ptr() if g is not None else 0,
         beta.data_ptr(),
-        initial_state.data_ptr() if initial_state is not None else None,
+        initial_state.data_ptr() if initial_state is not None else 0,
         o.data_ptr(),
-        ht.data_ptr() if output_final_state else None,
-        cu_seqlens.data_ptr() if cu_seqlens is not None else None,
+        ht.data_ptr() if output_final_state else 0,
+        cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
         scale, 1 if qk_l2norm else 0, threads,
     )
     if not cuda:
         _lib.forward(p, DEVICE_CPU, mode, chunk, 0, None)
-    elif dev.index is not None and dev.index != torch.cuda.current_device():
-        with torch.cuda.device(dev):
-            _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, torch.cuda.current_stream(dev).cuda_stream)
+        return o, ht
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    # the raw cudaStream_t of torch.cuda.current_stream(dev), without building a Stream object
+    stream = torch._C._cuda_getCurrentRawStream(index)
+    if index != torch.cuda.current_device():
+        with torch.cuda.device(index):
+            _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, stream)
     else:
-        _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, torch.cuda.current_stream(dev).cuda_stream)
+        _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, stream)
     return o, ht
 
 
@@ -331,13 +336,90 @@ def _chunk_mode(fn, chunk_size, dev):
     return MODE_CHUNKED, chunk_size
 
 
+_F32 = torch.float32
+_DIMS = frozenset(range(16, 257, 16))
+_FORCE_DISPATCH = os.environ.get("DELTAC_OPS_DISPATCH", "") not in ("", "0")
+
+
+def _fast_ok(variant, q, k, v, g, beta, initial_state, cu_seqlens, state_v_first):
+    """True when the inputs are the common case that needs no conversion: then
+    ``_prepare`` would accept them as they are. A strict subset of what it accepts
+    (anything else takes ``_prepare``, which converts or raises with a message)."""
+    if cu_seqlens is not None:
+        return False  # the full check (dtype conversion, B == 1)
+    try:
+        qs = q.shape
+        vs = v.shape
+        if len(qs) != 4 or len(vs) != 4:
+            return False
+        B, T, H, K = qs
+        HV = vs[2]
+        dt = q.dtype
+        # devices as (is_cpu, index): cheaper than building torch.device objects
+        if q.is_cpu:
+            same = lambda t: t.is_cpu  # noqa: E731
+        elif q.is_cuda:
+            dev = q.get_device()
+            same = lambda t: t.is_cuda and t.get_device() == dev  # noqa: E731
+        else:
+            return False
+        if not (dt in _IN_DTYPES and k.dtype == dt and v.dtype == dt and beta.dtype == _F32
+                and k.shape == qs and vs[0] == B and vs[1] == T and beta.shape == vs[:3]
+                and K in _DIMS and vs[3] in _DIMS and H > 0 and HV % H == 0
+                and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+                and beta.is_contiguous()
+                and same(k) and same(v) and same(beta)):
+            return False
+        grad = q.requires_grad or k.requires_grad or v.requires_grad or beta.requires_grad
+        if g is not None:
+            if variant == VARIANT_DELTA or g.dtype != _F32 or not g.is_contiguous() \
+                    or not same(g):
+                return False
+            if g.shape != (vs[:3] if variant == VARIANT_GATED else qs[:2] + (HV, K)):
+                return False
+            grad = grad or g.requires_grad
+        elif variant != VARIANT_DELTA:
+            return False
+        if initial_state is not None:
+            h = initial_state
+            if h.dtype != _F32 or not h.is_contiguous() or not same(h):
+                return False
+            if h.shape != ((B, HV, vs[3], K) if state_v_first else (B, HV, K, vs[3])):
+                return False
+            grad = grad or h.requires_grad
+        if grad and torch.is_grad_enabled():
+            return False
+        return type(q) is Tensor  # subclasses (FakeTensor...) take the full path
+    except (AttributeError, TypeError):
+        return False
+
+
+def _direct_ok(q):
+    """Eager mode with nothing watching: call the op's implementation directly,
+    skipping PyTorch's dispatcher (its Python custom-op path costs more than the
+    rest of a call). Under torch.compile / export / FakeTensor / vmap / a dispatch
+    or function mode / the profiler, the call goes through torch.ops.deltac.fwd.
+    DELTAC_OPS_DISPATCH=1 always takes the dispatcher."""
+    return (not _FORCE_DISPATCH and type(q) is Tensor
+            and not torch.compiler.is_compiling()
+            and not torch._C._len_torch_dispatch_stack()
+            and not torch._C._is_torch_function_mode_enabled()
+            and not torch._C._are_functorch_transforms_active()
+            and not torch.autograd._profiler_enabled())
+
+
 def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
           use_qk_l2norm_in_kernel, state_v_first, cu_seqlens):
-    g, beta, scale, initial_state, cu_seqlens = _prepare(
-        fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first)
-    o, ht = delta_rule_fwd(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
-                           bool(use_qk_l2norm_in_kernel), bool(output_final_state),
-                           bool(state_v_first), mode, chunk)
+    if scale is None and _fast_ok(variant, q, k, v, g, beta, initial_state, cu_seqlens,
+                                  state_v_first):
+        scale = 0.0
+    else:
+        g, beta, scale, initial_state, cu_seqlens = _prepare(
+            fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first)
+    output_final_state = bool(output_final_state)
+    args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
+            bool(use_qk_l2norm_in_kernel), output_final_state, bool(state_v_first), mode, chunk)
+    o, ht = _run(*args) if _direct_ok(q) else delta_rule_fwd(*args)
     return o, (ht if output_final_state else None)
 
 

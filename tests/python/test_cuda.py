@@ -28,7 +28,7 @@ FUNCS = {
 
 def make(variant, B, T, H, HV, K, V, dtype, N=None, dev="cuda"):
     q = torch.randn(B, T, H, K).to(dtype)
-    k = torch.randn(B, T, H, K).to(dtype)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K), dim=-1).to(dtype)
     v = torch.randn(B, T, HV, V).to(dtype)
     beta = torch.rand(B, T, HV)
     g = None if variant == "delta" else -0.2 * torch.rand(*((B, T, HV) if variant == "gated" else (B, T, HV, K)))

@@ -25,9 +25,10 @@ FUNCS = {
 
 
 def make(variant, B, T, H, HV, K, V, dtype=torch.float32, N=None, h0=False):
-    """Random inputs in fla's layout; g is a log decay <= 0."""
+    """Random inputs in fla's layout; g is a log decay <= 0, k has unit rows."""
     q = torch.randn(B, T, H, K).to(dtype)
-    k = torch.randn(B, T, H, K).to(dtype)
+    # unit keys: with beta in [0, 1] the state stays bounded without the kernel's L2 norm
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K), dim=-1).to(dtype)
     v = torch.randn(B, T, HV, V).to(dtype)
     beta = torch.rand(B, T, HV)
     g = None
@@ -336,6 +337,16 @@ def test_opcheck(seed):
     args = (q1, k1, v1, g1, b1, state, cu, 1, 0.5, False, True, True, 2, 0)
     torch.library.opcheck(torch.ops.deltac.fwd.default, args,
                           test_utils=("test_schema", "test_faketensor"))
+
+
+def test_dispatcher_and_direct_paths_agree(seed):
+    # eager calls skip the dispatcher; torch.ops.deltac.fwd is what compile/export see
+    q, k, v, g, beta, state = make("kda", 2, 9, 2, 4, 32, 16, h0=True)
+    o, ht = ops.chunk_kda(q, k, v, g, beta, initial_state=state, output_final_state=True)
+    o2, ht2 = torch.ops.deltac.fwd(q, k, v, g, beta, state, None, 2, 0.0, False, True, False, 0, 0)
+    assert torch.equal(o, o2) and torch.equal(ht, ht2)
+    o3, ht3 = torch.ops.deltac.fwd(q, k, v, g, beta, state, None, 2, 0.0, False, False, False, 0, 0)
+    assert torch.equal(o, o3) and ht3.numel() == 0
 
 
 def test_fake_tensor_shapes():
