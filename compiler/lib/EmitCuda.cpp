@@ -132,7 +132,9 @@ std::string cudaKernelComment(LayerOp, const KernelPlan &k) {
 std::string cudaPreText(LayerOp layer, const KernelPlan &k) {
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "  cudaError_t e = cudaSuccess;\n  (void)e;\n";
+  // e: the status of the element-wise pre/post kernels, when there are any.
+  if (!k.pre.empty() || !k.post.empty() || k.betaSigmoid || k.gate)
+    os << "  cudaError_t e = cudaSuccess;\n";
   emitSizes(os);
   for (ConvertOp c : k.pre) {
     StringRef t = c.getTensor();
