@@ -1,11 +1,14 @@
 #include "harness.h"
 
+#include "deltac/convert.h"
 #include "deltac/reference.h"
 #include "kernels.h"
+#include "kernels_chunked.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -18,6 +21,15 @@ KernelFn find_kernel(deltac_variant var, int K, int V, bool bf16) {
     case DELTAC_VARIANT_KDA: return find_kda(K, V, bf16);
   }
   return nullptr;
+}
+
+ChunkedFns find_chunked(deltac_variant var, int K, int V, int dtype, int config) {
+  switch (var) {
+    case DELTAC_VARIANT_DELTA: return find_chunked_delta(K, V, dtype, config);
+    case DELTAC_VARIANT_GATED: return find_chunked_gated(K, V, dtype, config);
+    case DELTAC_VARIANT_KDA: return find_chunked_kda(K, V, dtype, config);
+  }
+  return {};
 }
 
 bool have_gpu() {
@@ -48,20 +60,25 @@ struct DevBuf {
   }
 };
 
-// Host copy of an input in the kernel's dtype: f32 as is, bf16 as raw bits.
+// Host copy of an input in the kernel's dtype: f32 as is, bf16 / f16 as raw
+// bits. For f16, f holds the rounded values (the reference reads them as f32).
 struct HostIn {
   std::vector<float> f;
   std::vector<uint16_t> b;
-  const void* data(bool bf16) const {
-    return bf16 ? static_cast<const void*>(b.data()) : static_cast<const void*>(f.data());
+  const void* data(bool bits) const {
+    return bits ? static_cast<const void*>(b.data()) : static_cast<const void*>(f.data());
   }
 };
 
-HostIn make_in(std::vector<float> x, bool bf16) {
+HostIn make_in(std::vector<float> x, bool bf16, bool f16) {
   HostIn r;
-  if (bf16) {
+  if (bf16 || f16) {
     r.b.resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) r.b[i] = ref::float_to_bf16(x[i]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      r.b[i] = bf16 ? ref::float_to_bf16(x[i]) : deltac::f32_to_f16(x[i]);
+      if (f16)
+        x[i] = deltac::f16_to_f32(r.b[i]);
+    }
   }
   r.f = std::move(x);
   return r;
@@ -78,13 +95,44 @@ HostIn make_in(std::vector<float> x, bool bf16) {
 
 }  // namespace
 
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  if (a.size() != b.size())
+    return INFINITY;
+  return den == 0.0 ? (num == 0.0 ? 0.0 : INFINITY) : std::sqrt(num / den);
+}
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("DELTAC_TEST_SEED"))
+    return std::strtoull(s, nullptr, 10);
+  static std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
 Result run_case(const Case& c, uint64_t seed) {
   Result r;
-  KernelFn fn = find_kernel(c.var, c.K, c.V, c.bf16);
-  if (!fn) {
-    r.error = "no instantiation for this K, V";
-    return r;
+  const int in_dt = c.f16 ? DELTAC_F16 : c.bf16 ? DELTAC_BF16 : DELTAC_F32;
+  KernelFn fn = nullptr;
+  ChunkedFns cfn{};
+  if (c.chunked) {
+    cfn = find_chunked(c.var, c.K, c.V, in_dt, c.config);
+    if (!cfn.run) {
+      r.error = "no chunked instantiation for this variant, K, V, dtype, config";
+      return r;
+    }
+  } else {
+    fn = find_kernel(c.var, c.K, c.V, c.bf16);
+    if (!fn || c.f16) {
+      r.error = "no instantiation for this K, V";
+      return r;
+    }
   }
+  const bool bits = c.bf16 || c.f16;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
   auto uniform = [&](float lo, float hi) {
@@ -109,12 +157,19 @@ Result run_case(const Case& c, uint64_t seed) {
   for (float& x : beta) x = uniform(c.beta_lo, c.beta_hi);
   for (float& x : g) x = uniform(c.g_lo, c.g_hi);
   for (float& x : h0) x = 0.5f * normal(rng);
-  HostIn hq = make_in(q, c.bf16), hk = make_in(k, c.bf16), hv = make_in(v, c.bf16);
+  if (c.neg_inf_at >= 0 && size_t(c.neg_inf_at) < tokens) {
+    const size_t per = ng / tokens;
+    for (size_t i = 0; i < per; ++i) g[size_t(c.neg_inf_at) * per + i] = -INFINITY;
+  }
+  if (c.nan_at >= 0 && size_t(c.nan_at) < tokens)
+    v[size_t(c.nan_at) * c.HV * c.V] = NAN;
+  HostIn hq = make_in(q, c.bf16, c.f16), hk = make_in(k, c.bf16, c.f16),
+         hv = make_in(v, c.bf16, c.f16);
 
   deltac_fwd_params p{};
   p.variant = c.var;
   p.B = B, p.T = T, p.H = c.H, p.HV = c.HV, p.K = c.K, p.V = c.V, p.N = N;
-  p.in_dtype = p.out_dtype = c.bf16 ? DELTAC_BF16 : DELTAC_F32;
+  p.in_dtype = p.out_dtype = in_dt;
   p.state_dtype = DELTAC_F32;
   p.state_layout = c.layout;
   p.scale = c.scale;
@@ -122,6 +177,8 @@ Result run_case(const Case& c, uint64_t seed) {
 
   // Reference on host pointers.
   deltac_fwd_params hp = p;
+  if (c.f16)
+    hp.in_dtype = hp.out_dtype = DELTAC_F32;  // the rounded values, as f32
   hp.q = hq.data(c.bf16), hp.k = hk.data(c.bf16), hp.v = hv.data(c.bf16);
   hp.beta = beta.data();
   hp.g = c.var == DELTAC_VARIANT_DELTA ? nullptr : g.data();
@@ -131,7 +188,7 @@ Result run_case(const Case& c, uint64_t seed) {
   ref::forward(hp, &ref_o, c.ht ? &ref_ht : nullptr);
 
   // Device copies.
-  const size_t in_size = c.bf16 ? 2 : 4;
+  const size_t in_size = bits ? 2 : 4;
   const size_t off_in = c.misaligned ? in_size : 0, off_st = c.misaligned ? 4 : 0;
   DevBuf dq, dk, dv, dbeta, dg, dh0, dht, d_o, dcu;
   TRY(dq.alloc(nqk * in_size, 0));
@@ -143,9 +200,9 @@ Result run_case(const Case& c, uint64_t seed) {
   TRY(dh0.alloc(nstate * 4, off_st));
   TRY(dht.alloc(nstate * 4, off_st));
   TRY(dcu.alloc((N + 1) * 8, 0));
-  TRY(cudaMemcpy(dq.ptr, hp.q, dq.bytes, cudaMemcpyHostToDevice));
-  TRY(cudaMemcpy(dk.ptr, hp.k, dk.bytes, cudaMemcpyHostToDevice));
-  TRY(cudaMemcpy(dv.ptr, hp.v, dv.bytes, cudaMemcpyHostToDevice));
+  TRY(cudaMemcpy(dq.ptr, hq.data(bits), dq.bytes, cudaMemcpyHostToDevice));
+  TRY(cudaMemcpy(dk.ptr, hk.data(bits), dk.bytes, cudaMemcpyHostToDevice));
+  TRY(cudaMemcpy(dv.ptr, hv.data(bits), dv.bytes, cudaMemcpyHostToDevice));
   TRY(cudaMemcpy(dbeta.ptr, beta.data(), dbeta.bytes, cudaMemcpyHostToDevice));
   TRY(cudaMemcpy(dg.ptr, g.data(), dg.bytes, cudaMemcpyHostToDevice));
   if (varlen)
@@ -159,6 +216,13 @@ Result run_case(const Case& c, uint64_t seed) {
   dp.ht = c.ht ? (c.inplace ? dh0.ptr : dht.ptr) : nullptr;
   dp.cu_seqlens = varlen ? reinterpret_cast<const int64_t*>(dcu.ptr) : nullptr;
 
+  DevBuf dws;
+  size_t ws_bytes = 0;
+  if (c.chunked) {
+    ws_bytes = cfn.ws(dp);
+    TRY(dws.alloc(ws_bytes, 0));
+  }
+
   std::vector<char> o_out[2], ht_out[2];
   for (int run = 0; run < 2; ++run) {
     // Fresh h0 (an in-place run overwrote it) and NaN-poisoned outputs.
@@ -166,7 +230,14 @@ Result run_case(const Case& c, uint64_t seed) {
     TRY(cudaMemset(d_o.ptr, 0xff, d_o.bytes));
     if (!c.inplace)
       TRY(cudaMemset(dht.ptr, 0xff, dht.bytes));
-    TRY(fn(dp, nullptr, c.bv));
+    if (c.chunked) {
+      // Poisoned workspace: a read of anything the kernels did not write
+      // shows up as NaN.
+      TRY(cudaMemset(dws.ptr, 0xff, ws_bytes));
+      TRY(cfn.run(dp, dws.ptr, ws_bytes, nullptr));
+    } else {
+      TRY(fn(dp, nullptr, c.bv));
+    }
     TRY(cudaDeviceSynchronize());
     o_out[run].resize(d_o.bytes);
     TRY(cudaMemcpy(o_out[run].data(), d_o.ptr, d_o.bytes, cudaMemcpyDeviceToHost));
@@ -178,18 +249,28 @@ Result run_case(const Case& c, uint64_t seed) {
   r.repeat_identical = o_out[0] == o_out[1] && ht_out[0] == ht_out[1];
 
   std::vector<float> o_f(nv);
-  if (c.bf16) {
+  if (bits) {
     const uint16_t* raw = reinterpret_cast<const uint16_t*>(o_out[0].data());
-    for (size_t i = 0; i < nv; ++i) o_f[i] = ref::bf16_to_float(raw[i]);
+    for (size_t i = 0; i < nv; ++i)
+      o_f[i] = c.bf16 ? ref::bf16_to_float(raw[i]) : deltac::f16_to_f32(raw[i]);
   } else {
     std::memcpy(o_f.data(), o_out[0].data(), nv * 4);
   }
   for (float x : o_f) r.o_finite = r.o_finite && std::isfinite(x);
+  for (size_t i = 0; i < nv; ++i)
+    if (!std::isfinite(ref_o[i]) && std::isfinite(o_f[i]))
+      r.nan_kept = false;
   r.o_err = ref::rel_rms(o_f.data(), ref_o);
+  r.o = o_f;
   if (c.ht) {
     const float* ht_f = reinterpret_cast<const float*>(ht_out[0].data());
-    for (size_t i = 0; i < nstate; ++i) r.ht_finite = r.ht_finite && std::isfinite(ht_f[i]);
+    for (size_t i = 0; i < nstate; ++i) {
+      r.ht_finite = r.ht_finite && std::isfinite(ht_f[i]);
+      if (!std::isfinite(ref_ht[i]) && std::isfinite(ht_f[i]))
+        r.nan_kept = false;
+    }
     r.ht_err = ref::rel_rms(ht_f, ref_ht);
+    r.ht.assign(ht_f, ht_f + nstate);
   }
   return r;
 }

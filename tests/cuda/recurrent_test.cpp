@@ -118,6 +118,10 @@ std::vector<Case> all_cases() {
         c = make(var, bf16, "gate_near_m30");
         c.g_lo = -30.f, c.g_hi = -29.f, c.T = 8;
         cs.push_back(c);
+        // A -inf gate is an exact reset (exp(-inf) = 0, never NaN).
+        c = make(var, bf16, "neg_inf_gate");
+        c.neg_inf_at = 5, c.T = 12;
+        cs.push_back(c);
       }
     }
   }

@@ -1,0 +1,100 @@
+// Shared library for bench/cuda/prefill_bench.py: deltac::cuda::chunked for
+// the benchmark's shapes behind two extern "C" functions, so that Python
+// (torch, flash-linear-attention) can call it on its own device pointers and
+// stream and capture it in the same kind of CUDA graph as the peer.
+#include "deltac/cuda/chunked.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <tuple>
+#include <utility>
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using deltac::cuda::ChunkedConfig;
+using deltac::cuda::DefaultChunkedConfig;
+
+// Configs the benchmark can force on GDN K = V = 128 (index 0: the default).
+using Sweep = std::tuple<ChunkedConfig<64, 64, 8, 2>, ChunkedConfig<64, 16, 4, 1>,
+                         ChunkedConfig<32, 32, 4, 2>, ChunkedConfig<64, 32, 4, 1>,
+                         ChunkedConfig<32, 16, 2, 2>>;
+constexpr int kSweep = std::tuple_size_v<Sweep>;
+
+struct Call {
+  const deltac_fwd_params* p;
+  void* ws;
+  size_t bytes;
+  cudaStream_t stream;
+  int stages;  // bit 0 prep, bit 1 scan
+  size_t* ws_out;  // non-null: workspace query only
+};
+
+template <deltac_variant Var, int K, int V, class Cfg>
+cudaError_t run(const Call& c) {
+  if (c.ws_out) {
+    *c.ws_out = deltac::cuda::chunked_workspace_bytes<Var, K, V, bf16, Cfg>(*c.p);
+    return cudaSuccess;
+  }
+  return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(*c.p, c.ws, c.bytes,
+                                                                   c.stream, c.stages);
+}
+
+template <deltac_variant Var, int K, int V>
+cudaError_t run_cfg(const Call& c, int cfg) {
+  if (cfg == 0)
+    return run<Var, K, V, DefaultChunkedConfig<Var, K, V, bf16>>(c);
+  if constexpr (Var == DELTAC_VARIANT_GATED && K == 128 && V == 128) {
+    cudaError_t e = cudaErrorInvalidValue;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((cfg == int(I) + 1 ? (e = run<Var, K, V, std::tuple_element_t<I, Sweep>>(c)) : e), ...);
+    }(std::make_index_sequence<kSweep>{});
+    return e;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t dispatch(const Call& c, int cfg) {
+  const int var = c.p->variant, K = c.p->K, V = c.p->V;
+  if (var == DELTAC_VARIANT_GATED && K == 128 && V == 128)
+    return run_cfg<DELTAC_VARIANT_GATED, 128, 128>(c, cfg);
+  if (var == DELTAC_VARIANT_GATED && K == 64 && V == 64)
+    return run_cfg<DELTAC_VARIANT_GATED, 64, 64>(c, cfg);
+  if (var == DELTAC_VARIANT_GATED && K == 256 && V == 256)
+    return run_cfg<DELTAC_VARIANT_GATED, 256, 256>(c, cfg);
+  if (var == DELTAC_VARIANT_DELTA && K == 64 && V == 64)
+    return run_cfg<DELTAC_VARIANT_DELTA, 64, 64>(c, cfg);
+  if (var == DELTAC_VARIANT_DELTA && K == 128 && V == 128)
+    return run_cfg<DELTAC_VARIANT_DELTA, 128, 128>(c, cfg);
+  if (var == DELTAC_VARIANT_KDA && K == 128 && V == 128)
+    return run_cfg<DELTAC_VARIANT_KDA, 128, 128>(c, cfg);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Workspace bytes for p (bf16 in, f32 state) under config `cfg`; 0 if none.
+size_t deltac_bench_chunked_ws(const deltac_fwd_params* p, int cfg) {
+  size_t bytes = 0;
+  Call c{p, nullptr, 0, nullptr, 3, &bytes};
+  return dispatch(c, cfg) == cudaSuccess ? bytes : 0;
+}
+
+// Launches the chunked forward on `stream` (stages: 3 all, 1 prep, 2 scan)
+// under config `cfg` (0: the default); returns the cudaError_t.
+int deltac_bench_chunked(const deltac_fwd_params* p, void* ws, size_t ws_bytes, void* stream,
+                         int cfg, int stages) {
+  Call c{p, ws, ws_bytes, static_cast<cudaStream_t>(stream), stages, nullptr};
+  return int(dispatch(c, cfg));
+}
+
+// Configs deltac_bench_chunked takes for GDN K = V = 128 (1..n; 0 default).
+int deltac_bench_sweep_size() { return kSweep; }
+
+// sizeof(deltac_fwd_params), for the Python side to check its layout.
+size_t deltac_bench_params_size() { return sizeof(deltac_fwd_params); }
+
+}  // extern "C"

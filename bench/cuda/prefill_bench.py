@@ -1,0 +1,212 @@
+"""Prefill benchmark: deltac's chunked CUDA kernel next to flash-linear-attention.
+
+Both run in this process on the same inputs (bf16 q/k/v, f32 g/beta, f32
+state, h0 in and the final state out, q/k L2 norm in the kernel), each
+captured in its own CUDA graph and timed by replay with CUDA events after a
+warm-up (fla's autotune runs before its capture); medians of many replays.
+Prints, per row, both times, fla / deltac, the TFLOP/s of each on the
+chunked FLOP count (templates/include/deltac/flops.h, chunk 64) and the
+bf16 GEMM rate measured in the same run (torch.matmul 8192^3), plus the
+relative difference between the two outputs as a sanity check.
+
+Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
+           build-cuda/b/bench/cuda/libdeltac_chunked_bench.so [--quick] [--ours-only]
+           [--sweep] [--rows=i,j,...]
+--sweep also times, on the first GDN K=V=128 row and the first KDA row, the
+intra-chunk kernel and the scan apart and every config of the library's sweep.
+"""
+import ctypes
+import statistics
+import sys
+
+import torch
+
+DELTA, GATED, KDA = 0, 1, 2
+F32, BF16 = 0, 1
+
+
+class Params(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in (
+        "variant", "B", "T", "H", "HV", "K", "V", "N", "in_dtype", "out_dtype",
+        "state_dtype", "state_layout")] + [(n, ctypes.c_void_p) for n in (
+            "q", "k", "v", "g", "beta", "h0", "o", "ht", "cu_seqlens")] + [
+        ("scale", ctypes.c_float), ("qk_l2norm", ctypes.c_int32),
+        ("threads", ctypes.c_int32)]
+
+
+ROWS = [  # (name, variant, K=V, H, HV, B, T)
+    ("GDN 16/32 1x32768", GATED, 128, 16, 32, 1, 32768),
+    ("GDN 16/32 4x8192", GATED, 128, 16, 32, 4, 8192),
+    ("GDN 16/64 1x32768", GATED, 128, 16, 64, 1, 32768),
+    ("GDN 16/64 4x8192", GATED, 128, 16, 64, 4, 8192),
+    ("GDN 2/8 1x32768", GATED, 128, 2, 8, 1, 32768),
+    ("GDN 2/8 8x1024", GATED, 128, 2, 8, 8, 1024),
+    ("GDN 32/32 1x32768", GATED, 128, 32, 32, 1, 32768),
+    ("GDN K64 32/32 8x4096", GATED, 64, 32, 32, 8, 4096),
+    ("delta K64 32/32 8x4096", DELTA, 64, 32, 32, 8, 4096),
+    ("GDN K256 16/16 1x32768", GATED, 256, 16, 16, 1, 32768),
+    ("KDA 32/32 1x32768", KDA, 128, 32, 32, 1, 32768),
+    ("KDA 32/32 4x8192", KDA, 128, 32, 32, 4, 8192),
+]
+
+
+def time_graph(fn, reps):
+    fn()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    return statistics.median(times)
+
+
+def gemm_tflops():
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    ms = time_graph(lambda: torch.matmul(a, b), 20)
+    return 2.0 * n ** 3 / (ms * 1e-3) / 1e12
+
+
+def flops(K, V, tokens, heads, C=64):
+    return 2.0 * (3.0 * K * V + C * (K + V)) * tokens * heads
+
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    quick = "--quick" in sys.argv
+    lib.deltac_bench_chunked_ws.restype = ctypes.c_size_t
+    lib.deltac_bench_chunked_ws.argtypes = [ctypes.POINTER(Params), ctypes.c_int]
+    lib.deltac_bench_chunked.restype = ctypes.c_int
+    lib.deltac_bench_chunked.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p,
+                                         ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
+                                         ctypes.c_int]
+    ours_only = "--ours-only" in sys.argv
+    sweep = "--sweep" in sys.argv
+    rows = ROWS
+    for a in sys.argv:
+        if a.startswith("--rows="):
+            rows = [ROWS[int(i)] for i in a[7:].split(",")]
+    lib.deltac_bench_params_size.restype = ctypes.c_size_t
+    assert lib.deltac_bench_params_size() == ctypes.sizeof(Params), "params layout"
+
+    if not ours_only:
+        from fla.ops.delta_rule import chunk_delta_rule
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+        from fla.ops.kda import chunk_kda
+
+    props = torch.cuda.get_device_properties(0)
+    peak = gemm_tflops()
+    print(f"{props.name}, torch {torch.__version__}; bf16 GEMM 8192^3: {peak:.0f} TFLOP/s")
+    print(f"{'row':<24} {'deltac_ms':>9} {'fla_ms':>8} {'fla/deltac':>10} "
+          f"{'deltac_TF/s':>11} {'%gemm':>6} {'fla_TF/s':>8} {'o_diff':>8} {'ht_diff':>8}")
+    torch.manual_seed(0)
+    reps = 10 if quick else 30
+    swept = set()
+    for name, var, D, H, HV, B, T in rows:
+        dev = "cuda"
+        K = V = D
+        q = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(B, T, HV, V, device=dev, dtype=torch.bfloat16)
+        beta = torch.rand(B, T, HV, device=dev, dtype=torch.float32)
+        if var == KDA:
+            g = -0.1 * torch.rand(B, T, HV, K, device=dev, dtype=torch.float32)
+        else:
+            g = -0.1 * torch.rand(B, T, HV, device=dev, dtype=torch.float32)
+        h0 = 0.1 * torch.randn(B, HV, K, V, device=dev, dtype=torch.float32)
+        o = torch.empty(B, T, HV, V, device=dev, dtype=torch.bfloat16)
+        ht = torch.empty(B, HV, K, V, device=dev, dtype=torch.float32)
+        p = Params()
+        p.variant, p.B, p.T, p.H, p.HV, p.K, p.V, p.N = var, B, T, H, HV, K, V, B
+        p.in_dtype = p.out_dtype = BF16
+        p.state_dtype, p.state_layout = F32, 0
+        p.q, p.k, p.v, p.beta = q.data_ptr(), k.data_ptr(), v.data_ptr(), beta.data_ptr()
+        p.g = g.data_ptr() if var != DELTA else None
+        p.h0, p.o, p.ht, p.cu_seqlens = h0.data_ptr(), o.data_ptr(), ht.data_ptr(), None
+        p.scale, p.qk_l2norm = K ** -0.5, 1
+        def make_ours(cfg, stages):
+            nbytes = lib.deltac_bench_chunked_ws(ctypes.byref(p), cfg)
+            buf = torch.empty(max(nbytes, 1), device=dev, dtype=torch.uint8)
+
+            def call():
+                err = lib.deltac_bench_chunked(ctypes.byref(p), buf.data_ptr(), nbytes,
+                                               torch.cuda.current_stream().cuda_stream,
+                                               cfg, stages)
+                if err != 0:
+                    raise RuntimeError(f"deltac chunked: cudaError {err}")
+            return call, buf
+
+        ours, ws = make_ours(0, 3)
+        key = (var, D)
+        if sweep and key in ((GATED, 128), (KDA, 128)) and key not in swept:
+            swept.add(key)
+            n_cfg = lib.deltac_bench_sweep_size() if key == (GATED, 128) else 0
+            for cfg in range(n_cfg + 1):
+                try:
+                    full, buf = make_ours(cfg, 3)
+                    t_full = time_graph(full, reps)
+                    prep, _ = make_ours(cfg, 1)
+                    t_prep = time_graph(lambda: lib.deltac_bench_chunked(
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                        torch.cuda.current_stream().cuda_stream, cfg, 1), reps)
+                    t_scan = time_graph(lambda: lib.deltac_bench_chunked(
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                        torch.cuda.current_stream().cuda_stream, cfg, 2), reps)
+                    print(f"  sweep {name} cfg {cfg}: total {t_full:.3f} ms, "
+                          f"intra-chunk {t_prep:.3f} ms, scan {t_scan:.3f} ms", flush=True)
+                    del buf
+                except Exception as e:  # noqa: BLE001
+                    print(f"  sweep {name} cfg {cfg}: failed: {e}")
+
+        out = {}
+
+        def peer():
+            kw = dict(scale=K ** -0.5, initial_state=h0, output_final_state=True,
+                      use_qk_l2norm_in_kernel=True)
+            if var == GATED:
+                out["o"], out["ht"] = chunk_gated_delta_rule(q, k, v, g, beta, **kw)
+            elif var == DELTA:
+                out["o"], out["ht"] = chunk_delta_rule(q, k, v, beta, **kw)
+            else:
+                out["o"], out["ht"] = chunk_kda(q, k, v, g, beta, **kw)
+
+        try:
+            t_ours = time_graph(ours, reps)
+        except Exception as e:  # noqa: BLE001
+            print(f"{name:<24} deltac failed: {e}")
+            continue
+        if ours_only:
+            f = flops(K, V, B * T, HV)
+            print(f"{name:<24} {t_ours:9.3f} {'-':>8} {'-':>10} "
+                  f"{f / (t_ours * 1e-3) / 1e12:11.1f}", flush=True)
+            continue
+        try:
+            t_fla = time_graph(peer, reps)
+            od = ((o.float() - out["o"].float()).norm() / out["o"].float().norm()).item()
+            hd = ((ht - out["ht"].float()).norm() / out["ht"].float().norm()).item()
+        except Exception as e:  # noqa: BLE001
+            print(f"{name:<24} {t_ours:9.3f}  fla failed: {str(e)[:80]}")
+            continue
+        f = flops(K, V, B * T, HV)
+        tf_o, tf_f = f / (t_ours * 1e-3) / 1e12, f / (t_fla * 1e-3) / 1e12
+        print(f"{name:<24} {t_ours:9.3f} {t_fla:8.3f} {t_fla / t_ours:10.2f} "
+              f"{tf_o:11.1f} {100 * tf_o / peak:5.1f}% {tf_f:8.1f} {od:8.1e} {hd:8.1e}",
+              flush=True)
+        del out
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

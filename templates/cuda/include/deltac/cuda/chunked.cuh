@@ -1,0 +1,199 @@
+// deltac::cuda::chunked: the chunked (WY / UT) delta-rule forward pass on a
+// CUDA stream (prefill), on tensor cores (mma.sync: sm_80, sm_90a, sm_120).
+//
+//   template <deltac_variant Var, int K, int V, class InT,
+//             class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
+//   size_t chunked_workspace_bytes(const deltac_fwd_params& p);
+//   template <deltac_variant Var, int K, int V, class InT,
+//             class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
+//   cudaError_t chunked(const deltac_fwd_params& p, void* workspace,
+//                       size_t workspace_bytes, cudaStream_t stream);
+//
+// p holds device pointers (cu_seqlens too: the chunk index is built on the
+// device). InT (float, __nv_bfloat16 or __half) is the dtype of q, k, v and
+// o; g, beta and the state are f32, the state in either layout; h0 and ht may
+// be null and may be the same buffer. The caller passes a device workspace of
+// at least chunked_workspace_bytes(p) bytes, 256-byte aligned. Nothing is
+// allocated, the host never waits, and the call can be captured in a CUDA
+// graph. Returns cudaErrorInvalidValue when p does not match the
+// instantiation (variant, K, V, dtypes), a pointer is null or misaligned
+// (q, k, v, o, h0, ht: 16 bytes; workspace: 256 bytes) or the workspace is
+// too small; nothing is launched then. cu_seqlens must be valid (the runtime
+// checks it); a bad one cannot make the kernels access memory out of bounds,
+// it only gives wrong outputs.
+//
+// Three launches: the varlen chunk index (cu_seqlens only; one block), the
+// intra-chunk kernel (one block per chunk and value head:
+// chunked_prep.cuh) and the scan (one block per V tile, value head and
+// sequence: chunked_scan.cuh). Config knobs: chunked_traits.cuh.
+#ifndef DELTAC_CUDA_CHUNKED_CUH
+#define DELTAC_CUDA_CHUNKED_CUH
+
+#include "deltac/cuda/chunked_mma.cuh"
+#include "deltac/cuda/chunked_prep.cuh"
+#include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/cuda/chunked_traits.cuh"
+#include "deltac/params.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace deltac::cuda {
+namespace detail {
+
+template <class InT>
+constexpr int32_t chunked_dtype() {
+  return std::is_same_v<InT, float> ? DELTAC_F32
+         : std::is_same_v<InT, __half> ? DELTAC_F16
+                                       : DELTAC_BF16;
+}
+
+inline bool chunked_aligned(const void* ptr, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+template <deltac_variant Var, int K, int V, class InT>
+bool chunked_matches(const deltac_fwd_params& p) {
+  if (p.variant != Var || p.K != K || p.V != V)
+    return false;
+  if (p.in_dtype != chunked_dtype<InT>() || p.out_dtype != chunked_dtype<InT>() ||
+      p.state_dtype != DELTAC_F32)
+    return false;
+  if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
+    return false;
+  if (p.H <= 0 || p.HV <= 0 || p.HV % p.H != 0 || p.HV > 65535 || p.N < 0 || p.T < 0 ||
+      p.B < 0)
+    return false;
+  if (p.N > 65535)
+    return false;
+  if (!p.q || !p.k || !p.v || !p.beta || !p.o)
+    return false;
+  if (Var != DELTAC_VARIANT_DELTA && !p.g)
+    return false;
+  if (p.cu_seqlens ? p.B != 1 : p.N != p.B)
+    return false;
+  for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o), p.h0,
+                          static_cast<const void*>(p.ht)})
+    if (!chunked_aligned(ptr, 16))
+      return false;
+  if (!chunked_aligned(p.beta, 4) || !chunked_aligned(p.g, 4) ||
+      !chunked_aligned(p.cu_seqlens, 8))
+    return false;
+  return true;
+}
+
+// Chunk slots to allocate: every chunk of every sequence fits.
+template <int C>
+int64_t chunked_max_chunks(const deltac_fwd_params& p) {
+  if (p.cu_seqlens)
+    return (int64_t(p.B) * p.T + int64_t(p.N) * (C - 1)) / C;
+  return int64_t(p.N) * ((int64_t(p.T) + C - 1) / C);
+}
+
+inline size_t chunked_round(size_t x) { return (x + 255) / 256 * 256; }
+
+// Workspace carve-up; returns the bytes used (ws may be null to measure).
+template <class Tr>
+size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename Tr::Ts>* ws) {
+  using Ts = typename Tr::Ts;
+  const int64_t slots = chunked_max_chunks<Tr::C>(p) * p.HV;
+  char* b = static_cast<char*>(base);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    char* ptr = b ? b + off : nullptr;
+    off += chunked_round(bytes);
+    return ptr;
+  };
+  ChunkedWs<Ts> w{};
+  w.offsets = reinterpret_cast<int32_t*>(take(size_t(p.N + 1) * 4));
+  w.w = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+  w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+  w.kdt = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::K * Tr::C * sizeof(Ts)));
+  w.u = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::V * sizeof(Ts)));
+  w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
+  w.gamma = reinterpret_cast<float*>(take(size_t(slots) * Tr::K * 4));
+  w.max_chunks = chunked_max_chunks<Tr::C>(p);
+  if (ws)
+    *ws = w;
+  return off;
+}
+
+}  // namespace detail
+
+template <deltac_variant Var, int K, int V, class InT,
+          class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
+size_t chunked_workspace_bytes(const deltac_fwd_params& p) {
+  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
+  if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
+    return 0;
+  return detail::chunked_carve<Tr>(p, nullptr, nullptr);
+}
+
+namespace detail {
+
+// chunked() with a choice of launches, for benchmarks that time the stages
+// apart: bit 0 the chunk index and the intra-chunk kernel, bit 1 the scan
+// (which reads the workspace an earlier call wrote).
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream, int stages) {
+  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
+  using Ts = typename Tr::Ts;
+  if (!detail::chunked_matches<Var, K, V, InT>(p))
+    return cudaErrorInvalidValue;
+  if (p.N == 0)
+    return cudaSuccess;
+  const size_t need = detail::chunked_carve<Tr>(p, nullptr, nullptr);
+  if (!workspace || workspace_bytes < need || !detail::chunked_aligned(workspace, 256))
+    return cudaErrorInvalidValue;
+  detail::ChunkedWs<Ts> ws;
+  detail::chunked_carve<Tr>(p, workspace, &ws);
+  if (ws.max_chunks > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
+
+  auto prep = detail::chunked_prep_kernel<Var, Tr>;
+  auto scan = detail::chunked_scan_kernel<Var, Tr>;
+  cudaError_t e = cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(Tr::kPrepSmem));
+  if (e != cudaSuccess)
+    return e;
+  e = cudaFuncSetAttribute(scan, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(Tr::kScanSmem));
+  if (e != cudaSuccess)
+    return e;
+
+  if (p.cu_seqlens && (stages & 1)) {
+    detail::chunked_index_kernel<Tr::C><<<1, 1024, 0, stream>>>(p, ws.offsets, ws.max_chunks);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return e;
+  }
+  if (ws.max_chunks > 0 && (stages & 1)) {
+    prep<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV)), Tr::kPrepThreads, Tr::kPrepSmem,
+           stream>>>(p, ws, scale);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+      return e;
+  }
+  if (stages & 2)
+    scan<<<dim3(V / Tr::BV, unsigned(p.HV), unsigned(p.N)), Tr::kThreads, Tr::kScanSmem,
+           stream>>>(p, ws);
+  return cudaGetLastError();
+}
+
+}  // namespace detail
+
+template <deltac_variant Var, int K, int V, class InT,
+          class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
+cudaError_t chunked(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
+                    cudaStream_t stream) {
+  return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3);
+}
+
+}  // namespace deltac::cuda
+
+#endif  // DELTAC_CUDA_CHUNKED_CUH

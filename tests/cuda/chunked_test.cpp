@@ -1,0 +1,262 @@
+// GPU tests of deltac::cuda::chunked (the chunked WY/UT prefill) against the
+// float64 reference, and against deltac::cuda::recurrent on the same inputs.
+// GPU cases skip without a CUDA device; the argument checks run everywhere.
+// Every randomized case prints its seed; DELTAC_TEST_SEED=<seed> reruns it.
+#include "harness.h"
+#include "kernels_chunked.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace deltac::test {
+namespace {
+
+const char* vname(deltac_variant v) {
+  return v == DELTAC_VARIANT_DELTA ? "delta" : v == DELTAC_VARIANT_GATED ? "gated" : "kda";
+}
+const deltac_variant kVars[] = {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED, DELTAC_VARIANT_KDA};
+
+enum Dt { F32, BF16, F16 };
+const char* dname(Dt d) { return d == F32 ? "f32" : d == BF16 ? "bf16" : "f16"; }
+
+Case make(deltac_variant var, Dt dt, const std::string& what) {
+  Case c;
+  c.var = var;
+  c.bf16 = dt == BF16;
+  c.f16 = dt == F16;
+  c.chunked = true;
+  c.B = 1, c.H = 2, c.HV = 4;
+  c.name = std::string(vname(var)) + "_" + dname(dt) + "_" + what;
+  return c;
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cs;
+  for (deltac_variant var : kVars) {
+    for (Dt dt : {BF16, F32}) {
+      // Lengths around the chunk: 1, < 64, 64 + 1, long; K = V = 128, GVA 2.
+      for (int T : {1, 17, 65, 1000}) {
+        Case c = make(var, dt, "T" + std::to_string(T));
+        c.T = T;
+        cs.push_back(c);
+      }
+      // Batch of 3 (no cu_seqlens).
+      Case c = make(var, dt, "batch3_T100");
+      c.B = 3, c.T = 100;
+      cs.push_back(c);
+      // Varlen: lengths 1, 64, 130, 3, 0.
+      c = make(var, dt, "varlen");
+      c.cu_seqlens = {0, 1, 65, 195, 198, 198};
+      cs.push_back(c);
+      // Transposed (VK) state, no h0, no ht, in place.
+      c = make(var, dt, "vk_layout");
+      c.layout = DELTAC_STATE_VK, c.T = 70;
+      cs.push_back(c);
+      c = make(var, dt, "no_h0");
+      c.h0 = false, c.T = 70;
+      cs.push_back(c);
+      c = make(var, dt, "no_ht");
+      c.ht = false, c.T = 70;
+      cs.push_back(c);
+      c = make(var, dt, "inplace");
+      c.inplace = true, c.T = 130;
+      cs.push_back(c);
+      // beta near 0 and near 2; no L2 norm with an explicit scale.
+      c = make(var, dt, "beta0");
+      c.beta_lo = 0.f, c.beta_hi = 0.01f, c.T = 100;
+      cs.push_back(c);
+      c = make(var, dt, "beta2");
+      c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 100;
+      cs.push_back(c);
+      c = make(var, dt, "no_l2norm_scale");
+      c.l2norm = 0, c.scale = 0.3f, c.T = 100;
+      cs.push_back(c);
+      if (var != DELTAC_VARIANT_DELTA) {
+        c = make(var, dt, "gate_near0");
+        c.g_lo = -1e-4f, c.g_hi = 0.f, c.T = 200;
+        cs.push_back(c);
+        c = make(var, dt, "gate_near_m30");
+        c.g_lo = -30.f, c.g_hi = -29.f, c.T = 200;
+        cs.push_back(c);
+        // One -inf gate (an exact reset) in the middle of a chunk, and one
+        // on a chunk's first token.
+        c = make(var, dt, "neg_inf_gate");
+        c.neg_inf_at = 37, c.T = 150;
+        cs.push_back(c);
+        c = make(var, dt, "neg_inf_gate_chunk_start");
+        c.neg_inf_at = 64, c.T = 150;
+        cs.push_back(c);
+      }
+      // GVA group sizes 1, 2, 4, 8 (K = V = 64).
+      for (int group : {1, 2, 4, 8}) {
+        c = make(var, dt, "gva" + std::to_string(group));
+        c.K = c.V = 64, c.HV = 8, c.H = 8 / group, c.T = 90;
+        cs.push_back(c);
+      }
+    }
+    // Every compiled shape.
+    struct S {
+      int K, V;
+      Dt dt;
+    };
+    const S shapes[] = {{64, 64, BF16},   {256, 256, BF16}, {128, 256, BF16}, {96, 96, BF16},
+                        {192, 192, BF16}, {48, 80, BF16},   {256, 256, F32},  {48, 80, F32},
+                        {128, 128, F16}};
+    for (const S& s : shapes) {
+      Case c = make(var, s.dt, "K" + std::to_string(s.K) + "_V" + std::to_string(s.V));
+      c.K = s.K, c.V = s.V, c.T = 150;
+      cs.push_back(c);
+    }
+    // Other configs (chunk 32/16, BV 16/64, 2/8 warps, 1 stage).
+    for (int cfg = 1; cfg < kChunkedConfigs; ++cfg) {
+      if (var != DELTAC_VARIANT_DELTA) {
+        Case c = make(var, BF16, "config" + std::to_string(cfg));
+        c.config = cfg, c.T = 300;
+        c.cu_seqlens = {0, 1, 40, 300};
+        cs.push_back(c);
+      }
+      Case c = make(var, F32, "K64_config" + std::to_string(cfg));
+      c.K = c.V = 64, c.config = cfg, c.T = 300;
+      cs.push_back(c);
+    }
+  }
+  return cs;
+}
+
+class Chunked : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Chunked, MatchesFloat64Reference) {
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const Case& c = GetParam();
+  const uint64_t seed = test_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (DELTAC_TEST_SEED reproduces it)");
+  Result r = run_case(c, seed);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  const double tol = (c.bf16 || c.f16) ? 5e-3 : 1e-4;
+  EXPECT_TRUE(r.o_finite) << "o has unwritten (NaN) or non-finite elements";
+  EXPECT_LE(r.o_err, tol) << "o relative RMS error";
+  if (c.ht) {
+    EXPECT_TRUE(r.ht_finite) << "ht has unwritten (NaN) or non-finite elements";
+    EXPECT_LE(r.ht_err, tol) << "ht relative RMS error";
+  }
+  EXPECT_TRUE(r.repeat_identical) << "a second run on the same inputs differed";
+  std::printf("  %-36s o %.2e  ht %.2e\n", c.name.c_str(), r.o_err, r.ht_err);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, Chunked, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+// Chunked and recurrent on the same inputs agree (to the rounding of the
+// input dtype's products).
+TEST(ChunkedVsRecurrent, SameInputsSameOutputs) {
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = test_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (deltac_variant var : kVars) {
+    for (bool bf16 : {false, true}) {
+      Case c = make(var, bf16 ? BF16 : F32, "vs_recurrent");
+      c.T = 333, c.B = 2;
+      Case rc = c;
+      rc.chunked = false;
+      Result a = run_case(c, seed), b = run_case(rc, seed);
+      ASSERT_TRUE(a.error.empty()) << a.error;
+      ASSERT_TRUE(b.error.empty()) << b.error;
+      const double tol = bf16 ? 5e-3 : 1e-4;
+      EXPECT_LE(rel_diff(a.o, b.o), tol) << vname(var) << (bf16 ? " bf16" : " f32") << " o";
+      EXPECT_LE(rel_diff(a.ht, b.ht), tol) << vname(var) << (bf16 ? " bf16" : " f32") << " ht";
+      std::printf("  %s %s chunked vs recurrent: o %.2e ht %.2e\n", vname(var),
+                  bf16 ? "bf16" : "f32", rel_diff(a.o, b.o), rel_diff(a.ht, b.ht));
+    }
+  }
+}
+
+// A NaN in v never becomes finite output: every element the reference makes
+// NaN is non-finite here too (chunked and recurrent).
+TEST(ChunkedNan, NaNInputIsNeverFiniteGarbage) {
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (deltac_variant var : kVars) {
+    for (bool chunked : {true, false}) {
+      Case c = make(var, BF16, "nan");
+      c.chunked = chunked;
+      c.T = 150, c.nan_at = 70;
+      Result r = run_case(c, seed);
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      EXPECT_TRUE(r.nan_kept) << vname(var) << (chunked ? " chunked" : " recurrent")
+                              << ": a NaN input gave finite output";
+    }
+  }
+}
+
+// Argument checks: rejected before any CUDA call, so they run without a GPU.
+TEST(ChunkedArgs, RejectsMismatchedParams) {
+  ChunkedFns fn = find_chunked(DELTAC_VARIANT_GATED, 64, 64, DELTAC_F32, 0);
+  ASSERT_NE(fn.run, nullptr);
+  alignas(256) static float dummy[1024];
+  deltac_fwd_params base{};
+  base.variant = DELTAC_VARIANT_GATED;
+  base.B = 1, base.T = 1, base.H = 1, base.HV = 1, base.K = 64, base.V = 64, base.N = 1;
+  base.in_dtype = base.out_dtype = DELTAC_F32;
+  base.state_dtype = DELTAC_F32;
+  base.q = base.k = base.v = dummy;
+  base.g = base.beta = dummy;
+  base.o = dummy;
+  const size_t need = fn.ws(base);
+  EXPECT_GT(need, 0u);
+  auto invalid = [&](deltac_fwd_params p, size_t bytes, void* ws, const char* what) {
+    EXPECT_EQ(fn.run(p, ws, bytes, nullptr), cudaErrorInvalidValue) << what;
+  };
+  deltac_fwd_params p = base;
+  p.K = 128;
+  invalid(p, need, dummy, "K differs from the template");
+  p = base;
+  p.V = 32;
+  invalid(p, need, dummy, "V differs");
+  p = base;
+  p.variant = DELTAC_VARIANT_KDA;
+  invalid(p, need, dummy, "variant differs");
+  p = base;
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  invalid(p, need, dummy, "dtype differs");
+  p = base;
+  p.out_dtype = DELTAC_BF16;
+  invalid(p, need, dummy, "o dtype differs");
+  p = base;
+  p.state_dtype = DELTAC_BF16;
+  invalid(p, need, dummy, "state not f32");
+  p = base;
+  p.g = nullptr;
+  invalid(p, need, dummy, "gated without g");
+  p = base;
+  p.q = nullptr;
+  invalid(p, need, dummy, "null q");
+  p = base;
+  p.HV = 3, p.H = 2;
+  invalid(p, need, dummy, "HV not a multiple of H");
+  p = base;
+  p.N = 2;
+  invalid(p, need, dummy, "N != B without cu_seqlens");
+  p = base;
+  p.v = dummy + 1;
+  invalid(p, need, dummy, "misaligned v");
+  p = base;
+  p.ht = dummy + 2;
+  invalid(p, need, dummy, "misaligned ht");
+  invalid(base, need - 1, dummy, "workspace too small");
+  invalid(base, need, nullptr, "no workspace");
+  invalid(base, need, dummy + 1, "misaligned workspace");
+}
+
+}  // namespace
+}  // namespace deltac::test

@@ -1,0 +1,70 @@
+// Shapes, dtypes and configs of deltac::cuda::chunked instantiated for the
+// tests; included once per variant by kernels_chunked_<variant>.cu.
+#ifndef DELTAC_TESTS_CUDA_KERNELS_CHUNKED_CUH
+#define DELTAC_TESTS_CUDA_KERNELS_CHUNKED_CUH
+
+#include "deltac/cuda/chunked.cuh"
+#include "kernels_chunked.h"
+
+#include <tuple>
+
+namespace deltac::test {
+
+template <int K, int V, class InT>
+struct CShape {};
+
+// bf16: the precompiled shapes (64, 128, 256, 128/256) and three others
+// (96, 192, 48/80 with V not a multiple of 32); f32: 64, 128, 256, 48/80;
+// f16: 128.
+using ChunkedShapes =
+    std::tuple<CShape<64, 64, __nv_bfloat16>, CShape<128, 128, __nv_bfloat16>,
+               CShape<256, 256, __nv_bfloat16>, CShape<128, 256, __nv_bfloat16>,
+               CShape<96, 96, __nv_bfloat16>, CShape<192, 192, __nv_bfloat16>,
+               CShape<48, 80, __nv_bfloat16>, CShape<64, 64, float>, CShape<128, 128, float>,
+               CShape<256, 256, float>, CShape<48, 80, float>, CShape<128, 128, __half>>;
+
+template <class InT>
+constexpr int dtype_id() {
+  return std::is_same_v<InT, float> ? DELTAC_F32
+         : std::is_same_v<InT, __half> ? DELTAC_F16
+                                       : DELTAC_BF16;
+}
+
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+ChunkedFns fns() {
+  ChunkedFns f;
+  f.run = &cuda::chunked<Var, K, V, InT, Cfg>;
+  f.ws = &cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>;
+  return f;
+}
+
+template <deltac_variant Var, int K, int V, class InT>
+ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
+  if (k != K || v != V || dtype != dtype_id<InT>())
+    return {};
+  if (config == 0)
+    return fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
+  constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16> &&
+                            Var != DELTAC_VARIANT_DELTA) ||
+                           (K == 64 && V == 64 && std::is_same_v<InT, float>);
+  if constexpr (kForced) {
+    if (config == 1)
+      return fns<Var, K, V, InT, cuda::ChunkedConfig<32, 16, 2, 1>>();
+    if (config == 2)
+      return fns<Var, K, V, InT, cuda::ChunkedConfig<16, 64, 8, 2>>();
+    if (config == 3)
+      return fns<Var, K, V, InT, cuda::ChunkedConfig<64, 64, 8, 1>>();
+  }
+  return {};
+}
+
+template <deltac_variant Var, class... S>
+ChunkedFns find_chunked_in(std::tuple<S...>, int k, int v, int dtype, int config) {
+  ChunkedFns f;
+  ((f = f.run ? f : pick_chunked<Var>(S{}, k, v, dtype, config)), ...);
+  return f;
+}
+
+}  // namespace deltac::test
+
+#endif  // DELTAC_TESTS_CUDA_KERNELS_CHUNKED_CUH

@@ -1,0 +1,31 @@
+// Run-time lookup of the chunked-kernel instantiations the GPU tests use.
+#ifndef DELTAC_TESTS_CUDA_KERNELS_CHUNKED_H
+#define DELTAC_TESTS_CUDA_KERNELS_CHUNKED_H
+
+#include "deltac/params.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace deltac::test {
+
+// deltac::cuda::chunked<Var, K, V, InT, Cfg> and its workspace query.
+struct ChunkedFns {
+  cudaError_t (*run)(const deltac_fwd_params&, void*, size_t, cudaStream_t) = nullptr;
+  size_t (*ws)(const deltac_fwd_params&) = nullptr;
+};
+
+// Configs under test (kernels_chunked.cuh): 0 is the default of each shape;
+// 1..3 force other knobs (gated and kda, bf16, K = V = 128; f32 K = V = 64).
+inline constexpr int kChunkedConfigs = 4;
+
+// The instantiation for (variant, K, V, in_dtype, config), or empty.
+ChunkedFns find_chunked_delta(int K, int V, int dtype, int config);
+ChunkedFns find_chunked_gated(int K, int V, int dtype, int config);
+ChunkedFns find_chunked_kda(int K, int V, int dtype, int config);
+ChunkedFns find_chunked(deltac_variant var, int K, int V, int dtype, int config);
+
+}  // namespace deltac::test
+
+#endif  // DELTAC_TESTS_CUDA_KERNELS_CHUNKED_H

@@ -1,0 +1,9 @@
+#include "kernels_chunked.cuh"
+
+namespace deltac::test {
+
+ChunkedFns find_chunked_gated(int K, int V, int dtype, int config) {
+  return find_chunked_in<DELTAC_VARIANT_GATED>(ChunkedShapes{}, K, V, dtype, config);
+}
+
+}  // namespace deltac::test
