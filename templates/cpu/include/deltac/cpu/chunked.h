@@ -31,11 +31,28 @@ constexpr int kSub = 16;           // kda sub-block rows
 constexpr double kMaxSpan = 60.0;  // largest e^+x used in kda diagonal blocks
 // Smallest gate entering the cumulative sums (see the top). A power of two:
 // sums of a chunk's floored gates stay exact in double.
-constexpr double kGateFloor = -1024.0;
+constexpr float kGateFloor = -1024.0f;
 
 // g, or kGateFloor for g < kGateFloor (-inf included); NaN stays NaN.
-inline double floor_gate(float g) {
-  return g < kGateFloor ? kGateFloor : double(g);
+inline float floor_gate(float g) { return g < kGateFloor ? kGateFloor : g; }
+
+// One token's cumulative gates: g[c] = gp[c] (0 for a null gp) +
+// floor_gate(gs[c]), c < n. Explicitly vectorized: GCC does not if-convert
+// the scalar floor (a float compare may trap), and kda has K gates a token.
+inline void add_gates(double* g, const double* gp, const float* gs, int n) {
+  typedef double v8d __attribute__((vector_size(64)));
+  int c = 0;
+  for (; c + simd::W <= n; c += simd::W) {
+    const simd::v8 lo = simd::set1(kGateFloor), x = simd::load(gs + c);
+    v8d d = __builtin_convertvector(x < lo ? lo : x, v8d);
+    if (gp) {
+      v8d prev;
+      std::memcpy(&prev, gp + c, sizeof prev);
+      d += prev;
+    }
+    std::memcpy(g + c, &d, sizeof d);
+  }
+  for (; c < n; ++c) g[c] = (gp ? gp[c] : 0.0) + double(floor_gate(gs[c]));
 }
 
 // out[j] = exp(x[j]) for j < n (n a multiple of 8).
@@ -260,8 +277,7 @@ void chunked_impl(const deltac_fwd_params& p) {
           load_row(v, p.v, p.in_dtype, th * V, V);
           bt[i] = p.beta[th];
           if (Var != DELTAC_VARIANT_DELTA) {
-            const float* gs = p.g + th * GK;
-            for (int c = 0; c < GK; ++c) g[c] = (gp ? gp[c] : 0.0) + floor_gate(gs[c]);
+            add_gates(g, gp, p.g + th * GK, GK);
           }
         } else {
           std::memset(k, 0, sizeof(float) * K);

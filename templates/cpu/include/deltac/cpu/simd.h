@@ -51,8 +51,10 @@ inline v8 vmin(v8 a, v8 b) { return a < b ? a : b; }
 
 // exp(x), relative error ~2 ulp (Cephes expf polynomial). Returns 0 for
 // x < -87.3 (no denormals) and for x = -inf, e^88 for 88 < x <= ln(FLT_MAX),
-// +inf above, and NaN for NaN (never a finite value for a NaN).
-inline v8 exp(v8 x) {
+// +inf above, and NaN for NaN (never a finite value for a NaN). Always
+// inlined: GCC's size heuristics otherwise call it out of line from the kda
+// token loops.
+__attribute__((always_inline)) inline v8 exp(v8 x) {
   const v8 lo = set1(-87.3f);
   const v8 x0 = x;
   const v8i under = x < lo;                     // -inf too; false for NaN
