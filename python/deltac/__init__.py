@@ -3,7 +3,8 @@
 * ``deltac.ops``: PyTorch custom ops with flash-linear-attention's signatures
   (``chunk_gated_delta_rule``, ``fused_recurrent_gated_delta_rule``, ``chunk_delta_rule``,
   ``fused_recurrent_delta_rule``, ``chunk_kda``, ``fused_recurrent_kda``).
-* ``deltac.nn``: layers (``DeltaNetAttention``, ``GatedDeltaNet``, ``BitLinear``).
+* ``deltac.nn``: layers (``DeltaNetAttention``, ``GatedDeltaNet``, ``KimiDeltaAttention``,
+  ``BitLinear``).
 
 The kernels run in deltac's LLVM-free runtime (``libdeltac_c.so``), called through
 ctypes; docs/python.md explains the choice and the costs.

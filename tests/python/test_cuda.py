@@ -5,10 +5,11 @@ import torch
 
 import deltac
 from deltac import ops
-from deltac.nn import DeltaNetAttention, DeltaNetConfig, GatedDeltaNet, GatedDeltaNetCache, GatedDeltaNetConfig
+from deltac.nn import (DeltaNetAttention, DeltaNetConfig, GatedDeltaNet, GatedDeltaNetCache,
+                       GatedDeltaNetConfig, KimiDeltaAttention)
 
 from reference import delta_rule, rel_err
-from test_nn import ref_deltanet, ref_gdn, randomize
+from test_nn import kda_cfg, randomize, randomize_kda, ref_deltanet, ref_gdn, ref_kda
 
 HAVE_GPU = torch.cuda.is_available()
 HAVE_DELTAC_CUDA = deltac.cuda_available()
@@ -158,3 +159,14 @@ def test_cuda_gated_deltanet(seed):
                           [m(x[:, t:t + 1], cache_params=cache) for t in range(8, 21)], dim=1)
     want, _, _ = ref_gdn(m.cpu(), x.cpu())
     assert rel_err(whole, want) <= 1e-5 and rel_err(steps, want) <= 1e-5
+
+
+def test_cuda_kimi_delta_attention(seed):
+    m = randomize_kda(KimiDeltaAttention(kda_cfg(H=2, D=128, hidden=256))).cuda()
+    x = torch.randn(2, 19, 256, device="cuda")
+    cache = GatedDeltaNetCache()
+    with torch.no_grad():
+        steps = torch.cat([m(x[:, :7], cache_params=cache)] +
+                          [m(x[:, t:t + 1], cache_params=cache) for t in range(7, 19)], dim=1)
+    want, _, _ = ref_kda(m.cpu(), x.cpu())
+    assert rel_err(steps, want) <= 1e-5

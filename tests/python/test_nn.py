@@ -347,3 +347,94 @@ def test_gdn_config_errors():
         GatedDeltaNet(small_cfg(linear_num_value_heads=3))
     with pytest.raises(ValueError, match="linear_value_head_dim"):
         GatedDeltaNet(small_cfg(linear_value_head_dim=24))
+
+
+# ---------------------------------------------------------------------------
+# KimiDeltaAttention (KDA)
+# ---------------------------------------------------------------------------
+
+from deltac.nn import KimiDeltaAttention, KimiDeltaAttentionConfig  # noqa: E402
+
+
+def kda_cfg(H=2, D=32, hidden=64, W=4):
+    return KimiDeltaAttentionConfig(hidden_size=hidden, linear_attn_config=dict(
+        num_heads=H, head_dim=D, short_conv_kernel_size=W))
+
+
+def ref_kda(m, x):
+    """Kimi-Linear's KimiDeltaAttention in float64, written out."""
+    B, T, _ = x.shape
+    H, D = m.num_heads, m.head_dim
+    x = x.double()
+    P = {n: p.detach().double() for n, p in m.named_parameters()}
+
+    def conv_silu(name, y):
+        y = y.transpose(1, 2)
+        W = P[name].shape[-1]
+        y = F.conv1d(F.pad(y, (W - 1, 0)), P[name], groups=y.shape[1])
+        return F.silu(y).transpose(1, 2)
+
+    q = conv_silu("q_conv1d.weight", x @ P["q_proj.weight"].T).view(B, T, H, D)
+    k = conv_silu("k_conv1d.weight", x @ P["k_proj.weight"].T).view(B, T, H, D)
+    v = conv_silu("v_conv1d.weight", x @ P["v_proj.weight"].T).view(B, T, H, D)
+    a = (x @ P["f_a_proj.weight"].T @ P["f_b_proj.weight"].T).view(B, T, H, D)
+    g = -P["A_log"].exp() * F.softplus(a + P["dt_bias"].view(H, D))
+    beta = torch.sigmoid(x @ P["b_proj.weight"].T)
+    o, ht = delta_rule(q, k, v, beta, g, l2=True)
+    gate = (x @ P["g_a_proj.weight"].T @ P["g_b_proj.weight"].T).view(B, T, H, D)
+    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.o_norm.eps) * P["o_norm.weight"]
+    o = o * torch.sigmoid(gate)
+    return o.reshape(B, T, H * D) @ P["o_proj.weight"].T, ht, g
+
+
+def randomize_kda(m):
+    with torch.no_grad():
+        m.o_norm.weight.uniform_(0.5, 1.5)
+        m.dt_bias.normal_()
+    return m
+
+
+def test_kda_parameter_names_follow_kimi_linear():
+    m = KimiDeltaAttention(KimiDeltaAttentionConfig(), layer_idx=3)
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert shapes == {
+        "q_proj.weight": (4096, 2304), "k_proj.weight": (4096, 2304), "v_proj.weight": (4096, 2304),
+        "q_conv1d.weight": (4096, 1, 4), "k_conv1d.weight": (4096, 1, 4),
+        "v_conv1d.weight": (4096, 1, 4),
+        "A_log": (1, 1, 32, 1),
+        "f_a_proj.weight": (128, 2304), "f_b_proj.weight": (4096, 128), "dt_bias": (4096,),
+        "b_proj.weight": (32, 2304),
+        "g_a_proj.weight": (128, 2304), "g_b_proj.weight": (4096, 128),
+        "o_norm.weight": (128,), "o_proj.weight": (2304, 4096),
+    }
+    assert isinstance(m, GatedDeltaNet)
+
+
+def test_kda_matches_reference(seed):
+    m = randomize_kda(KimiDeltaAttention(kda_cfg()))
+    x = torch.randn(2, 27, 64)
+    with torch.no_grad():
+        y = m(x)
+    want, _, _ = ref_kda(m, x)
+    assert rel_err(y, want) <= F32_TOL
+
+
+def test_kda_decode_with_cache_equals_whole_sequence(seed):
+    m = randomize_kda(KimiDeltaAttention(kda_cfg(), layer_idx=0))
+    x = torch.randn(2, 15, 64)
+    cache = GatedDeltaNetCache()
+    seen, per_token = [], []
+    m.register_kernel_hook(lambda mod, call: seen.append(call))
+    m.register_kernel_hook(lambda mod, call: per_token.append(call.states), per_token_states=True)
+    with torch.no_grad():
+        parts = [m(x[:, :3], cache_params=cache)]
+        parts += [m(x[:, t:t + 1], cache_params=cache) for t in range(3, 15)]
+        steps = torch.cat(parts, dim=1)
+    want, ht, g = ref_kda(m, x)
+    assert rel_err(steps, want) <= F32_TOL
+    assert rel_err(cache.recurrent_states[0], ht) <= F32_TOL
+    assert len(cache.conv_states[0]) == 3 and cache.conv_states[0][0].shape == (2, 64, 4)
+    assert seen[0].decays.shape == (2, 3, 2, 32) and rel_err(seen[0].decays, g[:, :3]) <= F32_TOL
+    assert seen[1].path == "decode"
+    states = torch.cat(per_token, dim=1)
+    assert states.shape == (2, 15, 2, 32, 32) and rel_err(states[:, -1], ht) <= F32_TOL

@@ -8,7 +8,9 @@ from .gated_deltanet import (
     GatedDeltaNetConfig,
     KernelCall,
     RMSNormGated,
+    causal_conv_silu,
 )
+from .kda import KimiDeltaAttention, KimiDeltaAttentionConfig, RMSNormSigmoidGated
 
 __all__ = [
     "BitLinear",
@@ -21,4 +23,8 @@ __all__ = [
     "GatedDeltaNetConfig",
     "KernelCall",
     "RMSNormGated",
+    "causal_conv_silu",
+    "KimiDeltaAttention",
+    "KimiDeltaAttentionConfig",
+    "RMSNormSigmoidGated",
 ]

@@ -299,7 +299,7 @@ class GatedDeltaNet(nn.Module):
         return self.out_proj(core)
 
     def _observe(self, query, key, value, g, beta, state_in, state_out, path):
-        ratio = self.num_v_heads // self.num_k_heads
+        ratio = value.shape[2] // query.shape[2]
         rq = query.repeat_interleave(ratio, dim=2) if ratio > 1 else query
         rk = key.repeat_interleave(ratio, dim=2) if ratio > 1 else key
         states = None
@@ -313,15 +313,32 @@ class GatedDeltaNet(nn.Module):
 
     @staticmethod
     def per_token_states(query, key, value, g, beta, state_in) -> Tensor:
-        """The state after every token, [B, T, HV, K, V], by one recurrent step a token."""
+        """The state after every token, [B, T, HV, K, V], by one recurrent step a token
+        (g [B, T, HV] runs the gated kernel, [B, T, HV, K] the kda one)."""
         T = query.shape[1]
+        step = ops.fused_recurrent_kda if g.dim() == 4 else ops.fused_recurrent_gated_delta_rule
         out = []
         h = state_in
         for t in range(T):
             sl = slice(t, t + 1)
-            _, h = ops.fused_recurrent_gated_delta_rule(
-                query[:, sl].contiguous(), key[:, sl].contiguous(), value[:, sl].contiguous(),
-                g=g[:, sl].contiguous(), beta=beta[:, sl].contiguous(), initial_state=h,
-                output_final_state=True, use_qk_l2norm_in_kernel=True)
+            _, h = step(query[:, sl].contiguous(), key[:, sl].contiguous(),
+                        value[:, sl].contiguous(), g=g[:, sl].contiguous(),
+                        beta=beta[:, sl].contiguous(), initial_state=h,
+                        output_final_state=True, use_qk_l2norm_in_kernel=True)
             out.append(h)
         return torch.stack(out, dim=1)
+
+
+def causal_conv_silu(x: Tensor, weight: Tensor, bias: Optional[Tensor], state: Optional[Tensor]):
+    """Depthwise causal conv1d + silu over x [B, C, T] with weight [C, 1, W].
+
+    ``state`` [B, C, W] holds the last W inputs before x (None: zeros). Returns the
+    activations [B, C, T] and the new state (the last W inputs, zero-padded on the
+    left when fewer were seen), as transformers' and fla's short convolutions keep it.
+    """
+    B, C, T = x.shape
+    W = weight.shape[-1]
+    prev = x.new_zeros(B, C, W) if state is None else state.to(x.dtype)
+    ext = torch.cat((prev, x), dim=-1)
+    out = F.conv1d(ext, weight, bias, groups=C)[:, :, -T:]
+    return F.silu(out), ext[:, :, -W:].contiguous()
