@@ -31,6 +31,11 @@ What deltac adds to / differs from fla:
   ``allow_neg_eigval``, ``use_gate_in_kernel`` with ``A_log`` / ``dt_bias``,
   fla's ``gk`` for ``fused_recurrent_gated_delta_rule``) are computed with PyTorch
   before the kernel, with fla's formulas.
+* ``inplace_final_state=True`` (the ``fused_recurrent_*`` functions, vLLM's name):
+  ``initial_state`` (float32, required) is read and overwritten with the final state
+  in place, and returned as final_state (the same tensor) when
+  ``output_final_state``: no state allocation per decode step, a static buffer for
+  CUDA graphs (op ``torch.ops.deltac.fwd_inplace``, which declares the mutation).
 * forward only: an input that requires grad (with grad mode on) raises
   NotImplementedError; the backward is a separate issue.
 
@@ -90,17 +95,19 @@ def _empty_state(q: Tensor, N: int, HV: int, K: int, V: int, state_v_first: bool
 
 
 def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-         output_final_state, state_v_first, mode, chunk):
+         output_final_state, state_v_first, mode, chunk, inplace=False):
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
     o = torch.empty_like(v)
-    if output_final_state:
+    if inplace:  # the kernel reads h0 and writes ht in the same buffer
+        ht = initial_state
+    elif output_final_state:
         ht = _empty_state(q, N, HV, K, V, state_v_first)
     else:
         ht = q.new_empty((0,), dtype=torch.float32)
     if T == 0:  # nothing to run: the state passes through
-        if output_final_state:
+        if output_final_state and not inplace:
             if initial_state is not None:
                 ht.copy_(initial_state)
             else:
@@ -176,6 +183,33 @@ def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
     return o, ht
 
 
+@torch.library.custom_op("deltac::fwd_inplace", mutates_args=("state",),
+                         device_types=("cpu", "cuda"))
+def delta_rule_fwd_inplace(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Optional[Tensor],
+    beta: Tensor,
+    state: Tensor,
+    cu_seqlens: Optional[Tensor],
+    variant: int,
+    scale: float,
+    qk_l2norm: bool,
+    state_v_first: bool,
+) -> Tensor:
+    """``torch.ops.deltac.fwd_inplace``: the recurrent kernel with ``state`` as both the
+    initial and the final state (updated in place, no allocation); returns o."""
+    o, _ = _run(q, k, v, g, beta, state, cu_seqlens, variant, scale, qk_l2norm, True,
+                state_v_first, MODE_RECURRENT, 0, inplace=True)
+    return o
+
+
+@delta_rule_fwd_inplace.register_fake
+def _(q, k, v, g, beta, state, cu_seqlens, variant, scale, qk_l2norm, state_v_first):
+    return torch.empty_like(v)
+
+
 # --------------------------------------------------------------------------
 # Validation with fla's argument names.
 # --------------------------------------------------------------------------
@@ -208,7 +242,8 @@ def _shape(fn, name, t, want, what):
         _fail(fn, f"{name} has shape {tuple(t.shape)}: expected {tuple(want)} ({what})")
 
 
-def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first):
+def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first,
+             inplace=False):
     """Checks every argument (naming it on failure) and returns what the op takes."""
     if not isinstance(q, Tensor):
         _fail(fn, f"q must be a torch.Tensor, got {type(q).__name__}", TypeError)
@@ -278,6 +313,11 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
     else:
         N = B
 
+    if inplace and initial_state is None:
+        _fail(fn, "inplace_final_state=True needs initial_state (the state updated in place)")
+    if inplace and isinstance(initial_state, Tensor) and initial_state.dtype != torch.float32:
+        _fail(fn, f"initial_state has dtype {initial_state.dtype}: inplace_final_state=True needs "
+                  "torch.float32 (the state is updated in place, not converted)", TypeError)
     if initial_state is not None:
         if not isinstance(initial_state, Tensor):
             _fail(fn, f"initial_state must be a torch.Tensor, got {type(initial_state).__name__}", TypeError)
@@ -409,13 +449,22 @@ def _direct_ok(q):
 
 
 def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
-          use_qk_l2norm_in_kernel, state_v_first, cu_seqlens):
-    if scale is None and _fast_ok(variant, q, k, v, g, beta, initial_state, cu_seqlens,
-                                  state_v_first):
+          use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace=False):
+    # in place, the full check insists on a float32 initial_state (_fast_ok also does)
+    if scale is None and (initial_state is not None or not inplace) and _fast_ok(
+            variant, q, k, v, g, beta, initial_state, cu_seqlens, state_v_first):
         scale = 0.0
     else:
         g, beta, scale, initial_state, cu_seqlens = _prepare(
-            fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first)
+            fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first, inplace)
+    if inplace:
+        args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
+                bool(use_qk_l2norm_in_kernel), bool(state_v_first))
+        if _direct_ok(q):
+            o, _ = _run(*args[:9], args[9], True, args[10], MODE_RECURRENT, 0, inplace=True)
+        else:
+            o = delta_rule_fwd_inplace(*args)
+        return o, (initial_state if output_final_state else None)
     output_final_state = bool(output_final_state)
     args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
             bool(use_qk_l2norm_in_kernel), output_final_state, bool(state_v_first), mode, chunk)
@@ -459,13 +508,16 @@ def fused_recurrent_delta_rule(
     output_final_state: bool = False,
     use_qk_l2norm_in_kernel: bool = False,
     cu_seqlens: Optional[Tensor] = None,
+    inplace_final_state: bool = False,
 ) -> Tuple[Tensor, Optional[Tensor]]:
-    """DeltaNet, recurrent kernel. fla's signature; beta None means beta = 1."""
+    """DeltaNet, recurrent kernel. fla's signature; beta None means beta = 1.
+    ``inplace_final_state=True``: see the module doc (the state is updated in place)."""
     fn = "fused_recurrent_delta_rule"
     if beta is None:
         beta = torch.ones(v.shape[:3], dtype=torch.float32, device=v.device)
     return _call(fn, VARIANT_DELTA, MODE_RECURRENT, 0, q, k, v, None, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens,
+                 bool(inplace_final_state))
 
 
 def _gdn_gate(fn, g, A_log, dt_bias):
@@ -541,6 +593,7 @@ def fused_recurrent_gated_delta_rule(
     decay) is not supported. beta None means beta = 1.
     """
     fn = "fused_recurrent_gated_delta_rule"
+    inplace = bool(kwargs.pop("inplace_final_state", False))
     _no_extra(fn, kwargs)
     if gv is not None:
         _fail(fn, "gv (a per-value decay) is not supported by deltac's kernels", NotImplementedError)
@@ -557,12 +610,12 @@ def fused_recurrent_gated_delta_rule(
                 _fail(fn, f"g has shape {tuple(getattr(g, 'shape', ()))}: expected [B, T, HV]")
             gk = gk.float() + g.float().unsqueeze(-1)
         return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, gk, beta, scale, initial_state,
-                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)
     if g is None:
         return _call(fn, VARIANT_DELTA, MODE_RECURRENT, 0, q, k, v, None, beta, scale, initial_state,
-                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)
     return _call(fn, VARIANT_GATED, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)
 
 
 def _kda_gate(fn, g, A_log, dt_bias, lower_bound):
@@ -647,9 +700,10 @@ def fused_recurrent_kda(
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Kimi Delta Attention, recurrent kernel. fla's signature; returns (o, final_state)."""
     fn = "fused_recurrent_kda"
+    inplace = bool(kwargs.pop("inplace_final_state", False))
     _no_extra(fn, kwargs)
     if use_gate_in_kernel:
         g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)

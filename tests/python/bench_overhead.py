@@ -5,6 +5,7 @@
 Times, per call, in microseconds (median of several rounds of many calls):
 
   op        deltac.ops.fused_recurrent_gated_delta_rule(...), decode-sized (B=1, T=1)
+  inplace   the same with inplace_final_state=True (no state allocation)
   raw op    torch.ops.deltac.fwd(...) on already validated tensors (no Python checks)
   impl      the op's implementation called directly (no dispatcher)
   ctypes    deltac_py_forward on a prebuilt params struct (the C call alone)
@@ -63,6 +64,13 @@ def main():
                                                     output_final_state=True,
                                                     use_qk_l2norm_in_kernel=True)
 
+    hbuf = h0.clone()
+
+    def op_inplace():
+        return ops.fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=hbuf,
+                                                    use_qk_l2norm_in_kernel=True,
+                                                    inplace_final_state=True)
+
     raw = torch.ops.deltac.fwd.default
 
     def raw_op():
@@ -98,7 +106,8 @@ def main():
     if cuda:
         # the CPU path's thread count is what the op passes; on CUDA it is 0
         torch.cuda.synchronize()
-    rows = [("op (deltac.ops, validated)", op), ("raw op (torch.ops.deltac.fwd)", raw_op),
+    rows = [("op (deltac.ops, validated)", op), ("op, inplace_final_state", op_inplace),
+            ("raw op (torch.ops.deltac.fwd)", raw_op),
             ("impl (no dispatcher)", impl), ("ctypes C call alone", c_call),
             ("  2 output allocations", alloc), ("  params struct build", build)]
     res = {}

@@ -170,3 +170,29 @@ def test_cuda_kimi_delta_attention(seed):
                           [m(x[:, t:t + 1], cache_params=cache) for t in range(7, 19)], dim=1)
     want, _, _ = ref_kda(m.cpu(), x.cpu())
     assert rel_err(steps, want) <= 1e-5
+
+
+def test_cuda_graph_inplace_decode_steps(seed):
+    # a serving loop: static inputs and a static state buffer, one graph replayed per token
+    cpu, gpu = make("gated", 4, 1, 16, 32, 128, 128, torch.bfloat16)
+    q, k, v, g, beta, h0 = gpu
+    state = h0.clone()
+    fn = ops.fused_recurrent_gated_delta_rule
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn(q, k, v, g=g, beta=beta, initial_state=state.clone(), inplace_final_state=True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o_static, _ = fn(q, k, v, g=g, beta=beta, initial_state=state, inplace_final_state=True,
+                         use_qk_l2norm_in_kernel=True)
+    state.copy_(h0)
+    ref_h = h0.cpu()
+    for _ in range(3):
+        for t in (q, k, v):
+            t.copy_(torch.randn_like(t))
+        graph.replay()
+        torch.cuda.synchronize()
+        ro, ref_h = delta_rule(q, k, v, beta, g, h0=ref_h, l2=True)
+        assert rel_err(o_static, ro) <= 5e-3 and rel_err(state, ref_h) <= 5e-3

@@ -395,3 +395,63 @@ def test_torch_compile_cpu(backend, seed):
         got2 = cm(torch.randn(2, 13, 64), h0)
     assert rel_err(got[0], want[0]) <= F32_TOL and rel_err(got[1], want[1]) <= F32_TOL
     assert got2[0].shape == want[0].shape
+
+
+# ---------------------------------------------------------------------------
+# In-place state update (inplace_final_state=True)
+# ---------------------------------------------------------------------------
+
+INPLACE = ["fused_recurrent_delta_rule", "fused_recurrent_gated_delta_rule", "fused_recurrent_kda"]
+
+
+@pytest.mark.parametrize("name", INPLACE)
+def test_inplace_decode_loop(name, seed):
+    variant = FUNCS[name][1]
+    q, k, v, g, beta, state = make(variant, 3, 12, 2, 4, 32, 48, h0=True)
+    ro, rht = delta_rule(q, k, v, beta, g, h0=state, l2=True)
+    buf = state.clone()
+    outs = []
+    for t in range(12):
+        sl = slice(t, t + 1)
+        step = [None if x is None else x[:, sl].contiguous() for x in (q, k, v, g, beta)]
+        o, ht = call(name, *step, initial_state=buf, output_final_state=True,
+                     use_qk_l2norm_in_kernel=True, inplace_final_state=True)
+        assert ht is buf
+        outs.append(o)
+    assert rel_err(torch.cat(outs, 1), ro) <= F32_TOL
+    assert rel_err(buf, rht) <= F32_TOL
+    # a whole sequence in place, varlen
+    cu = torch.tensor([0, 4, 12])
+    flat = [None if x is None else x[:1].contiguous() for x in (q, k, v, g, beta)]
+    buf = state[:2].clone()
+    o, _ = call(name, *flat, initial_state=buf, cu_seqlens=cu, inplace_final_state=True)
+    ro, rht = delta_rule(flat[0], flat[1], flat[2], flat[4], flat[3], h0=state[:2], cu_seqlens=cu)
+    assert rel_err(o, ro) <= F32_TOL and rel_err(buf, rht) <= F32_TOL
+
+
+def test_inplace_errors():
+    q, k, v, g, beta, state = make("gated", 1, 3, 1, 1, 32, 32, h0=True)
+    with pytest.raises(ValueError, match="inplace_final_state=True needs initial_state"):
+        ops.fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, inplace_final_state=True)
+    with pytest.raises(TypeError, match="initial_state has dtype torch.bfloat16: inplace"):
+        ops.fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=state.bfloat16(),
+                                             inplace_final_state=True)
+
+
+def test_inplace_under_compile(seed):
+    q, k, v, g, beta, state = make("gated", 2, 1, 2, 2, 32, 32, h0=True)
+
+    def step(q, k, v, g, beta, h):
+        o, _ = ops.fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h,
+                                                    inplace_final_state=True)
+        return o * 2.0
+
+    want_h = state.clone()
+    want = step(q, k, v, g, beta, want_h)
+    got_h = state.clone()
+    with torch.no_grad():
+        got = torch.compile(step, backend="aot_eager", fullgraph=True)(q, k, v, g, beta, got_h)
+    assert torch.equal(got, want) and torch.equal(got_h, want_h)
+    torch.library.opcheck(torch.ops.deltac.fwd_inplace.default,
+                          (q, k, v, g, beta, state.clone(), None, 1, 0.0, False, False),
+                          test_utils=("test_schema", "test_faketensor"))
