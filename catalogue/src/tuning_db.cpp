@@ -86,6 +86,19 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
     else
       rd.fail("time_us", "a non-negative number");
   }
+  if (obj.contains("threads"))
+    r->threads = int32_t(rd.integer("threads", 0, 1 << 16));
+  if (obj.contains("env")) {
+    const json &env = obj["env"];
+    bool ok = env.is_object();
+    for (auto e = env.begin(); ok && e != env.end(); ++e)
+      ok = e->is_string();
+    if (ok)
+      for (auto e = env.begin(); e != env.end(); ++e)
+        r->env[e.key()] = e->get<std::string>();
+    else
+      rd.fail("env", "an object of strings");
+  }
   if (fam) {
     r->config = KernelConfig{};
     r->config.family = fam->family;
@@ -213,6 +226,10 @@ std::string format_tuning_db(const TuningDB &db) {
         o[kKnobNames[k]] = r.config.knob(k);
     if (r.time_us > 0)
       o["time_us"] = r.time_us;
+    if (r.threads > 0)
+      o["threads"] = r.threads;
+    if (!r.env.empty())
+      o["env"] = r.env;
     recs.push_back(o);
   }
   json root = {{"format", "deltac-tuning-db"}, {"version", 2},

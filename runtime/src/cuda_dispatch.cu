@@ -87,6 +87,26 @@ bool cuda_available() {
   return available;
 }
 
+void cuda_env(std::map<std::string, std::string> *env) {
+  if (!cuda_available())
+    return;
+  int dev = 0, driver = 0, runtime = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  (*env)["gpu"] = prop.name;
+  (*env)["cc"] = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+  (*env)["sm_count"] = std::to_string(prop.multiProcessorCount);
+  (*env)["driver"] = std::to_string(driver);
+  (*env)["cuda_runtime"] = std::to_string(runtime);
+}
+
 int cuda_sm_count() {
   // Per device, read once (cudaDeviceGetAttribute is cheap, but this is on
   // every call's path). 0 = unknown.

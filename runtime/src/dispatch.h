@@ -7,6 +7,7 @@
 #include "deltac/params.h"
 #include "deltac/runtime.h"
 
+#include <map>
 #include <string>
 
 namespace deltac {
@@ -28,6 +29,9 @@ bool cuda_built();
 bool cuda_available();
 // Multiprocessors of the current device (0 when unknown).
 int cuda_sm_count();
+// Adds the CUDA keys of deltac/env.h ("gpu", "cc", "sm_count", "driver",
+// "cuda_runtime") for the current device when one is usable; else nothing.
+void cuda_env(std::map<std::string, std::string> *env);
 // Runs p with config c (family cuda_recurrent, legal and precompiled for p).
 // Host pointers (opt.device_pointers == 0): allocates, copies, runs, copies
 // back and synchronises; p passed check_params (and check_values in checking

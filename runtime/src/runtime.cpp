@@ -4,6 +4,7 @@
 
 #include "deltac/catalogue.h"
 #include "deltac/check.h"
+#include "deltac/env.h"
 #include "dispatch.h"
 #include "select.h"
 
@@ -47,6 +48,9 @@ std::string validateOptions(const deltac_options &opt) {
     return bad("check_values", opt.check_values, "0 or 1");
   if (opt.allow_neg_eigval != 0 && opt.allow_neg_eigval != 1)
     return bad("allow_neg_eigval", opt.allow_neg_eigval, "0 or 1");
+  if (opt.config.family && *opt.config.family && opt.chunk != 0)
+    return bad("chunk", opt.chunk,
+               "0: options.config names the kernel, chunk included");
   if (opt.check_values && opt.device_pointers && !opt.check_flag)
     return "options.check_flag is null: checking mode with device pointers "
            "needs a device int32 flag (zeroed by the caller)";
@@ -74,7 +78,26 @@ std::string cudaRefusal(const Problem &prob) {
 // when it can and no chunked kernel was asked for.
 bool chooseDevice(const deltac_options &opt, const Problem &prob,
                   Device *out, std::string *error) {
-  const bool wantChunked = opt.mode == DELTAC_MODE_CHUNKED || opt.chunk != 0;
+  KernelConfig pinned;
+  bool hasConfig = false;
+  if (!rt::config_from_options(opt, &pinned, &hasConfig, error))
+    return false;
+  if (hasConfig && opt.device == DELTAC_DEVICE_AUTO) {
+    // options.config names the device.
+    *out = family_info(pinned.family).device;
+    if (*out == Device::CUDA) {
+      std::string why = cudaRefusal(prob);
+      if (!why.empty()) {
+        *error = std::string("options.config: ") +
+                 family_info(pinned.family).name + ": " + why;
+        return false;
+      }
+    }
+    return true;
+  }
+  const bool wantChunked = opt.mode == DELTAC_MODE_CHUNKED || opt.chunk != 0 ||
+                           (hasConfig && family_info(pinned.family).mode ==
+                                             Mode::Chunked);
   *out = Device::CPU;
   if (opt.device == DELTAC_DEVICE_CUDA) {
     if (wantChunked) {
@@ -96,7 +119,7 @@ bool chooseDevice(const deltac_options &opt, const Problem &prob,
 }
 
 void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
-              bool specialized) {
+              bool specialized, int32_t threads) {
   lastNote = c.note;
   if (!info)
     return;
@@ -115,6 +138,7 @@ void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
   info->split = c.config.split;
   info->tuned = c.tuned ? 1 : 0;
   info->note = lastNote.c_str();
+  info->threads = threads;
 }
 
 bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {
@@ -160,6 +184,10 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (!rt::choose_config(device, opt, prob, &choice, &err))
     return failWith(err);
 
+  // A tuned record's thread count, unless the caller set one.
+  if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
+    p.threads = choice.threads;
+
   try {
     bool specialized = false;
     if (device == Device::CUDA) {
@@ -170,7 +198,8 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
       return failWith("no CPU instance for " +
                       rt::config_string(choice.config));
     }
-    fillInfo(info, device, choice, specialized);
+    fillInfo(info, device, choice, specialized,
+             device == Device::CPU ? p.threads : 0);
     return 0;
   } catch (const std::bad_alloc &) {
     return failWith("deltac_forward: out of memory");
@@ -223,6 +252,30 @@ int deltac_load_tuning_db(const char *path) {
   if (!rt::load_tuning_db(path, &err))
     return failWith(err);
   return 0;
+}
+
+const char *deltac_environment(int32_t device) {
+  auto json = [](const Env &env) {
+    auto quote = [](const std::string &x) {
+      std::string q = "\"";
+      for (char c : x) {
+        if (c == '"' || c == '\\')
+          q += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20)
+          q += c;
+      }
+      return q + "\"";
+    };
+    std::string s;
+    for (const auto &kv : env)
+      s += (s.empty() ? "{" : ", ") + quote(kv.first) + ": " + quote(kv.second);
+    return s.empty() ? std::string("{}") : s + "}";
+  };
+  static const std::string cpu = json(current_env(Device::CPU));
+  if (device != DELTAC_DEVICE_CUDA)
+    return cpu.c_str();
+  static const std::string cuda = json(current_env(Device::CUDA));
+  return cuda.c_str();
 }
 
 const char *deltac_check_flag_string(int32_t flag) {

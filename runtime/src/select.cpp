@@ -1,6 +1,8 @@
 // Config choice: the catalogue's default rule or a tuning-database record.
 #include "select.h"
 
+#include "deltac/env.h"
+
 #include <cstdlib>
 #include <mutex>
 
@@ -19,6 +21,25 @@ DbState &state() {
   return s;
 }
 
+// Splits db's records by device into those whose env matches this machine
+// and build (deltac/env.h) and the rest, which are never run.
+void partition(DbSnapshot *s) {
+  for (Device d : {Device::CPU, Device::CUDA}) {
+    auto usable = std::make_shared<TuningDB>();
+    auto index = std::make_shared<std::vector<size_t>>();
+    for (size_t i = 0; i < s->db->records.size(); ++i) {
+      const TuningRecord &r = s->db->records[i];
+      if (family_info(r.config.family).device == d &&
+          env_mismatch(d, r.env, current_env(d)).empty()) {
+        usable->records.push_back(r);
+        index->push_back(i);
+      }
+    }
+    s->usable[int(d)] = std::move(usable);
+    s->usableIndex[int(d)] = std::move(index);
+  }
+}
+
 // Reads DELTAC_TUNING_DB on first use unless a database was set explicitly.
 void initFromEnv(DbState &s) {
   if (s.initialized)
@@ -30,9 +51,10 @@ void initFromEnv(DbState &s) {
   auto db = std::make_shared<TuningDB>();
   std::string err;
   s.current.source = path;
-  if (deltac::load_tuning_db(path, db.get(), &err))
+  if (deltac::load_tuning_db(path, db.get(), &err)) {
     s.current.db = std::move(db);
-  else
+    partition(&s.current);
+  } else
     s.current.error = "DELTAC_TUNING_DB: " + err;
 }
 
@@ -53,6 +75,7 @@ bool load_tuning_db(const char *path, std::string *error) {
       return false;
     next.db = std::move(db);
     next.source = path;
+    partition(&next);
   }
   DbState &s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -70,9 +93,59 @@ std::string config_string(const KernelConfig &c) {
   return s;
 }
 
+bool config_from_options(const deltac_options &opt, KernelConfig *out,
+                         bool *present, std::string *error) {
+  const deltac_kernel_config &k = opt.config;
+  *present = k.family && *k.family;
+  if (!*present)
+    return true;
+  const FamilyInfo *f = family_by_name(k.family);
+  if (!f) {
+    std::string list;
+    for (const FamilyInfo &x : kFamilies)
+      list += std::string(list.empty() ? "" : ", ") + x.name;
+    *error = std::string("options.config.family = '") + k.family +
+             "': expected one of " + list;
+    return false;
+  }
+  *out = KernelConfig{};
+  out->family = f->family;
+  out->chunk = k.chunk, out->tile_k = k.tile_k, out->tile_v = k.tile_v;
+  out->warps = k.warps, out->stages = k.stages, out->split = k.split;
+  return true;
+}
+
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error) {
   *out = Choice{};
+  bool pinned = false;
+  if (!config_from_options(opt, &out->config, &pinned, error))
+    return false;
+  if (pinned) { // options.config: exactly this config, or an error
+    const FamilyInfo &f = family_info(out->config.family);
+    if (f.device != d) {
+      *error = std::string("options.config: ") + f.name + " runs on " +
+               device_name(f.device) + ", the call runs on " + device_name(d);
+      return false;
+    }
+    if (opt.mode != DELTAC_MODE_AUTO && static_cast<Mode>(opt.mode) != f.mode) {
+      *error = std::string("options.config: ") + f.name + " is " +
+               (f.mode == Mode::Chunked ? "chunked" : "recurrent") +
+               ", options.mode asks for the other mode";
+      return false;
+    }
+    std::string why = check_config(out->config, prob);
+    if (!why.empty()) {
+      *error = "options.config: " + why;
+      return false;
+    }
+    if (!precompiled(out->config, prob)) {
+      *error = "options.config: " + config_string(out->config) +
+               " is not precompiled in this runtime";
+      return false;
+    }
+    return true;
+  }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
   if (opt.chunk) { // an explicit chunk size wins over the database
     out->config.family = Family::CpuChunked;
@@ -92,12 +165,28 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   }
   if (!db.db)
     return true;
-  const TuningRecord *r = db.db->lookup(d, m, prob);
-  if (!r)
+  // Only records measured here (same machine and build: their "env" agrees
+  // with deltac/env.h's current_env on every identity key, or they have no
+  // env) are run; a record from elsewhere never is: the default rule runs
+  // and the note says why.
+  const TuningDB &usable = *db.usable[int(d)];
+  const TuningRecord *r = usable.lookup(d, m, prob);
+  if (!r) {
+    const TuningRecord *foreign = db.db->lookup(d, m, prob);
+    if (foreign)
+      out->note = "tuning db '" + db.source + "': record " +
+                  std::to_string(foreign - db.db->records.data()) + " (" +
+                  config_string(foreign->config) +
+                  ") was tuned on another machine or build (" +
+                  env_mismatch(d, foreign->env, current_env(d)) +
+                  "); the default config (" + config_string(out->config) +
+                  ") ran";
     return true;
+  }
+  const size_t index = (*db.usableIndex[int(d)])[size_t(r - usable.records.data())];
   if (!precompiled(r->config, prob)) {
     out->note = "tuning db '" + db.source + "': record " +
-                std::to_string(r - db.db->records.data()) + " (" +
+                std::to_string(index) + " (" +
                 config_string(r->config) +
                 ") is not precompiled in this runtime; the default config (" +
                 config_string(out->config) + ") ran";
@@ -105,6 +194,7 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   }
   out->config = r->config;
   out->tuned = true;
+  out->threads = d == Device::CPU ? r->threads : 0;
   return true;
 }
 

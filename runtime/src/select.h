@@ -11,14 +11,19 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace deltac {
 namespace rt {
 
 // The process's tuning database: db is null when none is loaded; error says
 // why the one named by DELTAC_TUNING_DB could not be loaded ("" otherwise).
+// usable[d]: the records of device d whose env matches this machine and
+// build (deltac/env.h), with their indexes in db; the only ones ever run.
 struct DbSnapshot {
   std::shared_ptr<const TuningDB> db;
+  std::shared_ptr<const TuningDB> usable[2];
+  std::shared_ptr<const std::vector<size_t>> usableIndex[2];
   std::string source; // its path
   std::string error;
 };
@@ -28,12 +33,19 @@ bool load_tuning_db(const char *path, std::string *error);
 
 struct Choice {
   KernelConfig config;
-  bool tuned = false; // a database record chose it
-  std::string note;   // "" or why the database was not used
+  bool tuned = false;  // a database record chose it
+  int32_t threads = 0; // the record's CPU threads (0 = none)
+  std::string note;    // "" or why the database was not used
 };
 
-// The config device d runs prob with under opt (mode, chunk). False with
-// *error when no family of d can run it.
+// options.config as a KernelConfig: false with *error when the family name
+// is unknown (no family: *present = false, true).
+bool config_from_options(const deltac_options &opt, KernelConfig *out,
+                         bool *present, std::string *error);
+
+// The config device d runs prob with under opt (config, mode, chunk). False
+// with *error when no family of d can run it, or options.config is not
+// legal and precompiled for prob.
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error);
 

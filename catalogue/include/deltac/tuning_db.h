@@ -9,7 +9,12 @@
 //                                            // it holds for (0 = any)
 //                 "tile_v": 16, "warps": 4,  // exactly the family's knobs
 //                 "time_us": 12.5,           // optional
-//                 "env": {...}}]}            // optional, not read yet
+//                 "threads": 2,              // optional, CPU: threads it
+//                                            // was measured with
+//                 "env": {"cpu": "...", ...}}]}  // optional: string values
+// "env" names the machine and build a record holds for (the autotuner writes
+// it: docs/autotune.md); this reader keeps it as strings, the runtime
+// compares it with the running machine (runtime/src/select.cpp).
 // Every field is checked on load against the catalogue; the error names the
 // file, the record and the field.
 #ifndef DELTAC_TUNING_DB_H
@@ -17,6 +22,7 @@
 
 #include "deltac/catalogue.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,8 @@ struct TuningRecord {
   int64_t max_tokens = 0; // 0 = any length
   KernelConfig config;
   double time_us = 0; // 0 = not recorded
+  int32_t threads = 0; // CPU threads it was measured with (0 = not recorded)
+  std::map<std::string, std::string> env; // empty = none recorded
 };
 
 struct TuningDB {

@@ -33,6 +33,15 @@ typedef enum deltac_check_bit {
   DELTAC_CHECK_CU_SEQLENS = 64 /* cu_seqlens: [0] != 0, decreasing, [N] != T */
 } deltac_check_bit;
 
+/* A kernel config by name: a family of the kernel catalogue
+ * (deltac/catalogue.h: "cpu_recurrent", "cpu_decode", "cpu_chunked",
+ * "cuda_recurrent") and its knob values, 0 for knobs the family does not
+ * read. What the autotuner times, and a way to pin a schedule. */
+typedef struct deltac_kernel_config {
+  const char *family; /* NULL or "" = none */
+  int32_t chunk, tile_k, tile_v, warps, stages, split;
+} deltac_kernel_config;
+
 typedef struct deltac_options {
   int32_t device; /* deltac_device_kind */
   int32_t mode;   /* deltac_mode */
@@ -68,6 +77,14 @@ typedef struct deltac_options {
    * after a failure every later forward kernel on it is skipped. Required
    * there (NULL is an error); ignored otherwise. */
   int32_t *check_flag;
+  /* A config to run instead of the default rule and the tuning database
+   * (family NULL or "", the default: none). It must be legal for the call
+   * (deltac::check_config: family fits the problem, knob values listed,
+   * tile_v divides V, ...) and precompiled in this runtime; its family's
+   * device must be options.device (auto: the family's device), options.mode
+   * auto or the family's mode, options.chunk 0. Anything else is an error
+   * naming the field; nothing runs. */
+  deltac_kernel_config config;
 } deltac_options;
 
 /* What deltac_forward ran; filled when the call succeeds. */
@@ -83,9 +100,14 @@ typedef struct deltac_run_info {
   int32_t tile_k, tile_v, warps, stages, split;
   int32_t tuned; /* 1 when a tuning-database record chose the config */
   /* "" or one line about the choice: a tuning database that could not be
-   * loaded, or a record that is not precompiled in this runtime (the default
-   * config ran instead). Valid until the next call on this thread. */
+   * loaded, a record that is not precompiled in this runtime, or a record
+   * measured on another machine or build (its "env" differs from this one:
+   * never used); the default config ran instead. Valid until the next call
+   * on this thread. */
   const char *note;
+  /* CPU worker threads asked of the kernel: params.threads, else a tuning
+   * record's "threads", else 0 (the kernel's own rule: all cores). */
+  int32_t threads;
 } deltac_run_info;
 
 /* Default options: everything automatic, host pointers, no checking. */
@@ -115,7 +137,13 @@ int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
  * When one is loaded, deltac_forward runs the record that
  * deltac::TuningDB::lookup finds for the call (device, mode, variant, K, V,
  * in_dtype, longest sequence) instead of the catalogue's default config;
- * options.chunk still wins. Process-wide and thread-safe.
+ * options.chunk and options.config still win. Only records whose "env"
+ * matches this machine and build (deltac_environment; records without env
+ * make no claim and are used) are considered: a record from another CPU,
+ * GPU, deltac version or template hash never runs, and when one would have
+ * matched the call, deltac_run_info.note says so and the default rule runs.
+ * A record's "threads" applies when params.threads is 0. Process-wide and
+ * thread-safe.
  *
  * deltac_load_tuning_db(path) loads and validates path and makes it the
  * database of every later call; on failure it returns nonzero, the message
@@ -125,6 +153,13 @@ int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
  * environment variable DELTAC_TUNING_DB, once; if that fails, every call runs
  * the default rule and says why in deltac_run_info.note. */
 int deltac_load_tuning_db(const char *path);
+
+/* The environment this runtime matches tuning records against (JSON object
+ * text, e.g. {"device": "cpu", "cpu": "<model>", "isa": "avx2 fma",
+ * "cores": "2", "deltac": "0.1.0", "templates": "<hash>"}) for device
+ * DELTAC_DEVICE_CPU or DELTAC_DEVICE_CUDA. A record whose "env" differs in
+ * one of these keys is never used (docs/autotune.md). Static storage. */
+const char *deltac_environment(int32_t device);
 
 /* The names of the bits set in a checking-mode flag, e.g. "q, beta" ("" for
  * 0). Valid until the next call on this thread. */
