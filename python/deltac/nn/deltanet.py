@@ -79,9 +79,10 @@ class DeltaNetAttention(nn.Module):
     * both modes are causal (the recurrence reads only the past). ``"encoder"``
       processes each call's sequences from a zero state and keeps nothing;
       ``"decoder"`` starts each call from ``self.state`` (zero when None) and stores
-      the final state there, so a prompt followed by one token at a time gives the
-      outputs of the whole sequence at once. ``reset_state()`` clears it; a batch of
-      another size than the cached state's is an error.
+      the final state there (a one-token step updates it in place), so a prompt
+      followed by one token at a time gives the outputs of the whole sequence at
+      once. ``reset_state()`` clears it; a batch of another size than the cached
+      state's is an error.
     * ``head_dim`` must be a multiple of 16 in [16, 256] (deltac's kernels); other
       values raise ValueError at construction.
     * the kernels take float32 or bfloat16: other dtypes (float16) run the recurrence
@@ -152,11 +153,16 @@ class DeltaNetAttention(nn.Module):
                     f"DeltaNetAttention: the cached decoder state has batch {self.state.shape[0]} "
                     f"but x has batch {B}: call reset_state() to start new sequences")
             h0 = self.state
-        kernel = ops.fused_recurrent_delta_rule if T == 1 else ops.chunk_delta_rule
-        o, ht = kernel(q, k, v, beta, initial_state=h0, output_final_state=decoder,
-                       use_qk_l2norm_in_kernel=True)
-        if decoder:
-            self.state = ht
+        if decoder and h0 is not None and T == 1:  # a decode step: the state in place
+            o, _ = ops.fused_recurrent_delta_rule(q, k, v, beta, initial_state=h0,
+                                                  use_qk_l2norm_in_kernel=True,
+                                                  inplace_final_state=True)
+        else:
+            kernel = ops.fused_recurrent_delta_rule if T == 1 else ops.chunk_delta_rule
+            o, ht = kernel(q, k, v, beta, initial_state=h0, output_final_state=decoder,
+                           use_qk_l2norm_in_kernel=True)
+            if decoder:
+                self.state = ht
 
         o = self.norm(o.to(x.dtype))
         o = o.reshape(B, T, self.total_dim) * F.silu(self.g_proj(x))

@@ -90,7 +90,8 @@ class KernelCall:
     ``decays``: the log decay g, ``[batch, seq, HV]``, float32, <= 0; ``betas``:
     ``[batch, seq, HV]`` in (0, 1) ((0, 2) with allow_neg_eigval); ``state_input``:
     the state the call started from (a copy; None on a fresh prompt);
-    ``state_output``: the final state ``[batch, HV, K, V]``; ``states``: with
+    ``state_output``: the final state ``[batch, HV, K, V]`` (a copy: a decode step
+    updates the cache's buffer in place); ``states``: with
     ``per_token_states=True``, the state after every token, ``[batch, seq, HV, K,
     V]``; ``path``: ``"prompt"`` or ``"decode"`` (one token continuing a cache).
     """
@@ -278,16 +279,9 @@ class GatedDeltaNet(nn.Module):
         beta = beta.contiguous()
         g = (-self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())).contiguous()
 
-        hooks = self._kernel_hooks
-        want_state = cache_params is not None or bool(hooks)
-        decode = recurrent_state is not None and T == 1
-        kernel = ops.fused_recurrent_gated_delta_rule if decode else ops.chunk_gated_delta_rule
-        core, last_state = kernel(query, key, value, g=g, beta=beta, initial_state=recurrent_state,
-                                  output_final_state=want_state, use_qk_l2norm_in_kernel=True)
-
-        if hooks:
-            self._observe(query, key, value, g, beta, recurrent_state, last_state,
-                          "decode" if recurrent_state is not None else "prompt")
+        core, last_state = self._kernel(
+            ops.fused_recurrent_gated_delta_rule, ops.chunk_gated_delta_rule,
+            query, key, value, g, beta, recurrent_state, cache_params is not None)
         if cache_params is not None:
             cache_params.conv_states[self.layer_idx] = new_conv_state.contiguous()
             cache_params.recurrent_states[self.layer_idx] = last_state
@@ -298,6 +292,28 @@ class GatedDeltaNet(nn.Module):
         core = core.reshape(z_shape).reshape(B, T, -1)
         return self.out_proj(core)
 
+    def _kernel(self, step, chunk, query, key, value, g, beta, state, want_state):
+        """The kernel call: a one-token step continuing a float32 cached state updates
+        it in place (the cache keeps its buffer, as transformers' does); anything else
+        runs ``chunk`` (or ``step``) out of place. Reports to the hooks."""
+        hooks = self._kernel_hooks
+        state_in = state.clone() if (hooks and state is not None) else state
+        T = query.shape[1]
+        if (state is not None and T == 1 and state.dtype == torch.float32
+                and state.is_contiguous()):
+            core, last = step(query, key, value, g=g, beta=beta, initial_state=state,
+                              output_final_state=True, use_qk_l2norm_in_kernel=True,
+                              inplace_final_state=True)
+        else:
+            kernel = step if (state is not None and T == 1) else chunk
+            core, last = kernel(query, key, value, g=g, beta=beta, initial_state=state,
+                                output_final_state=want_state or bool(hooks),
+                                use_qk_l2norm_in_kernel=True)
+        if hooks:
+            self._observe(query, key, value, g, beta, state_in, last,
+                          "decode" if state is not None else "prompt")
+        return core, last
+
     def _observe(self, query, key, value, g, beta, state_in, state_out, path):
         ratio = value.shape[2] // query.shape[2]
         rq = query.repeat_interleave(ratio, dim=2) if ratio > 1 else query
@@ -305,9 +321,9 @@ class GatedDeltaNet(nn.Module):
         states = None
         if any(per_token for _, per_token in self._kernel_hooks):
             states = self.per_token_states(query, key, value, g, beta, state_in)
+        # copies: the cache may update its buffer in place on the next step
         call = KernelCall(queries=rq, keys=rk, values=value, decays=g, betas=beta,
-                          state_input=None if state_in is None else state_in.clone(),
-                          state_output=state_out, path=path)
+                          state_input=state_in, state_output=state_out.clone(), path=path)
         for hook, per_token in list(self._kernel_hooks):
             hook(self, dataclasses.replace(call, states=states if per_token else None))
 

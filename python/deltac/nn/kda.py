@@ -133,14 +133,8 @@ class KimiDeltaAttention(GatedDeltaNet):
         g = (-self.A_log.float().exp() * F.softplus(a + self.dt_bias.float().view(H, D))).contiguous()
         beta = torch.sigmoid(self.b_proj(x).float()).contiguous()
 
-        hooks = self._kernel_hooks
-        want_state = cache_params is not None or bool(hooks)
-        kernel = ops.fused_recurrent_kda if (recurrent_state is not None and T == 1) else ops.chunk_kda
-        o, last_state = kernel(q, k, v, g, beta, initial_state=recurrent_state,
-                               output_final_state=want_state, use_qk_l2norm_in_kernel=True)
-        if hooks:
-            self._observe(q, k, v, g, beta, recurrent_state, last_state,
-                          "decode" if recurrent_state is not None else "prompt")
+        o, last_state = self._kernel(ops.fused_recurrent_kda, ops.chunk_kda, q, k, v, g, beta,
+                                     recurrent_state, cache_params is not None)
         if cache_params is not None:
             cache_params.conv_states[self.layer_idx] = tuple(new_conv)
             cache_params.recurrent_states[self.layer_idx] = last_state
