@@ -133,6 +133,8 @@ def test_cuda_bad_devices():
 
 
 def test_cuda_unsupported_shape_is_a_clear_error():
+    if deltac._lib.cuda_supports(1, 32, 48, 0):
+        pytest.skip("this build has a CUDA kernel for K=32, V=48")
     _, gpu = make("gated", 1, 8, 2, 2, 32, 48, torch.float32)
     with pytest.raises(deltac.DeltacError, match="no CUDA kernel"):
         run("chunk_gated_delta_rule", gpu)

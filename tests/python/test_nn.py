@@ -438,3 +438,15 @@ def test_kda_decode_with_cache_equals_whole_sequence(seed):
     assert seen[1].path == "decode"
     states = torch.cat(per_token, dim=1)
     assert states.shape == (2, 15, 2, 32, 32) and rel_err(states[:, -1], ht) <= F32_TOL
+
+
+def test_gdn_export_and_compile(seed):
+    # torch.export sees torch.ops.deltac.fwd as one node; torch.compile traces without a break
+    m = randomize(GatedDeltaNet(small_cfg())).eval().requires_grad_(False)
+    x = torch.randn(2, 9, 64)
+    ep = torch.export.export(m, (x,))
+    assert any("deltac.fwd" in str(n.target) for n in ep.graph.nodes)
+    with torch.no_grad():
+        want = m(x)
+        assert rel_err(ep.module()(x), want) <= F32_TOL
+        assert rel_err(torch.compile(m, backend="aot_eager", fullgraph=True)(x), want) <= F32_TOL
