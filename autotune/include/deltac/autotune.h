@@ -1,0 +1,127 @@
+// The autotuner: for one spec, every kernel config the catalogue allows on
+// a device (every family, every legal knob value; the CPU also threads),
+// each checked against the float64 reference before it is timed, timed over
+// sequence-length buckets with a successive-halving search, the winner per
+// bucket written to the tuning database (deltac/tuning_db.h) with the
+// environment it holds for (deltac/env.h). LLVM-free: links deltac_runtime
+// and runs every candidate through the C API (deltac_options.config).
+// docs/autotune.md describes the method and its measured quality.
+#ifndef DELTAC_AUTOTUNE_H
+#define DELTAC_AUTOTUNE_H
+
+#include "deltac/catalogue.h"
+#include "deltac/env.h"
+#include "deltac/tuning_db.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace deltac::tune {
+
+// What is tuned: one layer's shape and dtypes on one device.
+struct Spec {
+  int32_t variant = DELTAC_VARIANT_GATED;
+  int32_t H = 16, HV = 32, K = 128, V = 128;
+  int32_t in_dtype = DELTAC_F32, out_dtype = DELTAC_F32;
+  bool qk_l2norm = false;
+  Device device = Device::CPU;
+};
+
+enum class Search { Halving, Exhaustive };
+
+struct Settings {
+  // Longest-sequence buckets (tokens, ascending). Each record holds for
+  // sequences up to its bucket (the last: any length, max_tokens 0).
+  std::vector<int64_t> buckets = {1, 64, 1024, 8192};
+  int32_t decode_batch = 8; // sequences in a 1-token bucket
+  int32_t batch = 1;        // sequences in every other bucket
+  std::vector<int32_t> threads; // CPU thread counts; empty: 1, 2, 4.. cores
+  Search search = Search::Halving;
+  int32_t repeats = 7;     // samples of a fully measured candidate
+  double min_sample_s = 5e-4; // a sample repeats the call to last this long
+  bool compare_exhaustive = false; // also run exhaustive, report the gap
+  uint64_t seed = 1;
+  // Testing: candidates whose config_string equals this get their output
+  // corrupted before the reference check (a wrong answer must never win).
+  std::string corrupt;
+};
+
+struct Candidate {
+  KernelConfig config;
+  int32_t threads = 0; // 0: the kernel's rule (all cores)
+  bool is_default = false;
+};
+
+// "cpu_recurrent tile_v=32 threads=2".
+std::string candidate_string(const Candidate &c);
+
+struct Measurement {
+  Candidate cand;
+  bool ok = false;        // ran and matched the reference
+  std::string why;        // when !ok: the error or the reference mismatch
+  double err_o = 0, err_ht = 0; // relative RMS error against float64
+  double median_us = 0;   // of the last round it took part in
+  int32_t samples = 0;    // in that round
+  int32_t rounds = 0;     // halving rounds it survived (1 = only the first)
+  double exhaustive_us = 0; // compare_exhaustive: its exhaustive median
+};
+
+struct BucketResult {
+  int64_t tokens = 0; // the bucket
+  int32_t batch = 0;  // sequences measured
+  bool skipped = false; // a record for it was already in the database
+  std::vector<Measurement> all;
+  int winner = -1, default_index = -1; // into all
+  double winner_us = 0, default_us = 0; // the final A/B run of the two
+  bool default_kept = false; // the search's pick was not faster than default
+  double tune_s = 0;         // wall time of this bucket's search
+  // compare_exhaustive:
+  int exhaustive_winner = -1;
+  double exhaustive_s = 0; // wall time of the exhaustive search
+  double gap = 0;          // exhaustive time of the pick / best - 1
+};
+
+struct Progress {
+  int64_t done = 0, total = 0; // candidate measurements
+  int64_t bucket = 0;
+  std::string best;     // best so far in this bucket
+  double best_us = 0;
+  double elapsed_s = 0, left_s = 0;
+};
+
+// The candidates of spec on its device for a problem of `tokens`-long
+// sequences: every family, every combination of listed knob values that
+// check_config accepts, times the thread counts (CPU); the default config
+// (threads 0) first.
+std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
+                                 int64_t tokens, int32_t batch);
+
+// Tunes spec. With db_path non-empty, loads that database first (if it
+// exists), skips buckets it already holds for this spec and machine, and
+// saves it atomically after each finished bucket. Returns false with *error
+// on failure (what finished is saved).
+bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
+          std::vector<BucketResult> *results, std::string *error,
+          const std::function<void(const Progress &)> &progress = {});
+
+// The records tune() writes for a finished bucket (the winner, with env).
+TuningRecord record_of(const Spec &spec, const Settings &s,
+                       const BucketResult &b);
+
+// Whether a and b are records of the same key: device, variant, K, V,
+// in_dtype, bucket and identity env (deltac/env.h).
+bool same_key(const TuningRecord &a, const TuningRecord &b);
+
+// Merges databases: every record, and of records with the same key the
+// faster (the later when neither has a time). *dropped counts the rest.
+TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped);
+
+// HTML (path ending .html) or SVG: time per candidate per bucket.
+bool write_report(const std::string &path, const Spec &spec,
+                  const std::vector<BucketResult> &results, std::string *error);
+
+} // namespace deltac::tune
+
+#endif // DELTAC_AUTOTUNE_H

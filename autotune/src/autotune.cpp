@@ -1,0 +1,649 @@
+// The autotuner's search (deltac/autotune.h): enumeration from the kernel
+// catalogue, the reference check, timing and successive halving.
+#include "deltac/autotune.h"
+
+#include "deltac/convert.h"
+#include "deltac/reference.h"
+#include "deltac/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+#include <thread>
+
+namespace deltac::tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// xorshift64*: fast, reproducible inputs (the values only need to be a
+// stable recurrence, not a particular distribution).
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  float uni() { return float(next() >> 40) * (1.0f / 16777216.0f); }
+  float sym() { return 2.0f * uni() - 1.0f; }
+};
+
+// One set of host tensors for B sequences of T tokens.
+struct Tensors {
+  int32_t B = 0, T = 0;
+  std::vector<float> q, k, v, g, beta, h0, o, ht;
+  std::vector<uint16_t> qb, kb, vb, ob;
+
+  size_t bytes() const {
+    return 4 * (q.size() + k.size() + v.size() + g.size() + beta.size() +
+                h0.size() + o.size() + ht.size()) +
+           2 * (qb.size() + kb.size() + vb.size() + ob.size());
+  }
+};
+
+Tensors makeTensors(const Spec &sp, int32_t B, int32_t T, uint64_t seed) {
+  Tensors t;
+  t.B = B, t.T = T;
+  Rng rng(seed);
+  const size_t rows = size_t(B) * T;
+  auto unitRows = [&](std::vector<float> &x) {
+    x.resize(rows * sp.H * sp.K);
+    for (size_t r = 0; r < x.size() / sp.K; ++r) {
+      double s = 0;
+      for (int i = 0; i < sp.K; ++i) {
+        const float z = rng.sym();
+        x[r * sp.K + i] = z;
+        s += double(z) * z;
+      }
+      const float inv = float(1.0 / std::sqrt(s + 1e-12));
+      for (int i = 0; i < sp.K; ++i)
+        x[r * sp.K + i] *= inv;
+    }
+  };
+  unitRows(t.q);
+  unitRows(t.k);
+  t.v.resize(rows * sp.HV * sp.V);
+  for (float &x : t.v)
+    x = 1.7f * rng.sym();
+  t.beta.resize(rows * sp.HV);
+  for (float &x : t.beta)
+    x = rng.uni();
+  if (sp.variant != DELTAC_VARIANT_DELTA) {
+    t.g.resize(rows * sp.HV * (sp.variant == DELTAC_VARIANT_KDA ? sp.K : 1));
+    for (float &x : t.g)
+      x = -0.2f * rng.uni();
+  }
+  t.h0.resize(size_t(B) * sp.HV * sp.K * sp.V);
+  for (float &x : t.h0)
+    x = 0.3f * rng.sym();
+  t.ht.assign(t.h0.size(), 0.0f);
+  if (sp.in_dtype == DELTAC_BF16) {
+    auto toBf16 = [](const std::vector<float> &x, std::vector<uint16_t> &y) {
+      y.resize(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        y[i] = f32_to_bf16(x[i]);
+    };
+    toBf16(t.q, t.qb), toBf16(t.k, t.kb), toBf16(t.v, t.vb);
+    std::vector<float>().swap(t.q);
+    std::vector<float>().swap(t.k);
+    std::vector<float>().swap(t.v);
+  }
+  if (sp.out_dtype == DELTAC_BF16)
+    t.ob.assign(rows * sp.HV * sp.V, 0);
+  else
+    t.o.assign(rows * sp.HV * sp.V, 0.0f);
+  return t;
+}
+
+deltac_fwd_params paramsOf(const Spec &sp, Tensors &t) {
+  deltac_fwd_params p{};
+  p.variant = sp.variant;
+  p.B = t.B, p.T = t.T, p.H = sp.H, p.HV = sp.HV, p.K = sp.K, p.V = sp.V;
+  p.N = t.B;
+  p.in_dtype = sp.in_dtype, p.out_dtype = sp.out_dtype;
+  p.state_dtype = DELTAC_F32, p.state_layout = DELTAC_STATE_KV;
+  const bool bf = sp.in_dtype == DELTAC_BF16;
+  p.q = bf ? (const void *)t.qb.data() : t.q.data();
+  p.k = bf ? (const void *)t.kb.data() : t.k.data();
+  p.v = bf ? (const void *)t.vb.data() : t.v.data();
+  p.g = t.g.empty() ? nullptr : t.g.data();
+  p.beta = t.beta.data();
+  p.h0 = t.h0.data();
+  p.o = sp.out_dtype == DELTAC_BF16 ? (void *)t.ob.data() : t.o.data();
+  p.ht = t.ht.data();
+  p.qk_l2norm = sp.qk_l2norm ? 1 : 0;
+  return p;
+}
+
+Problem problemOf(const Spec &sp, int64_t tokens, int32_t batch) {
+  Problem p;
+  p.variant = sp.variant, p.K = sp.K, p.V = sp.V, p.H = sp.H, p.HV = sp.HV;
+  p.in_dtype = sp.in_dtype, p.out_dtype = sp.out_dtype;
+  p.seqs = batch;
+  p.max_seqlen = tokens;
+  return p;
+}
+
+// Runs c on t through the C API; "" or the runtime's error.
+std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
+  deltac_fwd_params p = paramsOf(sp, t);
+  p.threads = c.threads;
+  deltac_options opt = deltac_default_options();
+  opt.device = sp.device == Device::CPU ? DELTAC_DEVICE_CPU : DELTAC_DEVICE_CUDA;
+  if (!c.is_default) {
+    opt.config.family = family_info(c.config.family).name;
+    opt.config.chunk = c.config.chunk, opt.config.tile_k = c.config.tile_k;
+    opt.config.tile_v = c.config.tile_v, opt.config.warps = c.config.warps;
+    opt.config.stages = c.config.stages, opt.config.split = c.config.split;
+  }
+  deltac_run_info info{};
+  if (deltac_forward_info(&p, &opt, &info) != 0)
+    return deltac_last_error();
+  return "";
+}
+
+// L2 size of cpu0 in bytes (1 MiB when unknown).
+size_t l2Bytes() {
+  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  std::string s;
+  if (!(in >> s) || s.empty())
+    return size_t(1) << 20;
+  size_t n = std::strtoull(s.c_str(), nullptr, 10);
+  if (s.back() == 'K')
+    n <<= 10;
+  else if (s.back() == 'M')
+    n <<= 20;
+  return n ? n : size_t(1) << 20;
+}
+
+double median(std::vector<double> x) {
+  if (x.empty())
+    return 0;
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// One bucket's measurement state: rotating input sets (together larger than
+// L2, so no call finds its inputs cached from the previous one) and the
+// number of calls per sample of each candidate.
+class Bench {
+public:
+  Bench(const Spec &sp, const Settings &s, int32_t B, int32_t T)
+      : sp_(sp), s_(s) {
+    sets_.push_back(makeTensors(sp, B, T, s.seed));
+    const size_t one = std::max<size_t>(sets_[0].bytes(), 1);
+    const size_t want = std::min<size_t>((2 * l2Bytes() + one - 1) / one, 8);
+    for (size_t i = 1; i < want; ++i)
+      sets_.push_back(sets_[0]);
+  }
+  size_t sets() const { return sets_.size(); }
+
+  // Warm-up call and the calls per sample: enough to last min_sample_s.
+  // *us: the warm-up call's time.
+  std::string warm(const Candidate &c, int32_t *calls, double *us = nullptr) {
+    auto t0 = Clock::now();
+    std::string err = runOnce(sp_, next(), c);
+    if (!err.empty())
+      return err;
+    const double t = secondsSince(t0);
+    if (us)
+      *us = t * 1e6;
+    *calls = std::max(1, std::min(1000, int(std::ceil(s_.min_sample_s /
+                                                      std::max(t, 1e-7)))));
+    return "";
+  }
+
+  // One sample: microseconds per call, over `calls` calls.
+  double sample(const Candidate &c, int32_t calls) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i)
+      runOnce(sp_, next(), c);
+    return secondsSince(t0) * 1e6 / calls;
+  }
+
+private:
+  Tensors &next() {
+    Tensors &t = sets_[cursor_];
+    cursor_ = (cursor_ + 1) % sets_.size();
+    return t;
+  }
+  const Spec &sp_;
+  const Settings &s_;
+  std::vector<Tensors> sets_;
+  size_t cursor_ = 0;
+};
+
+// The float64 reference of one small problem per bucket; checks candidates.
+class Checker {
+public:
+  Checker(const Spec &sp, const Settings &s, int64_t tokens)
+      : sp_(sp), s_(s) {
+    const int32_t B = tokens == 1 ? 4 : 2;
+    const int32_t T = int32_t(std::min<int64_t>(tokens, 80));
+    t_ = makeTensors(sp, B, T, s.seed + 7);
+    deltac_fwd_params p = paramsOf(sp, t_);
+    ref::forward(p, &o_, &ht_);
+  }
+
+  // "" when c's output matches the reference (errors in *eo, *eh).
+  std::string check(const Candidate &c, double *eo, double *eh) {
+    std::fill(t_.o.begin(), t_.o.end(), 0.0f);
+    std::fill(t_.ob.begin(), t_.ob.end(), uint16_t(0));
+    std::fill(t_.ht.begin(), t_.ht.end(), 0.0f);
+    std::string err = runOnce(sp_, t_, c);
+    if (!err.empty())
+      return "does not run: " + err;
+    if (!s_.corrupt.empty() && candidate_string(c) == s_.corrupt) {
+      if (!t_.o.empty())
+        t_.o[t_.o.size() / 2] += 1.0f;
+      if (!t_.ob.empty())
+        t_.ob[t_.ob.size() / 2] ^= 0x4000;
+    }
+    *eo = t_.ob.empty() ? ref::rel_rms(t_.o.data(), o_)
+                        : ref::rel_rms(t_.ob.data(), o_);
+    *eh = ref::rel_rms(t_.ht.data(), ht_);
+    // The tolerances of the kernel tests (tests/cpu/harness.cpp).
+    const double tolO = sp_.out_dtype == DELTAC_BF16 ? 5e-3 : 1e-5;
+    const double tolH = 1e-5;
+    char buf[160];
+    if (!(*eo <= tolO) || !(*eh <= tolH)) {
+      std::snprintf(buf, sizeof buf,
+                    "wrong answer: relative RMS error o %.3g (limit %.0e), "
+                    "ht %.3g (limit %.0e)",
+                    *eo, tolO, *eh, tolH);
+      return buf;
+    }
+    return "";
+  }
+
+private:
+  const Spec &sp_;
+  const Settings &s_;
+  Tensors t_;
+  std::vector<double> o_, ht_;
+};
+
+std::vector<int32_t> threadList(const Settings &s) {
+  if (!s.threads.empty())
+    return s.threads;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<int32_t> t;
+  for (int n = 1; n < cores; n *= 2)
+    t.push_back(n);
+  t.push_back(cores);
+  return t;
+}
+
+// Progress in weighted units (a bucket's unit weighs its tokens), so that
+// the time left follows the work, not the count.
+struct Meter {
+  const std::function<void(const Progress &)> *fn;
+  Progress p;
+  double wDone = 0, wTotal = 0;
+  Clock::time_point t0 = Clock::now();
+
+  void step(int64_t n, double weight) {
+    p.done += n;
+    wDone += n * weight;
+    p.elapsed_s = secondsSince(t0);
+    p.left_s = wDone > 0 ? p.elapsed_s * (wTotal - wDone) / wDone : 0;
+    if (p.left_s < 0)
+      p.left_s = 0;
+    if (*fn)
+      (*fn)(p);
+  }
+};
+
+// Measurements of the halving search: units the plan counts for n.
+int64_t halvingUnits(int64_t n) {
+  int64_t u = n;
+  while (n > 2) {
+    n = (n + 1) / 2;
+    u += n;
+  }
+  return u + 1; // + the A/B run against the default
+}
+
+// The searches. all[i].median_us is left at the last round's median.
+void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
+                  BucketResult *b, Meter *m, double weight) {
+  std::vector<Measurement> &all = b->all;
+  std::vector<int32_t> calls(all.size(), 1);
+  // A warm-up call of 20 ms or more counts as the first sample: what it
+  // warms (thread team, touched outputs) is noise at that length, and the
+  // long buckets dominate the tune time.
+  std::vector<double> first(all.size(), 0.0);
+  std::vector<int> alive;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].ok)
+      alive.push_back(int(i));
+  auto measure = [&](int i, int reps) {
+    std::vector<double> x;
+    if (first[i] > 0) {
+      x.push_back(first[i]);
+      first[i] = 0;
+    }
+    for (int r = int(x.size()); r < reps; ++r)
+      x.push_back(bench.sample(all[i].cand, calls[i]));
+    all[i].median_us = median(x);
+    all[i].samples = reps;
+    all[i].rounds += 1;
+  };
+  auto better = [&](int a, int c) { return all[a].median_us < all[c].median_us; };
+  auto noteBest = [&] {
+    int best = -1;
+    for (int i : alive)
+      if (all[i].rounds && (best < 0 || better(i, best)))
+        best = i;
+    if (best >= 0) {
+      m->p.best = candidate_string(all[best].cand);
+      m->p.best_us = all[best].median_us;
+    }
+  };
+  // Warm-up and calibration, once per candidate.
+  for (int i : alive) {
+    double us = 0;
+    std::string err = bench.warm(all[i].cand, &calls[i], &us);
+    if (!err.empty())
+      all[i].ok = false, all[i].why = "does not run: " + err;
+    else if (us >= 2e4 && calls[i] == 1)
+      first[i] = us;
+  }
+  alive.erase(std::remove_if(alive.begin(), alive.end(),
+                             [&](int i) { return !all[i].ok; }),
+              alive.end());
+  if (s.search == Search::Exhaustive) {
+    for (int i : alive) {
+      measure(i, s.repeats);
+      noteBest();
+      m->step(1, weight);
+    }
+  } else {
+    // Successive halving: every candidate cheaply, then the faster half
+    // with twice the samples, until two are left; that last round takes
+    // `repeats` samples and picks one.
+    int rounds = 1;
+    for (size_t n = alive.size(); n > 2; n = (n + 1) / 2)
+      ++rounds;
+    for (int r = 0; r < rounds; ++r) {
+      const int reps = std::max(
+          1, int(std::ceil(s.repeats / std::pow(2.0, rounds - 1 - r))));
+      for (int i : alive) {
+        measure(i, reps);
+        noteBest();
+        m->step(1, weight);
+      }
+      std::sort(alive.begin(), alive.end(), better);
+      alive.resize((alive.size() + 1) / 2);
+    }
+  }
+  int best = -1;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].ok && all[i].rounds &&
+        (best < 0 || all[i].rounds > all[best].rounds ||
+         (all[i].rounds == all[best].rounds && better(int(i), best))))
+      best = int(i);
+  b->winner = best;
+}
+
+// Interleaved A/B of the pick and the default: the pick stays only when it
+// is faster. Fills winner_us and default_us.
+void guardDefault(const Settings &s, Bench &bench, BucketResult *b) {
+  const int d = b->default_index, w = b->winner;
+  std::vector<double> td, tw;
+  int32_t cd = 1, cw = 1;
+  bench.warm(b->all[d].cand, &cd);
+  if (w != d)
+    bench.warm(b->all[w].cand, &cw);
+  cd = cw = std::max(cd, cw);
+  for (int r = 0; r < std::max(3, s.repeats); ++r) {
+    td.push_back(bench.sample(b->all[d].cand, cd));
+    if (w != d)
+      tw.push_back(bench.sample(b->all[w].cand, cw));
+  }
+  b->default_us = median(td);
+  b->winner_us = w != d ? median(tw) : b->default_us;
+  if (w != d && !(b->winner_us < b->default_us)) {
+    b->default_kept = true;
+    b->winner = d;
+    b->winner_us = b->default_us;
+  }
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+} // namespace
+
+std::string candidate_string(const Candidate &c) {
+  const FamilyInfo &f = family_info(c.config.family);
+  std::string s = f.name;
+  for (int i = 0; i < kKnobCount; ++i)
+    if (f.knobs & (1u << i))
+      s += std::string(" ") + kKnobNames[i] + "=" + std::to_string(c.config.knob(i));
+  if (f.device == Device::CPU)
+    s += c.threads ? " threads=" + std::to_string(c.threads)
+                   : std::string(" threads=auto");
+  return s;
+}
+
+std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
+                                 int64_t tokens, int32_t batch) {
+  const Problem prob = problemOf(spec, tokens, batch);
+  std::vector<Candidate> out;
+  Family df;
+  if (default_family(spec.device, Mode::Auto, prob, &df, nullptr)) {
+    Candidate d;
+    d.config = default_config(df, prob);
+    d.is_default = true;
+    out.push_back(d);
+  }
+  const std::vector<int32_t> threads =
+      spec.device == Device::CPU ? threadList(s) : std::vector<int32_t>{0};
+  for (const FamilyInfo &f : kFamilies) {
+    if (f.device != spec.device)
+      continue;
+    // Every combination of the listed values of the knobs f reads.
+    std::vector<KernelConfig> configs(1);
+    configs[0].family = f.family;
+    for (int k = 0; k < kKnobCount; ++k) {
+      if (!(f.knobs & (1u << k)))
+        continue;
+      std::vector<KernelConfig> next;
+      for (const KernelConfig &c : configs)
+        for (int j = 0; j < f.values[k].n; ++j) {
+          KernelConfig x = c;
+          x.knob(k) = f.values[k].v[j];
+          next.push_back(x);
+        }
+      configs.swap(next);
+    }
+    for (const KernelConfig &c : configs) {
+      if (!check_config(c, prob).empty() || !precompiled(c, prob))
+        continue;
+      for (int32_t t : threads) {
+        Candidate x;
+        x.config = c;
+        x.threads = t;
+        out.push_back(x);
+      }
+    }
+  }
+  return out;
+}
+
+TuningRecord record_of(const Spec &spec, const Settings &s,
+                       const BucketResult &b) {
+  TuningRecord r;
+  r.variant = spec.variant, r.K = spec.K, r.V = spec.V;
+  r.in_dtype = spec.in_dtype;
+  r.max_tokens = b.tokens == s.buckets.back() ? 0 : b.tokens;
+  if (b.winner >= 0) {
+    r.config = b.all[b.winner].cand.config;
+    r.threads = b.all[b.winner].cand.threads;
+    r.time_us = b.winner_us;
+  }
+  r.env = current_env(spec.device);
+  return r;
+}
+
+bool same_key(const TuningRecord &a, const TuningRecord &b) {
+  const Device da = family_info(a.config.family).device;
+  const Device db = family_info(b.config.family).device;
+  return da == db && a.variant == b.variant && a.K == b.K && a.V == b.V &&
+         a.in_dtype == b.in_dtype && a.max_tokens == b.max_tokens &&
+         a.env.empty() == b.env.empty() &&
+         env_mismatch(da, a.env, b.env).empty() &&
+         env_mismatch(da, b.env, a.env).empty();
+}
+
+TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped) {
+  TuningDB out;
+  *dropped = 0;
+  for (const TuningDB &db : dbs)
+    for (const TuningRecord &r : db.records) {
+      auto it = std::find_if(out.records.begin(), out.records.end(),
+                             [&](const TuningRecord &x) { return same_key(x, r); });
+      if (it == out.records.end()) {
+        out.records.push_back(r);
+        continue;
+      }
+      ++*dropped;
+      const bool faster = r.time_us > 0 && (it->time_us == 0 || r.time_us < it->time_us);
+      if (faster || (r.time_us == 0 && it->time_us == 0))
+        *it = r;
+    }
+  return out;
+}
+
+bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
+          std::vector<BucketResult> *results, std::string *error,
+          const std::function<void(const Progress &)> &progress) {
+  results->clear();
+  if (spec.device != Device::CPU) {
+    *error = "target cuda: not tuned yet (the CUDA tuner comes with the CUDA "
+             "chunked kernel; docs/autotune.md)";
+    return false;
+  }
+  Problem base = problemOf(spec, 1, 1);
+  std::string why = check_problem(base);
+  if (!why.empty()) {
+    *error = "spec: " + why;
+    return false;
+  }
+  if (s.buckets.empty() || !std::is_sorted(s.buckets.begin(), s.buckets.end()) ||
+      s.buckets.front() < 1) {
+    *error = "buckets must be ascending token counts >= 1";
+    return false;
+  }
+  TuningDB db;
+  if (!db_path.empty() && fileExists(db_path) &&
+      !load_tuning_db(db_path, &db, error)) {
+    *error += " (not overwritten: move it away or fix it)";
+    return false;
+  }
+
+  Meter meter{&progress, {}};
+  std::vector<std::vector<Candidate>> cands;
+  for (int64_t tokens : s.buckets) {
+    const int32_t batch = tokens == 1 ? s.decode_batch : s.batch;
+    BucketResult b;
+    b.tokens = tokens, b.batch = batch;
+    cands.push_back(enumerate(spec, s, tokens, batch));
+    TuningRecord key = record_of(spec, s, b);
+    if (!cands.back().empty()) {
+      key.config = cands.back()[0].config;
+      b.skipped = std::any_of(db.records.begin(), db.records.end(),
+                              [&](const TuningRecord &r) { return same_key(r, key); });
+    }
+    if (!b.skipped) {
+      const int64_t n = int64_t(cands.back().size());
+      const double w = double(std::max<int64_t>(tokens * batch, 16));
+      int64_t units = s.search == Search::Halving ? halvingUnits(n) : n + 1;
+      if (s.compare_exhaustive)
+        units += n;
+      meter.p.total += units;
+      meter.wTotal += units * w;
+    }
+    results->push_back(b);
+  }
+
+  for (size_t bi = 0; bi < s.buckets.size(); ++bi) {
+    BucketResult &b = (*results)[bi];
+    if (b.skipped)
+      continue;
+    const auto t0 = Clock::now();
+    const double w = double(std::max<int64_t>(b.tokens * b.batch, 16));
+    const int64_t units0 = meter.p.done;
+    meter.p.bucket = b.tokens;
+    meter.p.best.clear();
+    meter.p.best_us = 0;
+    Checker checker(spec, s, b.tokens);
+    for (const Candidate &c : cands[bi]) {
+      Measurement m;
+      m.cand = c;
+      m.why = checker.check(c, &m.err_o, &m.err_ht);
+      m.ok = m.why.empty();
+      if (c.is_default && !m.ok) {
+        *error = "bucket " + std::to_string(b.tokens) + ": the default config " +
+                 candidate_string(c) + ": " + m.why;
+        return false;
+      }
+      b.all.push_back(m);
+    }
+    b.default_index = 0;
+    Bench bench(spec, s, b.batch, int32_t(b.tokens));
+    searchBucket(spec, s, bench, &b, &meter, w);
+    if (b.winner < 0) {
+      *error = "bucket " + std::to_string(b.tokens) + ": no candidate ran";
+      return false;
+    }
+    guardDefault(s, bench, &b);
+    b.tune_s = secondsSince(t0);
+    if (s.compare_exhaustive) {
+      const auto t1 = Clock::now();
+      BucketResult ex = b;
+      for (Measurement &m : ex.all)
+        m.rounds = 0;
+      Settings es = s;
+      es.search = Search::Exhaustive;
+      const auto saved = meter.p;
+      searchBucket(spec, es, bench, &ex, &meter, w);
+      meter.p.best = saved.best, meter.p.best_us = saved.best_us;
+      for (size_t i = 0; i < b.all.size(); ++i)
+        b.all[i].exhaustive_us = ex.all[i].ok ? ex.all[i].median_us : 0;
+      b.exhaustive_winner = ex.winner;
+      b.exhaustive_s = secondsSince(t1);
+      if (ex.winner >= 0 && b.all[b.winner].exhaustive_us > 0)
+        b.gap = b.all[b.winner].exhaustive_us / b.all[ex.winner].exhaustive_us - 1;
+    }
+    // Catch the count up with the plan (failed candidates measure nothing).
+    int64_t planned = s.search == Search::Halving
+                          ? halvingUnits(int64_t(b.all.size()))
+                          : int64_t(b.all.size()) + 1;
+    if (s.compare_exhaustive)
+      planned += int64_t(b.all.size());
+    meter.step(std::max<int64_t>(0, units0 + planned - meter.p.done), w);
+
+    if (!db_path.empty()) {
+      db.records.push_back(record_of(spec, s, b));
+      if (!save_tuning_db(db_path, db, error))
+        return false;
+    }
+  }
+  return true;
+}
+
+} // namespace deltac::tune

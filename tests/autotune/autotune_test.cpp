@@ -1,0 +1,250 @@
+// The autotuner's library: the candidate space is the catalogue's, a wrong
+// answer never wins, the pick is never slower than the default in the
+// final A/B, a killed tune resumes (finished buckets are skipped), merge
+// keeps the faster record per key and records of other machines apart, and
+// the report draws every candidate.
+#include "deltac/autotune.h"
+#include "deltac/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace deltac::tune {
+namespace {
+
+Spec smallSpec() {
+  Spec s;
+  s.variant = DELTAC_VARIANT_GATED;
+  s.H = 1, s.HV = 2, s.K = 64, s.V = 64;
+  return s;
+}
+
+Settings fast() {
+  Settings s;
+  s.buckets = {1, 16, 64};
+  s.decode_batch = 2;
+  s.repeats = 3;
+  s.min_sample_s = 1e-4;
+  s.threads = {1, 2};
+  return s;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/deltac_tune_XXXXXX";
+    path = ::mkdtemp(t);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string file(const std::string &n) const { return path + "/" + n; }
+};
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
+  const Spec sp = smallSpec();
+  Settings s = fast();
+  for (int64_t tokens : {int64_t(1), int64_t(16)}) {
+    const std::vector<Candidate> c = enumerate(sp, s, tokens, 2);
+    ASSERT_FALSE(c.empty());
+    EXPECT_TRUE(c[0].is_default);
+    EXPECT_EQ(c[0].threads, 0);
+    Problem p;
+    p.variant = sp.variant, p.K = sp.K, p.V = sp.V, p.H = sp.H, p.HV = sp.HV;
+    p.seqs = 2, p.max_seqlen = tokens;
+    std::set<std::string> names;
+    size_t expected = 1; // the default
+    for (const FamilyInfo &f : kFamilies) {
+      if (f.device != Device::CPU || !check_family(f.family, p).empty())
+        continue;
+      size_t n = 1;
+      for (int k = 0; k < kKnobCount; ++k)
+        if (f.knobs & (1u << k))
+          n *= size_t(f.values[k].n);
+      expected += n * s.threads.size();
+    }
+    EXPECT_EQ(c.size(), expected) << "tokens " << tokens;
+    for (const Candidate &x : c) {
+      EXPECT_EQ(check_config(x.config, p), "") << candidate_string(x);
+      EXPECT_TRUE(names.insert(candidate_string(x)).second) << candidate_string(x);
+      if (x.config.family == Family::CpuDecode)
+        EXPECT_EQ(tokens, 1);
+    }
+  }
+}
+
+TEST(Tune, WrongAnswersNeverWinAndThePickBeatsTheDefault) {
+  const Spec sp = smallSpec();
+  Settings s = fast();
+  s.buckets = {16};
+  std::vector<BucketResult> first;
+  std::string err;
+  ASSERT_TRUE(tune(sp, s, "", &first, &err)) << err;
+  ASSERT_EQ(first.size(), 1u);
+  const BucketResult &b = first[0];
+  ASSERT_GE(b.winner, 0);
+  EXPECT_LE(b.winner_us, b.default_us);
+  for (const Measurement &m : b.all)
+    EXPECT_TRUE(m.ok) << candidate_string(m.cand) << ": " << m.why;
+
+  // The same tune with the pick's output corrupted (or, when the default
+  // won, the fastest other candidate's: a corrupt default aborts the tune):
+  // it is refused before it is timed and something else wins.
+  int victim = b.winner;
+  if (b.all[victim].cand.is_default) {
+    victim = -1;
+    for (size_t i = 1; i < b.all.size(); ++i)
+      if (b.all[i].rounds > 0 &&
+          (victim < 0 || b.all[i].rounds > b.all[victim].rounds ||
+           (b.all[i].rounds == b.all[victim].rounds &&
+            b.all[i].median_us < b.all[victim].median_us)))
+        victim = int(i);
+  }
+  ASSERT_GE(victim, 1);
+  s.corrupt = candidate_string(b.all[victim].cand);
+  std::vector<BucketResult> second;
+  ASSERT_TRUE(tune(sp, s, "", &second, &err)) << err;
+  const BucketResult &c = second[0];
+  int refused = 0;
+  for (const Measurement &m : c.all)
+    if (candidate_string(m.cand) == s.corrupt) {
+      ++refused;
+      EXPECT_FALSE(m.ok);
+      EXPECT_NE(m.why.find("wrong answer"), std::string::npos) << m.why;
+      EXPECT_EQ(m.rounds, 0); // never timed
+    }
+  EXPECT_EQ(refused, 1);
+  EXPECT_NE(candidate_string(c.all[c.winner].cand), s.corrupt);
+}
+
+TEST(Tune, WritesEachBucketAndResumesWhereItStopped) {
+  TempDir dir;
+  const std::string db = dir.file("db.json");
+  const Spec sp = smallSpec();
+  Settings s = fast();
+  std::vector<BucketResult> r;
+  std::string err;
+  ASSERT_TRUE(tune(sp, s, db, &r, &err)) << err;
+  TuningDB loaded;
+  ASSERT_TRUE(load_tuning_db(db, &loaded, &err)) << err;
+  ASSERT_EQ(loaded.records.size(), 3u);
+  EXPECT_EQ(loaded.records[0].max_tokens, 1);
+  EXPECT_EQ(loaded.records[1].max_tokens, 16);
+  EXPECT_EQ(loaded.records[2].max_tokens, 0); // the last bucket: any length
+  for (const TuningRecord &rec : loaded.records) {
+    EXPECT_EQ(rec.env, current_env(Device::CPU));
+    EXPECT_GT(rec.time_us, 0);
+  }
+
+  // Everything is there: a second run measures nothing.
+  ASSERT_TRUE(tune(sp, s, db, &r, &err)) << err;
+  for (const BucketResult &b : r)
+    EXPECT_TRUE(b.skipped) << b.tokens;
+
+  // As if killed during the last bucket: only that one is tuned again.
+  loaded.records.pop_back();
+  ASSERT_TRUE(save_tuning_db(db, loaded, &err)) << err;
+  ASSERT_TRUE(tune(sp, s, db, &r, &err)) << err;
+  EXPECT_TRUE(r[0].skipped);
+  EXPECT_TRUE(r[1].skipped);
+  EXPECT_FALSE(r[2].skipped);
+  ASSERT_TRUE(load_tuning_db(db, &loaded, &err)) << err;
+  EXPECT_EQ(loaded.records.size(), 3u);
+
+  // A record of another machine does not count as done.
+  for (TuningRecord &rec : loaded.records)
+    rec.env["cpu"] = "elsewhere";
+  ASSERT_TRUE(save_tuning_db(db, loaded, &err)) << err;
+  s.buckets = {1};
+  ASSERT_TRUE(tune(sp, s, db, &r, &err)) << err;
+  EXPECT_FALSE(r[0].skipped);
+  ASSERT_TRUE(load_tuning_db(db, &loaded, &err)) << err;
+  EXPECT_EQ(loaded.records.size(), 4u);
+
+  // A corrupt database is not overwritten.
+  std::ofstream(db) << "{\"format\": \"deltac-tuning-db\", \"vers";
+  EXPECT_FALSE(tune(sp, s, db, &r, &err));
+  EXPECT_NE(err.find("not overwritten"), std::string::npos) << err;
+  EXPECT_EQ(readFile(db), "{\"format\": \"deltac-tuning-db\", \"vers");
+}
+
+TEST(Merge, KeepsTheFasterRecordPerKeyAndOtherMachinesApart) {
+  TuningRecord a;
+  a.variant = DELTAC_VARIANT_GATED, a.K = 64, a.V = 64, a.max_tokens = 64;
+  a.config.family = Family::CpuRecurrent;
+  a.config.tile_v = 16;
+  a.time_us = 10;
+  a.env = current_env(Device::CPU);
+  TuningRecord b = a; // same key, faster
+  b.config.tile_v = 32;
+  b.time_us = 8;
+  TuningRecord c = a; // another machine
+  c.env["cpu"] = "elsewhere";
+  TuningRecord d = a; // another bucket
+  d.max_tokens = 0;
+  TuningDB x, y;
+  x.records = {a, d};
+  y.records = {b, c};
+  int dropped = 0;
+  TuningDB m = merge({x, y}, &dropped);
+  EXPECT_EQ(dropped, 1);
+  ASSERT_EQ(m.records.size(), 3u);
+  EXPECT_EQ(m.records[0].config.tile_v, 32); // b replaced a
+  EXPECT_EQ(m.records[0].time_us, 8);
+  EXPECT_EQ(m.records[1].max_tokens, 0);
+  EXPECT_EQ(m.records[2].env.at("cpu"), "elsewhere");
+  // Round trip keeps env and threads.
+  m.records[0].threads = 1;
+  TuningDB back;
+  std::string err;
+  ASSERT_TRUE(parse_tuning_db(format_tuning_db(m), "m", &back, &err)) << err;
+  EXPECT_EQ(back.records[0].threads, 1);
+  EXPECT_EQ(back.records[2].env, c.env);
+}
+
+TEST(Report, DrawsEveryCandidate) {
+  TempDir dir;
+  const Spec sp = smallSpec();
+  Settings s = fast();
+  s.buckets = {1};
+  s.compare_exhaustive = true;
+  std::vector<BucketResult> r;
+  std::string err;
+  ASSERT_TRUE(tune(sp, s, "", &r, &err)) << err;
+  EXPECT_GE(r[0].exhaustive_winner, 0);
+  EXPECT_GE(r[0].gap, 0.0);
+  for (const char *name : {"r.html", "r.svg"}) {
+    ASSERT_TRUE(write_report(dir.file(name), sp, r, &err)) << err;
+    const std::string text = readFile(dir.file(name));
+    EXPECT_NE(text.find("<svg"), std::string::npos);
+    for (const Measurement &m : r[0].all)
+      EXPECT_NE(text.find(candidate_string(m.cand)), std::string::npos)
+          << candidate_string(m.cand);
+  }
+}
+
+TEST(Tune, RefusesCudaForNowAndBadSpecs) {
+  Spec sp = smallSpec();
+  std::vector<BucketResult> r;
+  std::string err;
+  sp.device = Device::CUDA;
+  EXPECT_FALSE(tune(sp, fast(), "", &r, &err));
+  EXPECT_NE(err.find("cuda"), std::string::npos) << err;
+  sp = smallSpec();
+  sp.K = 60;
+  EXPECT_FALSE(tune(sp, fast(), "", &r, &err));
+  EXPECT_NE(err.find("K = 60"), std::string::npos) << err;
+}
+
+} // namespace
+} // namespace deltac::tune
