@@ -59,29 +59,40 @@ def ref_deltanet(m, x, h0=None):
     return ref_linear(m.out_proj, o, False), ht
 
 
-def ref_gdn(m, x, conv_state=None, h0=None):
-    """transformers' Qwen3NextGatedDeltaNet (torch path) in float64, written out."""
+def ref_gdn(m, x, h0=None):
+    """transformers' Qwen3NextGatedDeltaNet / Qwen3_5GatedDeltaNet / OlmoHybridGatedDeltaNet
+    (torch paths) in float64, written out, from a zero conv history."""
     B, T, _ = x.shape
     x = x.double()
     P = {n: p.detach().double() for n, p in m.named_parameters()}
     nk, nv, dk, dv = m.num_k_heads, m.num_v_heads, m.head_k_dim, m.head_v_dim
     r = nv // nk
-    qkvz = (x @ P["in_proj_qkvz.weight"].T).view(B, T, nk, 2 * dk + 2 * r * dv)
-    ba = (x @ P["in_proj_ba.weight"].T).view(B, T, nk, 2 * r)
-    q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=3)
-    b, a = torch.split(ba, [r, r], dim=3)
-    v = v.reshape(B, T, nv, dv)
+    Kc = m.conv_kernel_size
+
+    def conv_silu(y, w):  # y [B, C, T], zero history
+        ext = torch.cat([torch.zeros(B, y.shape[1], Kc, dtype=torch.float64), y], -1)
+        return F.silu(F.conv1d(ext, w, groups=y.shape[1])[:, :, -T:])
+
+    if m.layout == "qwen3_next":
+        qkvz = (x @ P["in_proj_qkvz.weight"].T).view(B, T, nk, 2 * dk + 2 * r * dv)
+        ba = (x @ P["in_proj_ba.weight"].T).view(B, T, nk, 2 * r)
+        q, k, v, z = torch.split(qkvz, [dk, dk, r * dv, r * dv], dim=3)
+        b, a = torch.split(ba, [r, r], dim=3)
+        mixed = torch.cat([q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)], -1)
+        mixed = conv_silu(mixed.transpose(1, 2), P["conv1d.weight"]).transpose(1, 2)
+    elif m.layout == "qwen3_5":
+        mixed = conv_silu((x @ P["in_proj_qkv.weight"].T).transpose(1, 2),
+                          P["conv1d.weight"]).transpose(1, 2)
+        z = x @ P["in_proj_z.weight"].T
+        b, a = x @ P["in_proj_b.weight"].T, x @ P["in_proj_a.weight"].T
+    else:  # olmo_hybrid
+        mixed = torch.cat([conv_silu((x @ P[n + "_proj.weight"].T).transpose(1, 2),
+                                     P[n + "_conv1d.weight"]).transpose(1, 2) for n in "qkv"], -1)
+        z = x @ P["g_proj.weight"].T
+        b, a = x @ P["b_proj.weight"].T, x @ P["a_proj.weight"].T
     z = z.reshape(B, T, nv, dv)
     b = b.reshape(B, T, nv)
     a = a.reshape(B, T, nv)
-    mixed = torch.cat([q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)], -1)
-    mixed = mixed.transpose(1, 2)
-    Kc = m.conv_kernel_size
-    prev = torch.zeros(B, mixed.shape[1], Kc, dtype=torch.float64) if conv_state is None \
-        else conv_state.double()
-    ext = torch.cat([prev, mixed], -1)
-    conv = F.conv1d(ext, P["conv1d.weight"], groups=mixed.shape[1])[:, :, -T:]
-    mixed = F.silu(conv).transpose(1, 2)
     q, k, v = torch.split(mixed, [m.key_dim, m.key_dim, m.value_dim], dim=-1)
     q = q.reshape(B, T, nk, dk).repeat_interleave(r, dim=2)
     k = k.reshape(B, T, nk, dk).repeat_interleave(r, dim=2)
@@ -89,9 +100,11 @@ def ref_gdn(m, x, conv_state=None, h0=None):
     beta = torch.sigmoid(b) * (2.0 if m.allow_neg_eigval else 1.0)
     g = -P["A_log"].exp() * F.softplus(a + P["dt_bias"])
     o, ht = delta_rule(q, k, v, beta, g, h0=h0, l2=True)
-    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + m.layer_norm_epsilon)
-    o = P["norm.weight"] * o * F.silu(z)
-    out = o.reshape(B, T, -1) @ P["out_proj.weight"].T
+    olmo = m.layout == "olmo_hybrid"
+    eps = 1e-5 if olmo else m.layer_norm_epsilon
+    o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps)
+    o = P["o_norm.weight" if olmo else "norm.weight"] * o * F.silu(z)
+    out = o.reshape(B, T, -1) @ P["o_proj.weight" if olmo else "out_proj.weight"].T
     return out, ht, dict(q=q, k=k, v=v, g=g, beta=beta)
 
 
@@ -224,9 +237,12 @@ def small_cfg(**kw):
 
 def randomize(m):
     with torch.no_grad():
-        m.norm.weight.uniform_(0.5, 1.5)
+        (m.o_norm if m.layout == "olmo_hybrid" else m.norm).weight.uniform_(0.5, 1.5)
         m.dt_bias.normal_()
     return m
+
+
+LAYOUTS = ["qwen3_next", "qwen3_5", "olmo_hybrid"]
 
 
 def test_gdn_parameter_names_follow_transformers():
@@ -243,9 +259,10 @@ def test_gdn_parameter_names_follow_transformers():
     }
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("neg", [False, True], ids=["beta01", "allow_neg_eigval"])
-def test_gdn_matches_reference(neg, seed):
-    m = randomize(GatedDeltaNet(small_cfg(linear_allow_neg_eigval=neg)))
+def test_gdn_matches_reference(neg, layout, seed):
+    m = randomize(GatedDeltaNet(small_cfg(linear_allow_neg_eigval=neg), layout=layout))
     x = torch.randn(2, 29, 64)
     with torch.no_grad():
         y = m(x)
@@ -269,8 +286,9 @@ def test_gdn_no_gva_and_qwen_sizes_bf16(seed):
     assert yb.dtype == torch.bfloat16 and rel_err(yb, want_b) <= 3e-2
 
 
-def test_gdn_decode_with_cache_equals_whole_sequence(seed):
-    m = randomize(GatedDeltaNet(small_cfg(), layer_idx=5))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gdn_decode_with_cache_equals_whole_sequence(layout, seed):
+    m = randomize(GatedDeltaNet(small_cfg(), layer_idx=5, layout=layout))
     x = torch.randn(2, 19, 64)
     cache = GatedDeltaNetCache()
     with torch.no_grad():
@@ -282,7 +300,38 @@ def test_gdn_decode_with_cache_equals_whole_sequence(seed):
     _, ht, _ = ref_gdn(m, x)
     assert rel_err(steps, whole) <= F32_TOL
     assert rel_err(cache.recurrent_states[5], ht) <= F32_TOL
-    assert cache.conv_states[5].shape == (2, m.conv_dim, 4)
+    conv = cache.conv_states[5]
+    if layout == "olmo_hybrid":
+        assert [c.shape[1] for c in conv] == [m.key_dim, m.key_dim, m.value_dim]
+    else:
+        assert conv.shape == (2, m.conv_dim, 4)
+
+
+def test_gdn_layout_names_and_olmo_cache(seed):
+    m5 = GatedDeltaNet(small_cfg(), layout="qwen3_5")
+    assert {k: tuple(v.shape) for k, v in m5.state_dict().items()} == {
+        "conv1d.weight": (192, 1, 4), "in_proj_qkv.weight": (192, 64),
+        "in_proj_z.weight": (64, 64), "in_proj_b.weight": (4, 64), "in_proj_a.weight": (4, 64),
+        "dt_bias": (4,), "A_log": (4,), "norm.weight": (16,), "out_proj.weight": (64, 64)}
+    mo = randomize(GatedDeltaNet(small_cfg(), layer_idx=0, layout="olmo_hybrid"))
+    assert {k: tuple(v.shape) for k, v in mo.state_dict().items()} == {
+        "q_proj.weight": (64, 64), "k_proj.weight": (64, 64), "v_proj.weight": (64, 64),
+        "a_proj.weight": (4, 64), "b_proj.weight": (4, 64), "g_proj.weight": (64, 64),
+        "o_proj.weight": (64, 64), "q_conv1d.weight": (64, 1, 4), "k_conv1d.weight": (64, 1, 4),
+        "v_conv1d.weight": (64, 1, 4), "dt_bias": (4,), "A_log": (4,), "o_norm.weight": (16,)}
+    assert GatedDeltaNet(SimpleNamespace(model_type="qwen3_5_text", **vars(small_cfg()))).layout == "qwen3_5"
+    assert GatedDeltaNet(SimpleNamespace(model_type="olmo_hybrid", **vars(small_cfg()))).layout == "olmo_hybrid"
+    # transformers' OLMo-Hybrid cache: conv_states_q/k/v lists
+    cache = SimpleNamespace(conv_states_q=[None], conv_states_k=[None], conv_states_v=[None],
+                            recurrent_states=[None])
+    x = torch.randn(1, 8, 64)
+    with torch.no_grad():
+        whole = mo(x)
+        steps = torch.cat([mo(x[:, :5], cache_params=cache)] +
+                          [mo(x[:, t:t + 1], cache_params=cache) for t in range(5, 8)], dim=1)
+    assert rel_err(steps, whole) <= F32_TOL and cache.conv_states_v[0].shape == (1, 64, 4)
+    with pytest.raises(ValueError, match="layout"):
+        GatedDeltaNet(small_cfg(), layout="mamba")
 
 
 def test_gdn_cache_as_transformers_lists(seed):

@@ -54,7 +54,8 @@ class RMSNormGated(nn.Module):
 class GatedDeltaNetCache:
     """Decode state of GatedDeltaNet layers, keyed by ``layer_idx``.
 
-    ``conv_states[i]``: ``[batch, conv_dim, conv_kernel]``, the last conv inputs;
+    ``conv_states[i]``: ``[batch, conv_dim, conv_kernel]``, the last conv inputs (a
+    tuple of three, for q, k and v, with OLMo-Hybrid's layout and KDA);
     ``recurrent_states[i]``: ``[batch, HV, K, V]`` float32. The same two attributes
     as transformers' Qwen3-Next cache, so either kind can be passed as
     ``cache_params`` (lists indexed by layer or dicts).
@@ -119,26 +120,40 @@ class _HookHandle:
 class GatedDeltaNet(nn.Module):
     """The gated DeltaNet mixer of Qwen3-Next / Qwen3.5 / OLMo-Hybrid, with deltac's kernels.
 
-    Parameters carry transformers' ``Qwen3NextGatedDeltaNet`` names and shapes
-    (``in_proj_qkvz``, ``in_proj_ba``, ``conv1d``, ``dt_bias``, ``A_log``,
-    ``norm.weight``, ``out_proj``), so a transformers state dict of that layer loads
-    with ``load_state_dict``. Per call::
+    Parameters carry the names and shapes of transformers' implementation of the
+    chosen ``layout``, so its state dicts load with ``load_state_dict``:
 
-        q, k, v, z, b, a = split(in_proj_qkvz(x), in_proj_ba(x))   # transformers' grouping
-        q, k, v = silu(causal_conv1d(cat(q, k, v)))                 # kernel conv_kernel, depthwise
+    * ``"qwen3_next"`` (``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz``, ``in_proj_ba``
+      (fused, grouped by key head), ``conv1d``, ``dt_bias``, ``A_log``,
+      ``norm.weight``, ``out_proj``;
+    * ``"qwen3_5"`` (``Qwen3_5GatedDeltaNet``): ``in_proj_qkv`` (q, k, v one after
+      the other), ``in_proj_z``, ``in_proj_b``, ``in_proj_a``, and the rest as
+      Qwen3-Next;
+    * ``"olmo_hybrid"`` (``OlmoHybridGatedDeltaNet``): ``q_proj``, ``k_proj``,
+      ``v_proj``, ``a_proj``, ``b_proj``, ``g_proj`` (the output gate), one
+      depthwise conv per input (``q_conv1d``, ``k_conv1d``, ``v_conv1d``),
+      ``dt_bias``, ``A_log``, ``o_norm.weight`` (eps 1e-5), ``o_proj``.
+
+    ``layout=None`` picks from ``config.model_type`` (``qwen3_5*``, ``olmo*``, else
+    Qwen3-Next). Per call::
+
+        q, k, v, z, b, a = the projections (z: the output gate)
+        q, k, v = silu(causal_conv1d(q, k, v))                      # kernel conv_kernel, depthwise
         beta = sigmoid(b)            (2 * sigmoid(b) with linear_allow_neg_eigval)
         g    = -exp(A_log) * softplus(a + dt_bias)                  # float32
         o, state = gated_delta_rule(q, k, v, g, beta, L2 norm of q, k in the kernel,
                                     initial_state = the cached state)
-        return out_proj(RMSNormGated(o, z))
+        return out_proj(RMSNormGated(o, z))                         # weight * rmsnorm(o) * silu(z)
 
     Args:
         config: a ``GatedDeltaNetConfig`` or any object with its attributes.
         layer_idx: this layer's key in a cache.
+        layout: ``"qwen3_next"``, ``"qwen3_5"`` or ``"olmo_hybrid"`` (see above).
 
     ``forward(hidden_states, cache_params=None, cache_position=None,
     attention_mask=None)``: without a cache, a prompt from a zero state. With a
-    cache (``GatedDeltaNetCache`` or transformers' Qwen3-Next cache), the call
+    cache (``GatedDeltaNetCache`` or transformers' cache of the layout: Qwen3-Next's
+    ``conv_states``/``recurrent_states``, OLMo-Hybrid's ``conv_states_q/k/v``), the call
     continues the cached conv and recurrent states when this layer has them (a
     one-token decode step, or more tokens: a chunked prefill) and stores the new
     states; the first call on an empty cache is a prompt.
@@ -164,8 +179,17 @@ class GatedDeltaNet(nn.Module):
     with ``remove()``. With no hook registered nothing is copied.
     """
 
-    def __init__(self, config, layer_idx: int = 0):
+    LAYOUTS = ("qwen3_next", "qwen3_5", "olmo_hybrid")
+
+    def __init__(self, config, layer_idx: int = 0, layout: Optional[str] = None):
         super().__init__()
+        if layout is None:
+            model_type = str(getattr(config, "model_type", "") or "")
+            layout = ("qwen3_5" if "qwen3_5" in model_type
+                      else "olmo_hybrid" if "olmo" in model_type else "qwen3_next")
+        if layout not in self.LAYOUTS:
+            raise ValueError(f"GatedDeltaNet: layout = {layout!r}: expected one of {self.LAYOUTS}")
+        self.layout = layout
         self.hidden_size = int(config.hidden_size)
         self.num_v_heads = int(config.linear_num_value_heads)
         self.num_k_heads = int(config.linear_num_key_heads)
@@ -191,17 +215,40 @@ class GatedDeltaNet(nn.Module):
                                  "of 16 in [16, 256]")
 
         self.conv_dim = self.key_dim * 2 + self.value_dim
-        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=False,
-                                kernel_size=self.conv_kernel_size, groups=self.conv_dim,
-                                padding=self.conv_kernel_size - 1)
-        self.in_proj_qkvz = nn.Linear(self.hidden_size, self.key_dim * 2 + self.value_dim * 2,
-                                      bias=False)
-        self.in_proj_ba = nn.Linear(self.hidden_size, self.num_v_heads * 2, bias=False)
+        W, hs = self.conv_kernel_size, self.hidden_size
+
+        def depthwise(c):
+            return nn.Conv1d(c, c, bias=False, kernel_size=W, groups=c, padding=W - 1)
+
+        if layout == "olmo_hybrid":  # transformers' OlmoHybridGatedDeltaNet
+            self.q_proj = nn.Linear(hs, self.key_dim, bias=False)
+            self.k_proj = nn.Linear(hs, self.key_dim, bias=False)
+            self.v_proj = nn.Linear(hs, self.value_dim, bias=False)
+            self.a_proj = nn.Linear(hs, self.num_v_heads, bias=False)
+            self.b_proj = nn.Linear(hs, self.num_v_heads, bias=False)
+            self.g_proj = nn.Linear(hs, self.value_dim, bias=False)
+            self.o_proj = nn.Linear(self.value_dim, hs, bias=False)
+            self.q_conv1d = depthwise(self.key_dim)
+            self.k_conv1d = depthwise(self.key_dim)
+            self.v_conv1d = depthwise(self.value_dim)
+        else:
+            self.conv1d = depthwise(self.conv_dim)
+            if layout == "qwen3_next":  # fused, grouped by key head
+                self.in_proj_qkvz = nn.Linear(hs, self.key_dim * 2 + self.value_dim * 2, bias=False)
+                self.in_proj_ba = nn.Linear(hs, self.num_v_heads * 2, bias=False)
+            else:  # qwen3_5: q || k || v, then z, b, a apart
+                self.in_proj_qkv = nn.Linear(hs, self.conv_dim, bias=False)
+                self.in_proj_z = nn.Linear(hs, self.value_dim, bias=False)
+                self.in_proj_b = nn.Linear(hs, self.num_v_heads, bias=False)
+                self.in_proj_a = nn.Linear(hs, self.num_v_heads, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
         A = torch.empty(self.num_v_heads).uniform_(0, 16)
         self.A_log = nn.Parameter(torch.log(A))
-        self.norm = RMSNormGated(self.head_v_dim, eps=self.layer_norm_epsilon)
-        self.out_proj = nn.Linear(self.value_dim, self.hidden_size, bias=False)
+        if layout == "olmo_hybrid":  # its gated norm's eps is 1e-5 (fla's default)
+            self.o_norm = RMSNormGated(self.head_v_dim, eps=1e-5)
+        else:
+            self.norm = RMSNormGated(self.head_v_dim, eps=self.layer_norm_epsilon)
+            self.out_proj = nn.Linear(self.value_dim, hs, bias=False)
         self._kernel_hooks: List = []
 
     # -- observation -------------------------------------------------------
@@ -240,9 +287,16 @@ class GatedDeltaNet(nn.Module):
             hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
         B, T, _ = hidden_states.shape
 
+        olmo = self.layout == "olmo_hybrid"
         conv_state = recurrent_state = None
         if cache_params is not None:
-            conv_state = _cache_get(cache_params.conv_states, self.layer_idx)
+            if olmo and hasattr(cache_params, "conv_states_q"):  # transformers' OLMo cache
+                conv_state = tuple(_cache_get(getattr(cache_params, "conv_states_" + x), self.layer_idx)
+                                   for x in "qkv")
+                if any(c is None for c in conv_state):
+                    conv_state = None
+            else:
+                conv_state = _cache_get(cache_params.conv_states, self.layer_idx)
             recurrent_state = _cache_get(cache_params.recurrent_states, self.layer_idx)
             if recurrent_state is None or conv_state is None:
                 conv_state = recurrent_state = None
@@ -251,21 +305,33 @@ class GatedDeltaNet(nn.Module):
                     f"GatedDeltaNet: the cached state has batch {recurrent_state.shape[0]} but "
                     f"hidden_states has batch {B}")
 
-        q, k, v, z, b, a = self.fix_query_key_value_ordering(
-            self.in_proj_qkvz(hidden_states), self.in_proj_ba(hidden_states))
-        mixed = torch.cat((q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)),
-                          dim=-1).transpose(1, 2)  # [B, conv_dim, T]
-
-        Kc = self.conv_kernel_size
-        if conv_state is not None:
-            ext = torch.cat((conv_state.to(mixed.dtype), mixed), dim=-1)
-            conv_out = F.conv1d(ext, self.conv1d.weight, self.conv1d.bias,
-                                groups=self.conv_dim)[:, :, -T:]
-            new_conv_state = ext[:, :, -Kc:]
+        x = hidden_states
+        if olmo:
+            outs, new_conv_state = [], []
+            for i, (proj, conv) in enumerate(((self.q_proj, self.q_conv1d),
+                                              (self.k_proj, self.k_conv1d),
+                                              (self.v_proj, self.v_conv1d))):
+                y, st = causal_conv_silu(proj(x).transpose(1, 2), conv.weight, conv.bias,
+                                         None if conv_state is None else conv_state[i])
+                outs.append(y.transpose(1, 2))
+                new_conv_state.append(st)
+            mixed = torch.cat(outs, dim=-1)
+            new_conv_state = tuple(new_conv_state)
+            z = self.g_proj(x).view(B, T, self.num_v_heads, self.head_v_dim)
+            b, a = self.b_proj(x), self.a_proj(x)
         else:
-            conv_out = self.conv1d(mixed)[:, :, :T]
-            new_conv_state = F.pad(mixed, (Kc - T, 0)) if T < Kc else mixed[:, :, -Kc:]
-        mixed = F.silu(conv_out).transpose(1, 2)
+            if self.layout == "qwen3_next":
+                q, k, v, z, b, a = self.fix_query_key_value_ordering(
+                    self.in_proj_qkvz(x), self.in_proj_ba(x))
+                mixed = torch.cat((q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)),
+                                  dim=-1)
+            else:
+                mixed = self.in_proj_qkv(x)
+                z = self.in_proj_z(x).view(B, T, self.num_v_heads, self.head_v_dim)
+                b, a = self.in_proj_b(x), self.in_proj_a(x)
+            y, new_conv_state = causal_conv_silu(mixed.transpose(1, 2), self.conv1d.weight,
+                                                 self.conv1d.bias, conv_state)
+            mixed = y.transpose(1, 2)
 
         kdtype = mixed.dtype if mixed.dtype in (torch.float32, torch.bfloat16) else torch.float32
         query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
@@ -283,14 +349,17 @@ class GatedDeltaNet(nn.Module):
             ops.fused_recurrent_gated_delta_rule, ops.chunk_gated_delta_rule,
             query, key, value, g, beta, recurrent_state, cache_params is not None)
         if cache_params is not None:
-            cache_params.conv_states[self.layer_idx] = new_conv_state.contiguous()
+            if olmo and hasattr(cache_params, "conv_states_q"):
+                for x_, st in zip("qkv", new_conv_state):
+                    getattr(cache_params, "conv_states_" + x_)[self.layer_idx] = st
+            else:
+                cache_params.conv_states[self.layer_idx] = new_conv_state
             cache_params.recurrent_states[self.layer_idx] = last_state
 
-        z_shape = z.shape
-        core = self.norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
-                         z.reshape(-1, self.head_v_dim))
-        core = core.reshape(z_shape).reshape(B, T, -1)
-        return self.out_proj(core)
+        norm, out = (self.o_norm, self.o_proj) if olmo else (self.norm, self.out_proj)
+        core = norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
+                    z.reshape(-1, self.head_v_dim))
+        return out(core.reshape(B, T, -1))
 
     def _kernel(self, step, chunk, query, key, value, g, beta, state, want_state):
         """The kernel call: a one-token step continuing a float32 cached state updates
