@@ -81,7 +81,8 @@ bool chunked_matches(const deltac_fwd_params& p) {
                           static_cast<const void*>(p.ht)})
     if (!chunked_aligned(ptr, 16))
       return false;
-  if (!chunked_aligned(p.beta, 4) || !chunked_aligned(p.g, 4) ||
+  if (!chunked_aligned(p.beta, 4) ||
+      !chunked_aligned(p.g, Var == DELTAC_VARIANT_KDA ? 16 : 4) ||
       !chunked_aligned(p.cu_seqlens, 8))
     return false;
   return true;
@@ -112,9 +113,11 @@ size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename 
   ChunkedWs<Ts> w{};
   w.offsets = reinterpret_cast<int32_t*>(take(size_t(p.N + 1) * 4));
   w.w = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+  w.wlo = Tr::kSplit ? reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)))
+                     : nullptr;
   w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
   w.kdt = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::K * Tr::C * sizeof(Ts)));
-  w.u = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::V * sizeof(Ts)));
+  w.u = reinterpret_cast<float*>(take(size_t(slots) * Tr::C * Tr::V * 4));
   w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
   w.gamma = reinterpret_cast<float*>(take(size_t(slots) * Tr::K * 4));
   w.max_chunks = chunked_max_chunks<Tr::C>(p);

@@ -77,6 +77,26 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   return r;
 }
 
+// cp.async (sm_80+): 16 bytes global -> shared, completed by wait_all.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#if DELTAC_MMA_OK
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if DELTAC_MMA_OK
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if DELTAC_MMA_OK
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 template <class Ts>
 struct Mma;
 
@@ -208,13 +228,14 @@ struct Mma<float> {
   }
 };
 
-// Block-cooperative C[M x N] = A[M x KD] * B[N x KD]^T: the warps of the
-// block take units of 16 rows x (8 NT) columns in turn; epi(row, col, x0, x1)
-// receives the elements (row, col) and (row, col + 1) of each unit.
-// `skip(m0, n0)` says a unit is not needed (e.g. above a diagonal).
+// Block-cooperative C[M x N] = A[M x KD] * (B + B2)[N x KD]^T (B2 may be
+// null): the warps of the block take units of 16 rows x (8 NT) columns in
+// turn; epi(row, col, x0, x1) receives the elements (row, col) and
+// (row, col + 1) of each unit. `skip(m0, n0)` says a unit is not needed.
 template <class Ts, int M, int N, int KD, int NT, class Epi, class Skip>
-__device__ __forceinline__ void block_gemm_tn(const Ts* A, int lda, const Ts* B, int ldb,
-                                              int warp, int nwarps, Epi&& epi, Skip&& skip) {
+__device__ __forceinline__ void block_gemm_tn(const Ts* A, int lda, const Ts* B, const Ts* B2,
+                                              int ldb, int warp, int nwarps, Epi&& epi,
+                                              Skip&& skip) {
   static_assert(M % 16 == 0 && N % (8 * NT) == 0 && KD % 16 == 0, "tile shape");
   using Op = Mma<Ts>;
   constexpr int kMt = M / 16, kNg = N / (8 * NT);
@@ -235,6 +256,10 @@ __device__ __forceinline__ void block_gemm_tn(const Ts* A, int lda, const Ts* B,
         typename Op::FragB fb;
         Op::load_b(fb, B + (n0 + 8 * i) * ldb + k0, ldb);
         Op::mma(acc[i], fa, fb);
+        if (B2) {
+          Op::load_b(fb, B2 + (n0 + 8 * i) * ldb + k0, ldb);
+          Op::mma(acc[i], fa, fb);
+        }
       }
     }
 #pragma unroll

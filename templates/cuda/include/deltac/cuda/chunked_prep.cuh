@@ -31,8 +31,8 @@ namespace deltac::cuda::detail {
 template <class Ts>
 struct ChunkedWs {
   int32_t* offsets;  // [N + 1] first chunk slot of each sequence (varlen only)
-  Ts *w, *qg, *kdt, *u, *aqk;
-  float* gamma;
+  Ts *w, *wlo, *qg, *kdt, *aqk;  // wlo: W - W_hi (16-bit types), else unused
+  float *u, *gamma;
   int64_t max_chunks;  // slots allocated
 };
 
@@ -123,6 +123,14 @@ __device__ __forceinline__ float clamp_gate(float g) {
 }
 
 // One block per (chunk slot, value head).
+//
+// q and k stay raw (exact input values) in shared memory; their L2-norm
+// factors rq, rk are applied in f32 (epilogues and element-wise passes). For
+// 16-bit types the right-hand sides beta K ∘ Γ and beta V of W and U are
+// split into hi + lo halves (two products), W is stored as W_hi + W_lo and U
+// in f32: v' = U - W S in the scan is a residual, and one rounding of U or W
+// (or of k) there costs several times its size. The one rounding left, of T,
+// multiplies the residual (v' = T (beta V - beta K Γ S)) and stays small.
 template <deltac_variant Var, class Tr>
 __global__ void __launch_bounds__(Tr::kPrepThreads)
     chunked_prep_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws,
@@ -132,11 +140,13 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   constexpr int C = Tr::C, K = Tr::K, V = Tr::V, LK = Tr::LK, LC = Tr::LC;
   constexpr int NTH = Tr::kPrepThreads, NW = Tr::kPrepWarps, NBLK = Tr::kBlocks;
   constexpr int KV = K > V ? K : V;
-  constexpr bool kKda = Tr::kKda, kDecay = Tr::kDecay;
+  constexpr bool kKda = Tr::kKda, kDecay = Tr::kDecay, kSplit = Tr::kSplit;
+  constexpr int E = 16 / int(sizeof(Ts));  // elements per 16-byte copy
+  static_assert(C * V <= 2 * C * LK, "v rows are staged in the q/k buffers");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Ts* kn = reinterpret_cast<Ts*>(smem_raw);  // [C][LK]
-  Ts* qn = kn + C * LK;                      // [C][LK]
+  Ts* kn = reinterpret_cast<Ts*>(smem_raw);  // [C][LK] raw k
+  Ts* qn = kn + C * LK;                      // [C][LK] raw q
   Ts* tT = qn + C * LK;                      // [C][LC]
   Ts* xT = tT + C * LC;                      // [KV][LC]
   Ts* dk = xT + KV * LC;                     // kda: [16 + 16 + C - 16][LK]
@@ -144,7 +154,14 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   float* Af = G + (kKda ? C * K : C);  // [C][C + 1]
   float* Tf = Af + C * (C + 1);        // [C][C + 1]; first Aqk, then T
   float* bs = Tf + C * (C + 1);        // [C]
-  float* P = bs + C;                   // [max(NBLK - 1, 1)][16][16]
+  float* rq = bs + C;                  // [C]
+  float* rk = rq + C;                  // [C]
+  float* P = rk + C;                   // [max(NBLK - 1, 1)][16][16]
+  // Low halves of the right-hand sides: over A and T once both are dead, or
+  // after P when they do not fit there.
+  Ts* xTlo = Tr::kLoAliased ? reinterpret_cast<Ts*>(Af)
+                            : reinterpret_cast<Ts*>(P + (NBLK > 1 ? NBLK - 1 : 1) * 256);
+  Ts* vraw = kn;  // [C][V] raw v, staged once q and k are no longer needed
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int j = blockIdx.y;
@@ -184,62 +201,58 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   const int hqk = j / (p.HV / p.H);
   const int64_t slot = slot_chunk * p.HV + j;
 
-  // 1. q, k rows: load, L2-normalise, store in the compute type.
+  // 1. Raw q, k (and kda gate) rows by cp.async, all in flight at once; zero
+  // rows past the end of the sequence.
   {
     const In* q = static_cast<const In*>(p.q);
     const In* k = static_cast<const In*>(p.k);
-    constexpr int G4 = K / 4, PER = (G4 + 31) / 32;
-    for (int r = warp; r < C; r += NW) {
-      float vq[PER][4], vk[PER][4];
-      float ssq = 0.f, ssk = 0.f;
-      const int64_t base = ((t0 + r) * p.H + hqk) * K;
-#pragma unroll
-      for (int i = 0; i < PER; ++i) {
-        const int e4 = lane + 32 * i;
-        if (r < len && e4 < G4) {
-          load4f(q + base + 4 * e4, vq[i]);
-          load4f(k + base + 4 * e4, vk[i]);
-        } else {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) vq[i][c] = vk[i][c] = 0.f;
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          ssq = fmaf(vq[i][c], vq[i][c], ssq);
-          ssk = fmaf(vk[i][c], vk[i][c], ssk);
-        }
-      }
-      float rq = 1.f, rk = 1.f;
-      if (p.qk_l2norm) {
-        rq = 1.f / sqrtf(warp_sum(ssq) + 1e-6f);
-        rk = 1.f / sqrtf(warp_sum(ssk) + 1e-6f);
-      }
-#pragma unroll
-      for (int i = 0; i < PER; ++i) {
-        const int e4 = lane + 32 * i;
-        if (e4 < G4) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            qn[r * LK + 4 * e4 + c] = cvt_t<Ts>(vq[i][c] * rq);
-            kn[r * LK + 4 * e4 + c] = cvt_t<Ts>(vk[i][c] * rk);
-          }
-        }
+    constexpr int SEG = K / E;
+    for (int i = tid; i < C * SEG; i += NTH) {
+      const int r = i / SEG, sg = i % SEG;
+      if (r < len) {
+        const int64_t off = ((t0 + r) * p.H + hqk) * K + sg * E;
+        cp_async16(kn + r * LK + sg * E, k + off);
+        cp_async16(qn + r * LK + sg * E, q + off);
+      } else {
+        *reinterpret_cast<uint4*>(kn + r * LK + sg * E) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(qn + r * LK + sg * E) = make_uint4(0, 0, 0, 0);
       }
     }
+    if constexpr (kKda) {
+      constexpr int GS = K / 4;
+      for (int i = tid; i < C * GS; i += NTH) {
+        const int r = i / GS, sg = i % GS;
+        if (r < len)
+          cp_async16(G + r * K + sg * 4, p.g + ((t0 + r) * p.HV + j) * K + sg * 4);
+        else
+          *reinterpret_cast<float4*>(G + r * K + sg * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    cp_async_commit();
   }
-  // beta and gates (zero past the end of the sequence).
   for (int r = tid; r < C; r += NTH) bs[r] = r < len ? p.beta[(t0 + r) * p.HV + j] : 0.f;
   if constexpr (Tr::kGated) {
     for (int r = tid; r < C; r += NTH)
       G[r] = r < len ? clamp_gate<Tr>(p.g[(t0 + r) * p.HV + j]) : 0.f;
-  } else if constexpr (kKda) {
-    for (int idx = tid; idx < C * K; idx += NTH) {
-      const int r = idx / K, c = idx % K;
-      G[idx] = r < len ? clamp_gate<Tr>(p.g[((t0 + r) * p.HV + j) * K + c]) : 0.f;
+  }
+  cp_async_wait_all();
+  __syncthreads();
+
+  // 2. L2-norm factors (f32), gate cumsum within the chunk.
+  for (int r = warp; r < C; r += NW) {
+    float ssq = 0.f, ssk = 0.f;
+    for (int e = lane; e < K; e += 32) {
+      const float x = cvt_f(qn[r * LK + e]), y = cvt_f(kn[r * LK + e]);
+      ssq = fmaf(x, x, ssq);
+      ssk = fmaf(y, y, ssk);
+    }
+    ssq = warp_sum(ssq);
+    ssk = warp_sum(ssk);
+    if (lane == 0) {
+      rq[r] = p.qk_l2norm ? 1.f / sqrtf(ssq + 1e-6f) : 1.f;
+      rk[r] = p.qk_l2norm ? 1.f / sqrtf(ssk + 1e-6f) : 1.f;
     }
   }
-  __syncthreads();
-  // 2. Gate cumsum within the chunk.
   if constexpr (Tr::kGated) {
     if (warp == 0) {
       float carry = 0.f;
@@ -261,7 +274,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     for (int c = tid; c < K; c += NTH) {
       float s = 0.f;
       for (int r = 0; r < C; ++r) {
-        s += G[r * K + c];
+        s += clamp_gate<Tr>(G[r * K + c]);
         G[r * K + c] = s;
       }
     }
@@ -280,53 +293,56 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   if constexpr (!kKda) {
     constexpr int NT = nt_for(C / 8);
     block_gemm_tn<Ts, C, C, K, NT>(
-        kn, LK, kn, LK, warp, NW,
+        kn, LK, kn, nullptr, LK, warp, NW,
         [&](int i, int jj, float x0, float x1) {
-          Af[i * (C + 1) + jj] = i > jj ? bs[i] * decay(i, jj) * x0 : 0.f;
-          Af[i * (C + 1) + jj + 1] = i > jj + 1 ? bs[i] * decay(i, jj + 1) * x1 : 0.f;
+          const float f = bs[i] * rk[i];
+          Af[i * (C + 1) + jj] = i > jj ? f * rk[jj] * decay(i, jj) * x0 : 0.f;
+          Af[i * (C + 1) + jj + 1] = i > jj + 1 ? f * rk[jj + 1] * decay(i, jj + 1) * x1 : 0.f;
         },
         [](int, int) { return false; });
     block_gemm_tn<Ts, C, C, K, NT>(
-        qn, LK, kn, LK, warp, NW,
+        qn, LK, kn, nullptr, LK, warp, NW,
         [&](int i, int jj, float x0, float x1) {
-          Tf[i * (C + 1) + jj] = i >= jj ? scale * decay(i, jj) * x0 : 0.f;
-          Tf[i * (C + 1) + jj + 1] = i >= jj + 1 ? scale * decay(i, jj + 1) * x1 : 0.f;
+          const float f = scale * rq[i];
+          Tf[i * (C + 1) + jj] = i >= jj ? f * rk[jj] * decay(i, jj) * x0 : 0.f;
+          Tf[i * (C + 1) + jj + 1] =
+              i >= jj + 1 ? f * rk[jj + 1] * decay(i, jj + 1) * x1 : 0.f;
         },
         [](int, int) { return false; });
   } else {
-    // Diagonal 16 x 16 blocks: exact per-channel decays.
+    // Diagonal 16 x 16 blocks: exact per-channel decays, one lane per (i, jj)
+    // pair, each lane starting at its own channel (no bank conflicts).
+    const int rot = lane % K;
     for (int b = warp; b < NBLK; b += NW) {
-      for (int i = 0; i < 16; ++i) {
-        const int ii = 16 * b + i;
-        for (int jj = 0; jj < 16; ++jj) {
-          const int j2 = 16 * b + jj;
-          float sa = 0.f, sq = 0.f;
-          if (jj <= i) {
-            for (int c = lane; c < K; c += 32) {
-              const float d = expf(G[ii * K + c] - G[j2 * K + c]);
-              const float kj = cvt_f(kn[j2 * LK + c]) * d;
-              sa = fmaf(cvt_f(kn[ii * LK + c]), kj, sa);
-              sq = fmaf(cvt_f(qn[ii * LK + c]), kj, sq);
-            }
-            sa = warp_sum(sa);
-            sq = warp_sum(sq);
-          }
-          if (lane == 0) {
-            Af[ii * (C + 1) + j2] = jj < i ? bs[ii] * sa : 0.f;
-            Tf[ii * (C + 1) + j2] = jj <= i ? scale * sq : 0.f;
-          }
+      for (int pidx = lane; pidx < 136; pidx += 32) {
+        int i = int((sqrtf(8.f * pidx + 1.f) - 1.f) * 0.5f);
+        while ((i + 1) * (i + 2) / 2 <= pidx) ++i;
+        while (i * (i + 1) / 2 > pidx) --i;
+        const int jj = pidx - i * (i + 1) / 2;
+        const int ii = 16 * b + i, j2 = 16 * b + jj;
+        float sa = 0.f, sq = 0.f;
+        for (int c0 = 0; c0 < K; ++c0) {
+          int c = c0 + rot;
+          if (c >= K)
+            c -= K;
+          const float d = expf(G[ii * K + c] - G[j2 * K + c]);
+          const float kj = cvt_f(kn[j2 * LK + c]) * d;
+          sa = fmaf(cvt_f(kn[ii * LK + c]), kj, sa);
+          sq = fmaf(cvt_f(qn[ii * LK + c]), kj, sq);
         }
+        Af[ii * (C + 1) + j2] = jj < i ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
+        Tf[ii * (C + 1) + j2] = scale * rq[ii] * rk[j2] * sq;
       }
     }
-    // Blocks above the diagonal: zero.
+    // Above the diagonal: zero (inside the diagonal blocks too).
     for (int idx = tid; idx < C * C; idx += NTH) {
       const int i = idx / C, jj = idx % C;
-      if (jj / 16 > i / 16)
+      if (jj > i)
         Af[i * (C + 1) + jj] = Tf[i * (C + 1) + jj] = 0.f;
     }
     // Blocks below the diagonal, one block row I at a time, factored
     // through row bnd = 16 I - 1: exp(G_i - G_j) = exp(G_i - G_bnd) exp(G_bnd - G_j).
-    Ts* left = dk;            // [16][LK]  k_i ∘ exp(G_i - G_bnd)
+    Ts* left = dk;             // [16][LK]  k_i ∘ exp(G_i - G_bnd)
     Ts* qleft = dk + 16 * LK;  // [16][LK]  q_i ∘ exp(G_i - G_bnd)
     Ts* right = dk + 32 * LK;  // [16 I][LK] k_j ∘ exp(G_bnd - G_j)
     for (int I = 1; I < NBLK; ++I) {
@@ -339,24 +355,27 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
       }
       for (int idx = tid; idx < 16 * I * K; idx += NTH) {
         const int r = idx / K, c = idx % K;
-        right[r * LK + c] = cvt_t<Ts>(cvt_f(kn[r * LK + c]) * expf(G[bnd * K + c] - G[r * K + c]));
+        right[r * LK + c] =
+            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * expf(G[bnd * K + c] - G[r * K + c]));
       }
       __syncthreads();
       if constexpr (C > 16) {
         block_gemm_tn<Ts, 16, C - 16, K, 2>(
-            left, LK, right, LK, warp, NW,
+            left, LK, right, nullptr, LK, warp, NW,
             [&](int r, int jj, float x0, float x1) {
               const int i = 16 * I + r;
-              Af[i * (C + 1) + jj] = bs[i] * x0;
-              Af[i * (C + 1) + jj + 1] = bs[i] * x1;
+              const float f = bs[i] * rk[i];
+              Af[i * (C + 1) + jj] = f * rk[jj] * x0;
+              Af[i * (C + 1) + jj + 1] = f * rk[jj + 1] * x1;
             },
             [&](int, int n0) { return n0 >= 16 * I; });
         block_gemm_tn<Ts, 16, C - 16, K, 2>(
-            qleft, LK, right, LK, warp, NW,
+            qleft, LK, right, nullptr, LK, warp, NW,
             [&](int r, int jj, float x0, float x1) {
               const int i = 16 * I + r;
-              Tf[i * (C + 1) + jj] = scale * x0;
-              Tf[i * (C + 1) + jj + 1] = scale * x1;
+              const float f = scale * rq[i];
+              Tf[i * (C + 1) + jj] = f * rk[jj] * x0;
+              Tf[i * (C + 1) + jj + 1] = f * rk[jj + 1] * x1;
             },
             [&](int, int n0) { return n0 >= 16 * I; });
       }
@@ -426,11 +445,12 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     __syncthreads();
   }
 
-  // 5. T in the compute type; (beta K ∘ Γ)ᵀ; Qg, KdT and gamma out.
+  // 5. T in the compute type.
   for (int idx = tid; idx < C * C; idx += NTH) {
     const int i = idx / C, jj = idx % C;
     tT[i * LC + jj] = cvt_t<Ts>(Tf[i * (C + 1) + jj]);
   }
+  __syncthreads();  // A and T (f32) are dead from here: xTlo may overwrite them
   auto gam = [&](int c, int kk) -> float {  // log of the decay from the chunk start
     if constexpr (kKda)
       return G[c * K + kk];
@@ -439,17 +459,23 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     else
       return 0.f;
   };
+  // (beta K ∘ Γ)ᵀ in f32, as hi (+ lo).
   for (int idx = tid; idx < C * K; idx += NTH) {
     const int kk = idx / C, c = idx % C;
-    const float kv = cvt_f(kn[c * LK + kk]);
-    const float e = kDecay ? expf(gam(c, kk)) : 1.f;
-    xT[kk * LC + c] = cvt_t<Ts>(bs[c] * kv * e);
+    float x = bs[c] * rk[c] * cvt_f(kn[c * LK + kk]);
+    if constexpr (kDecay)
+      x *= expf(gam(c, kk));
+    const Ts hi = cvt_t<Ts>(x);
+    xT[kk * LC + c] = hi;
+    if constexpr (kSplit)
+      xTlo[kk * LC + c] = cvt_t<Ts>(x - cvt_f(hi));
   }
   {
     Ts* qg = ws.qg + slot * C * K;
     for (int idx = tid; idx < C * K / 2; idx += NTH) {
       const int c = (2 * idx) / K, kk = (2 * idx) % K;
-      float x0 = scale * cvt_f(qn[c * LK + kk]), x1 = scale * cvt_f(qn[c * LK + kk + 1]);
+      const float f = scale * rq[c];
+      float x0 = f * cvt_f(qn[c * LK + kk]), x1 = f * cvt_f(qn[c * LK + kk + 1]);
       if constexpr (kDecay) {
         x0 *= expf(gam(c, kk));
         x1 *= expf(gam(c, kk + 1));
@@ -459,7 +485,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     Ts* kdt = ws.kdt + slot * K * C;
     for (int idx = tid; idx < C * K / 2; idx += NTH) {
       const int kk = (2 * idx) / C, c = (2 * idx) % C;
-      float x0 = cvt_f(kn[c * LK + kk]), x1 = cvt_f(kn[(c + 1) * LK + kk]);
+      float x0 = rk[c] * cvt_f(kn[c * LK + kk]), x1 = rk[c + 1] * cvt_f(kn[(c + 1) * LK + kk]);
       if constexpr (kDecay) {
         const float gl = gam(C - 1, kk);
         x0 *= expf(gl - gam(c, kk));
@@ -472,33 +498,53 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   }
   __syncthreads();
 
-  // 6. W = T (beta K ∘ Γ).
-  {
-    Ts* w = ws.w + slot * C * K;
-    block_gemm_tn<Ts, C, K, C, nt_for(K / 8)>(
-        tT, LC, xT, LC, warp, NW,
-        [&](int r, int c, float x0, float x1) { store2(w + r * K + c, x0, x1); },
-        [](int, int) { return false; });
-  }
-  __syncthreads();
-  // 7. (beta V)ᵀ, then U = T (beta V).
+  // 6. Raw v rows into the (now free) q/k buffers, in flight during W.
   {
     const In* v = static_cast<const In*>(p.v);
-    for (int idx = tid; idx < C * V / 4; idx += NTH) {
-      const int c = (4 * idx) / V, vv = (4 * idx) % V;
-      float x[4] = {0.f, 0.f, 0.f, 0.f};
-      if (c < len)
-        load4f(v + ((t0 + c) * p.HV + j) * V + vv, x);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) xT[(vv + e) * LC + c] = cvt_t<Ts>(bs[c] * x[e]);
+    constexpr int SEG = V / E;
+    for (int i = tid; i < C * SEG; i += NTH) {
+      const int r = i / SEG, sg = i % SEG;
+      if (r < len)
+        cp_async16(vraw + r * V + sg * E, v + ((t0 + r) * p.HV + j) * V + sg * E);
+      else
+        *reinterpret_cast<uint4*>(vraw + r * V + sg * E) = make_uint4(0, 0, 0, 0);
     }
+    cp_async_commit();
+  }
+  // W = T (beta K ∘ Γ), stored as hi (+ lo).
+  {
+    Ts* w = ws.w + slot * C * K;
+    Ts* wlo = kSplit ? ws.wlo + slot * C * K : nullptr;
+    block_gemm_tn<Ts, C, K, C, nt_for(K / 8)>(
+        tT, LC, xT, kSplit ? xTlo : nullptr, LC, warp, NW,
+        [&](int r, int c, float x0, float x1) {
+          store2(w + r * K + c, x0, x1);
+          if constexpr (kSplit) {
+            const float h0 = cvt_f(cvt_t<Ts>(x0)), h1 = cvt_f(cvt_t<Ts>(x1));
+            store2(wlo + r * K + c, x0 - h0, x1 - h1);
+          }
+        },
+        [](int, int) { return false; });
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  // 7. (beta V)ᵀ as hi (+ lo), then U = T (beta V) in f32.
+  for (int idx = tid; idx < C * V; idx += NTH) {
+    const int vv = idx / C, c = idx % C;
+    const float x = bs[c] * cvt_f(vraw[c * V + vv]);
+    const Ts hi = cvt_t<Ts>(x);
+    xT[vv * LC + c] = hi;
+    if constexpr (kSplit)
+      xTlo[vv * LC + c] = cvt_t<Ts>(x - cvt_f(hi));
   }
   __syncthreads();
   {
-    Ts* u = ws.u + slot * C * V;
+    float* u = ws.u + slot * C * V;
     block_gemm_tn<Ts, C, V, C, nt_for(V / 8)>(
-        tT, LC, xT, LC, warp, NW,
-        [&](int r, int c, float x0, float x1) { store2(u + r * V + c, x0, x1); },
+        tT, LC, xT, kSplit ? xTlo : nullptr, LC, warp, NW,
+        [&](int r, int c, float x0, float x1) {
+          *reinterpret_cast<float2*>(u + r * V + c) = make_float2(x0, x1);
+        },
         [](int, int) { return false; });
   }
 }

@@ -3,11 +3,12 @@
 // sequence) holds the f32 state tile S [K, BV] in registers (tensor-core
 // accumulator layout) and a copy in the compute type in shared memory
 // (Sᵀ, the B operand). Per chunk, with the operands of chunked_prep.cuh:
-//   v' = U - W S                          (the chunk's corrected values; for
-//                                          16-bit types S = S_hi + S_lo, two
-//                                          products: v' is a residual, and
-//                                          one bf16 rounding of S cost 2-3x
-//                                          its error on the delta rule)
+//   v' = U - W S                          (the chunk's corrected values; U in
+//                                          f32 and, for 16-bit types,
+//                                          W_hi S_hi + W_hi S_lo + W_lo S_hi:
+//                                          v' is a residual, a rounding of U,
+//                                          W or S would cost several times
+//                                          its size)
 //   o  = Qg S + Aqk v'                    (scale folded into Qg and Aqk)
 //   S  = gamma ∘ S + KdT v'               (gamma per key row)
 // The next chunk's operands are copied with cp.async while this one computes
@@ -23,25 +24,6 @@
 #include <cstdint>
 
 namespace deltac::cuda::detail {
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#if DELTAC_MMA_OK
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-#else
-  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if DELTAC_MMA_OK
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if DELTAC_MMA_OK
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
 
 // rows x (cols elements of T) from global (row stride gstride) into shared
 // memory (row stride sstride); cols * sizeof(T) is a multiple of 16.
@@ -63,16 +45,20 @@ __global__ void __launch_bounds__(Tr::kThreads)
   using In = typename Tr::In;
   using Op = Mma<Ts>;
   constexpr int C = Tr::C, K = Tr::K, V = Tr::V, BV = Tr::BV;
-  constexpr int LK = Tr::LK, LC = Tr::LC, LB = Tr::LB, NTH = Tr::kThreads;
+  constexpr int LK = Tr::LK, LC = Tr::LC, NTH = Tr::kThreads;
   constexpr int MW1 = Tr::MW1, MT1 = Tr::MT1, NT1 = Tr::NT1;
   constexpr int MW3 = Tr::MW3, MT3 = Tr::MT3, NT3 = Tr::NT3;
-  constexpr int kStageTs = 2 * C * LK + K * LC + C * LC + C * LB;
-  constexpr int kStageBytes = kStageTs * int(sizeof(Ts)) + K * 4;
+  constexpr bool kSplit = Tr::kSplit;
+  constexpr int LU = BV + 4;  // f32 row of the U tile
+  // Stage: W [C][LK], W_lo [C][LK] (16-bit types), Qg [C][LK], KdT [K][LC],
+  // Aqk [C][LC] (compute type); U [C][LU], gamma [K] (f32).
+  constexpr int kWs = (kSplit ? 3 : 2) * C * LK;  // W, W_lo, Qg
+  constexpr int kStageTs = kWs + K * LC + C * LC;
+  constexpr int kStageBytes = kStageTs * int(sizeof(Ts)) + C * LU * 4 + K * 4;
   static_assert(kStageBytes % 16 == 0, "stage alignment");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto stage_w = [&](int s) { return reinterpret_cast<Ts*>(smem_raw + s * kStageBytes); };
-  constexpr bool kSplit = sizeof(Ts) == 2;
   Ts* ST = reinterpret_cast<Ts*>(smem_raw + Tr::kStages * kStageBytes);  // [BV][LK]
   Ts* STlo = ST + BV * LK;                       // [BV][LK] S - S_hi (16-bit types)
   Ts* VT = STlo + (kSplit ? BV * LK : 0);        // [BV][LC]
@@ -141,11 +127,13 @@ __global__ void __launch_bounds__(Tr::kThreads)
     Ts* b = stage_w(s);
     copy_tile(b, LK, ws.w + slot * C * K, K, C, K, tid, NTH);
     copy_tile(b + C * LK, LK, ws.qg + slot * C * K, K, C, K, tid, NTH);
-    copy_tile(b + 2 * C * LK, LC, ws.kdt + slot * K * C, C, K, C, tid, NTH);
-    copy_tile(b + 2 * C * LK + K * LC, LC, ws.aqk + slot * C * C, C, C, C, tid, NTH);
-    copy_tile(b + 2 * C * LK + K * LC + C * LC, LB, ws.u + slot * C * V + v0, V, C, BV, tid,
-              NTH);
-    copy_tile(reinterpret_cast<float*>(b + kStageTs), K, ws.gamma + slot * K, K, 1, K, tid, NTH);
+    if constexpr (kSplit)
+      copy_tile(b + 2 * C * LK, LK, ws.wlo + slot * C * K, K, C, K, tid, NTH);
+    copy_tile(b + kWs, LC, ws.kdt + slot * K * C, C, K, C, tid, NTH);
+    copy_tile(b + kWs + K * LC, LC, ws.aqk + slot * C * C, C, C, C, tid, NTH);
+    float* fb = reinterpret_cast<float*>(b + kStageTs);
+    copy_tile(fb, LU, ws.u + slot * C * V + v0, V, C, BV, tid, NTH);
+    copy_tile(fb + C * LU, K, ws.gamma + slot * K, K, 1, K, tid, NTH);
     cp_async_commit();
   };
 
@@ -160,10 +148,11 @@ __global__ void __launch_bounds__(Tr::kThreads)
       issue(first + c + 1, s ^ 1);
     const Ts* sw = stage_w(s);
     const Ts* sqg = sw + C * LK;
-    const Ts* skdt = sw + 2 * C * LK;
+    const Ts* swlo = sw + 2 * C * LK;
+    const Ts* skdt = sw + kWs;
     const Ts* saqk = skdt + K * LC;
-    const Ts* su = saqk + C * LC;
-    const float* sgam = reinterpret_cast<const float*>(sw + kStageTs);
+    const float* su = reinterpret_cast<const float*>(sw + kStageTs);
+    const float* sgam = su + C * LU;
     const int64_t tc0 = s0 + c * C;
     const int len = int(s1 - tc0 < C ? s1 - tc0 : C);
 
@@ -177,7 +166,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
         for (int e = 0; e < 4; ++e) {
           const int r = (wm1 * MT1 + mi) * 16 + g + (e >= 2 ? 8 : 0);
           const int cl = (wn1 * NT1 + ni) * 8 + 2 * t + (e & 1);
-          av[mi][ni][e] = -cvt_f(su[r * LB + cl]);
+          av[mi][ni][e] = -su[r * LU + cl];
           ao[mi][ni][e] = 0.f;
         }
 #pragma unroll 2
@@ -198,6 +187,11 @@ __global__ void __launch_bounds__(Tr::kThreads)
           Op::mma(av[mi][ni], fa, fb[ni]);
           if constexpr (kSplit)
             Op::mma(av[mi][ni], fa, fl[ni]);
+        }
+        if constexpr (kSplit) {
+          Op::load_a(fa, swlo + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
+#pragma unroll
+          for (int ni = 0; ni < NT1; ++ni) Op::mma(av[mi][ni], fa, fb[ni]);
         }
         Op::load_a(fa, sqg + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
 #pragma unroll

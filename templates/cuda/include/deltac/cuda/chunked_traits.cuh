@@ -67,23 +67,27 @@ constexpr int pad(int elem) { return 16 / elem; }
 constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
   using namespace chunked_detail;
   const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem);
-  size_t b = 2 * C * LK * elem;                          // k, q (normalised)
+  size_t b = 2 * C * LK * elem;                          // k, q (raw), later v
   b += (var == DELTAC_VARIANT_KDA ? C * K : C) * 4;      // gate cumsum
   b += 2 * C * (C + 1) * 4;                              // A, T (f32)
   b += C * LC * elem;                                    // T (compute type)
-  b += size_t(maxi(K, V)) * LC * elem;                   // (beta K decay)^T, then (beta V)^T
-  b += C * 4;                                            // beta
+  const size_t x = size_t(maxi(K, V)) * LC * elem;
+  b += x;                                                // (beta K decay)^T, then (beta V)^T
+  b += 3 * C * 4;                                        // beta, rq, rk
   b += size_t(maxi(chunk / 16 - 1, 1)) * 256 * 4;        // block products of the solve
   if (var == DELTAC_VARIANT_KDA)
     b += (32 + (C - 16)) * LK * elem;                    // decayed k / q rows
+  if (elem == 2 && x > 2 * C * (C + 1) * 4)
+    b += x;  // low halves, when they do not fit over A and T
   return b;
 }
 
 // Shared memory of the scan kernel, in bytes.
 constexpr size_t chunked_scan_smem(int K, int elem, int chunk, int bv, int stages) {
   using namespace chunked_detail;
-  const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem), LB = bv + pad(elem);
-  const size_t stage = (2 * C * LK + size_t(K) * LC + C * LC + C * LB) * elem + size_t(K) * 4;
+  const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem);
+  const size_t stage = ((elem == 2 ? 3 : 2) * C * LK + size_t(K) * LC + C * LC) * elem +
+                       C * (bv + 4) * 4 + size_t(K) * 4;
   // Sᵀ (and, for 16-bit types, the low half of S split in two), v'ᵀ.
   return stage * stages + (size_t(elem == 2 ? 2 : 1) * bv * LK + size_t(bv) * LC) * elem;
 }
@@ -102,6 +106,8 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
     return false;
   if (V % bv)
     return false;
+  if (V > 2 * (K + chunked_detail::pad(in_bytes)))
+    return false;  // v rows are staged in the q/k buffers of the intra-chunk kernel
   const int nb = bv / 8;
   // Output / v' tiles: chunk / 16 row tiles x bv / 8 column tiles.
   const int mw1 = gcd(warps, chunk / 16), nw1 = warps / mw1;
@@ -170,6 +176,11 @@ struct ChunkedTraits {
   static constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
   static constexpr bool kDecay = Var != DELTAC_VARIANT_DELTA;
   static constexpr int kElem = sizeof(Ts);
+  // 16-bit types: hi + lo halves where a rounding would be amplified.
+  static constexpr bool kSplit = kElem == 2;
+  // The low halves of the intra-chunk right-hand sides fit over A and T.
+  static constexpr bool kLoAliased =
+      size_t(K > V ? K : V) * (C + 16 / kElem) * kElem <= size_t(2) * C * (C + 1) * 4;
   static constexpr int kPad = 16 / kElem;
   static constexpr int LK = K + kPad, LC = C + kPad, LB = BV + kPad;
   static constexpr int kBlocks = C / 16;  // 16-row blocks of a chunk
@@ -184,10 +195,8 @@ struct ChunkedTraits {
   // Gate clamp: exp of any sum that includes it is exactly 0 in f32, so a
   // -inf gate (a full reset) never meets (-inf) - (-inf). NaN stays NaN.
   static constexpr float kGateFloor = -128.f;
-  // Workspace per (chunk, value head), elements of Ts: W, Qg [C, K];
-  // KdT [K, C]; U [C, V]; Aqk [C, C]; and K floats of the chunk decay.
-  static constexpr size_t kSlotTs = size_t(2) * C * K + size_t(K) * C + size_t(C) * V +
-                                    size_t(C) * C;
+  // Workspace per (chunk, value head): W (and W_lo), Qg [C, K], KdT [K, C],
+  // Aqk [C, C] in Ts; U [C, V] and the chunk decay [K] in f32.
   static_assert(chunked_legal(Var, K, V, sizeof(InT), C, BV, kWarps, kStages),
                 "illegal ChunkedConfig for this variant, K, V and input type");
 };
