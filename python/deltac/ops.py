@@ -132,6 +132,10 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
     if not cuda:
         _lib.forward(p, DEVICE_CPU, mode, chunk, 0, None)
         return o, ht
+    if not _lib.cuda_available():
+        raise _lib.DeltacError(
+            f"deltac: the tensors are on {dev} but this deltac library ({_lib.library_path}) has no "
+            "usable CUDA: it was built without nvcc, or sees no GPU")
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     # the raw cudaStream_t of torch.cuda.current_stream(dev), without building a Stream object
     stream = torch._C._cuda_getCurrentRawStream(index)

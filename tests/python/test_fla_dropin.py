@@ -85,3 +85,36 @@ def test_fla_dropin(variant, fn, varlen, seed):
           f"deltac {rel_err(ht_d, rht):.2e}; deltac vs fla {rel_err(o_d, o_f):.2e}")
     assert e_d <= 5e-3 and rel_err(ht_d, rht) <= 5e-3
     assert rel_err(o_d, o_f) <= 2e-2
+
+
+def _fla_signatures():
+    """Positional parameter names of fla's functions, read from its source (no import)."""
+    import ast
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", ".peer", "fla", "ops")
+    files = {"delta_rule": ["chunk.py", "fused_recurrent.py"],
+             "gated_delta_rule": ["chunk.py", "fused_recurrent.py"], "kda": ["chunk.py", "fused_recurrent.py"]}
+    sigs = {}
+    for sub, names in files.items():
+        for name in names:
+            path = os.path.join(root, sub, name)
+            if not os.path.exists(path):
+                return None
+            tree = ast.parse(open(path).read())
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef) and node.name in {f for fs in FNS.values() for f in fs}:
+                    sigs[node.name] = [a.arg for a in node.args.args]
+    return sigs
+
+
+def test_signatures_match_fla_source():
+    import inspect
+
+    sigs = _fla_signatures()
+    if not sigs:
+        pytest.skip("no fla source at .peer/fla (fetched, git-ignored)")
+    for name, fla_params in sigs.items():
+        ours = [p.name for p in inspect.signature(getattr(deltac.ops, name)).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+        assert ours[:len(fla_params)] == fla_params, name
