@@ -56,20 +56,30 @@ cl::opt<std::string> mode("mode",
                           cl::desc("auto, chunked or recurrent (overrides "
                                    "the spec)"),
                           cl::sub(deltac::generateCmd()), cl::cat(genCat));
-cl::opt<int> chunk("chunk", cl::desc("chunk length: 16, 32 or 64"),
+cl::opt<int> chunk("chunk",
+                   cl::desc("catalogue knob chunk, for the chosen "
+                            "families that read it"),
                    cl::init(0), cl::sub(deltac::generateCmd()),
                    cl::cat(genCat));
-cl::opt<int> tileK("tile-k", cl::desc("key tile override"), cl::init(0),
-                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
-cl::opt<int> tileV("tile-v", cl::desc("value tile override"), cl::init(0),
-                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
-cl::opt<int> warps("warps", cl::desc("CUDA warps override"), cl::init(0),
-                   cl::sub(deltac::generateCmd()), cl::cat(genCat));
-cl::opt<int> stages("stages", cl::desc("pipeline stages override"),
+cl::opt<int> tileK("tile-k",
+                   cl::desc("catalogue knob tile_k, for the chosen "
+                            "families that read it"),
+                   cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> tileV("tile-v",
+                   cl::desc("catalogue knob tile_v, for the chosen "
+                            "families that read it"),
+                   cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> warps("warps",
+                   cl::desc("catalogue knob warps, for the chosen "
+                            "families that read it"),
+                   cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> stages("stages",
+                    cl::desc("catalogue knob stages, for the chosen "
+                             "families that read it"),
                     cl::init(0), cl::sub(deltac::generateCmd()),
                     cl::cat(genCat));
 cl::opt<std::string> tuningDb("tuning-db",
-                              cl::desc("tuning database (JSON)"),
+                              cl::desc("tuning database (JSON, schema 2)"),
                               cl::value_desc("path"),
                               cl::sub(deltac::generateCmd()), cl::cat(genCat));
 

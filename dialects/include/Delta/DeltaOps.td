@@ -124,13 +124,15 @@ def Delta_YieldOp : Delta_Op<"yield", [Pure, Terminator,
 }
 
 def Delta_FusedOp : Delta_Op<"fused", [SingleBlock,
-    HasParent<"KernelOp">]> {
+    HasParent<"KernelOp">, DeclareOpInterfaceMethods<OpAsmOpInterface,
+    ["getAsmResultNames"]>]> {
   let summary = "stages that run as one kernel";
   let description = [{
     The stages in the body run together in one kernel, inside one loop over
     `over` (`chunks` or `tokens`); `stages` lists their names, in order.
     The body reads values from the enclosing kernel and yields the values
-    used after the group. Built by `delta-fuse-stages`.
+    used after the group; each result is printed with the name of the value
+    it yields. Built by `delta-fuse-stages`.
   }];
   let arguments = (ins StrAttr:$over, StrArrayAttr:$stages);
   let results = (outs Variadic<Delta_TensorType>:$results);

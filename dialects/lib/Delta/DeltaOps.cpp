@@ -199,6 +199,26 @@ LogicalResult FusedOp::verify() {
 // Value names in the printed IR
 //===----------------------------------------------------------------------===//
 
+void FusedOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  // Each result after the value it yields (%o, %ht, ...).
+  Block &body = getBody().front();
+  if (body.empty())
+    return;
+  auto yield = dyn_cast<YieldOp>(body.back());
+  if (!yield)
+    return;
+  for (auto [result, value] : llvm::zip(getResults(), yield.getValues())) {
+    auto *def = value.getDefiningOp();
+    auto asmOp = dyn_cast_or_null<OpAsmOpInterface>(def);
+    if (!asmOp)
+      continue;
+    asmOp.getAsmResultNames([&](Value v, StringRef name) {
+      if (v == value)
+        setNameFn(result, name);
+    });
+  }
+}
+
 void ConvertOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
   setNameFn(getOutput(),
             (getTensor() + "_" + stringifyDType(getTo())).str());

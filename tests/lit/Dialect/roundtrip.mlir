@@ -80,16 +80,17 @@ delta.layer @scheduled {variant = #delta.variant<delta>, heads = 2, key_dim = 64
 // CHECK-NEXT: %v_f32 = delta.convert "v" %v <f16> to <f32>
 // CHECK-NEXT: %beta_0 = delta.beta_sigmoid <zero_one> %beta
 // CHECK-NEXT: %g = delta.gate %a, %A_log, %dt_bias width 32
-// CHECK-NEXT: %[[F:.*]]:2 = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
+// A fused group's results carry the names of the values it yields.
+// CHECK-NEXT: %o, %ht = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
 // CHECK-NEXT: %q_n, %k_n = delta.qk_l2norm %q_f32, %k_f32
 // CHECK-NEXT: %g_cum = delta.gate_cumsum %g chunk 16 width 32
 // CHECK-NEXT: %A = delta.kkt_inverse %k_n, %beta_0 decay %g_cum chunk 16
 // CHECK-NEXT: %w, %u = delta.wy %A, %k_n, %v_f32, %beta_0 decay %g_cum chunk 16
-// CHECK-NEXT: %h, %v_new, %ht = delta.state_scan %k_n, %w, %u decay %g_cum chunk 16 {save_chunk_states = false}
-// CHECK-NEXT: %o = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 16
-// CHECK-NEXT: delta.yield %o, %ht
+// CHECK-NEXT: %h, %v_new, %[[HT:.*]] = delta.state_scan %k_n, %w, %u decay %g_cum chunk 16 {save_chunk_states = false}
+// CHECK-NEXT: %[[O:.*]] = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 16
+// CHECK-NEXT: delta.yield %[[O]], %[[HT]]
 // CHECK-NEXT: }
-// CHECK-NEXT: %o_f16 = delta.convert "o" %[[F]]#0 <f32> to <f16>
+// CHECK-NEXT: %o_f16 = delta.convert "o" %o <f32> to <f16>
 // CHECK-NEXT: delta.yield %o_f16
 delta.layer @l {variant = #delta.variant<kda>, heads = 2, key_dim = 32, value_dim = 32, in_dtype = #delta.dtype<f16>, gate_in_kernel = true, beta_sigmoid = true}
 delta.kernel @k of @l <target = cpu, family = "cpu_chunked", knobs = {chunk = 16}, max_tokens = 0, source = "default"> inputs ["q", "k", "v", "beta", "a", "A_log", "dt_bias"] outputs ["o"] {

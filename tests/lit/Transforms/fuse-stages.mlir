@@ -12,37 +12,38 @@
 // RUN: not delta-opt %s -delta-fuse-stages=fuse=some 2>&1 | FileCheck %s --check-prefix=BAD
 
 // all: every stage in one kernel, the conversion of o after it reads the
-// group's result.
+// group's result. A group's results carry the names of the values it
+// yields (the ones inside get a suffix).
 // ALL-LABEL: delta.kernel @gdn_cpu_chunked
 // ALL-NEXT: ^bb0(%q: !delta.tensor, %k: !delta.tensor, %v: !delta.tensor, %beta: !delta.tensor, %g: !delta.tensor, %h0: !delta.tensor):
 // ALL-NEXT: %q_f32 = delta.convert "q" %q <f16> to <f32>
 // ALL-NEXT: %k_f32 = delta.convert "k" %k <f16> to <f32>
 // ALL-NEXT: %v_f32 = delta.convert "v" %v <f16> to <f32>
-// ALL-NEXT: %[[F:.*]]:2 = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
+// ALL-NEXT: %ht, %o = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy", "state_scan", "chunk_output"] -> !delta.tensor, !delta.tensor {
 // ALL-NEXT: %q_n, %k_n = delta.qk_l2norm %q_f32, %k_f32
 // ALL-NEXT: %g_cum = delta.gate_cumsum %g chunk 32 width 1
 // ALL-NEXT: %A = delta.kkt_inverse %k_n, %beta decay %g_cum chunk 32
 // ALL-NEXT: %w, %u = delta.wy %A, %k_n, %v_f32, %beta decay %g_cum chunk 32
-// ALL-NEXT: %h, %v_new, %ht = delta.state_scan %k_n, %w, %u decay %g_cum init %h0 chunk 32 {save_chunk_states = false}
-// ALL-NEXT: %o = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 32
-// ALL-NEXT: delta.yield %ht, %o
+// ALL-NEXT: %h, %v_new, %[[HT:.*]] = delta.state_scan %k_n, %w, %u decay %g_cum init %h0 chunk 32 {save_chunk_states = false}
+// ALL-NEXT: %[[O:.*]] = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 32
+// ALL-NEXT: delta.yield %[[HT]], %[[O]]
 // ALL-NEXT: }
-// ALL-NEXT: %o_f16 = delta.convert "o" %[[F]]#1 <f32> to <f16>
-// ALL-NEXT: delta.yield %o_f16, %[[F]]#0
+// ALL-NEXT: %o_f16 = delta.convert "o" %o <f32> to <f16>
+// ALL-NEXT: delta.yield %o_f16, %ht
 // ALL-NOT: delta.kernel
 
 // chunk_local: the chunk-parallel stages, the sequential state scan, the
 // chunk-parallel output; values flow between the groups.
 // LOCAL-LABEL: delta.kernel @gdn_cpu_chunked
-// LOCAL: %[[L:.*]]:5 = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy"]
-// LOCAL: delta.yield %q_n, %k_n, %g_cum, %w, %u
-// LOCAL: %[[S:.*]]:3 = delta.fused over "chunks" ["state_scan"]
-// LOCAL-NEXT: %h, %v_new, %ht = delta.state_scan %[[L]]#1, %[[L]]#3, %[[L]]#4 decay %[[L]]#2 init %h0 chunk 32
-// LOCAL-NEXT: delta.yield %h, %v_new, %ht
-// LOCAL: %[[O:.*]] = delta.fused over "chunks" ["chunk_output"] -> !delta.tensor {
-// LOCAL-NEXT: %o = delta.chunk_output %[[L]]#0, %[[L]]#1, %[[S]]#1, %[[S]]#0 decay %[[L]]#2 chunk 32
-// LOCAL: %o_f16 = delta.convert "o" %[[O]] <f32> to <f16>
-// LOCAL-NEXT: delta.yield %o_f16, %[[S]]#2
+// LOCAL: %q_n, %k_n, %g_cum, %w, %u = delta.fused over "chunks" ["qk_l2norm", "gate_cumsum", "kkt_inverse", "wy"]
+// LOCAL: delta.yield
+// LOCAL-NEXT: }
+// LOCAL-NEXT: %h, %v_new, %ht = delta.fused over "chunks" ["state_scan"]
+// LOCAL-NEXT: = delta.state_scan %k_n, %w, %u decay %g_cum init %h0 chunk 32
+// LOCAL: %o = delta.fused over "chunks" ["chunk_output"] -> !delta.tensor {
+// LOCAL-NEXT: = delta.chunk_output %q_n, %k_n, %v_new, %h decay %g_cum chunk 32
+// LOCAL: %o_f16 = delta.convert "o" %o <f32> to <f16>
+// LOCAL-NEXT: delta.yield %o_f16, %ht
 
 // none: one kernel per stage.
 // NONE-LABEL: delta.kernel @gdn_cpu_chunked
