@@ -528,6 +528,55 @@ TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped) {
   return out;
 }
 
+bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
+            std::vector<VerifyResult> *out, std::string *error) {
+  out->clear();
+  if (deltac_load_tuning_db(db_path.c_str()) != 0) {
+    *error = deltac_last_error();
+    return false;
+  }
+  Candidate runtimeChoice; // no options.config: what the runtime picks
+  runtimeChoice.is_default = true;
+  for (int64_t tokens : s.buckets) {
+    VerifyResult v;
+    v.tokens = tokens;
+    v.batch = tokens == 1 ? s.decode_batch : s.batch;
+    Bench bench(spec, s, v.batch, int32_t(tokens));
+    {
+      Tensors t = makeTensors(spec, v.batch, int32_t(std::min<int64_t>(tokens, 80)), 3);
+      deltac_fwd_params p = paramsOf(spec, t);
+      deltac_options opt = deltac_default_options();
+      opt.device = DELTAC_DEVICE_CPU;
+      deltac_run_info info{};
+      if (deltac_forward_info(&p, &opt, &info) != 0) {
+        *error = deltac_last_error();
+        deltac_load_tuning_db(nullptr);
+        return false;
+      }
+      v.tuned = info.tuned;
+      v.ran = std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
+              (info.tile_v ? " tile_v=" + std::to_string(info.tile_v) : "") +
+              (info.threads ? " threads=" + std::to_string(info.threads) : " threads=auto");
+      if (*info.note)
+        v.ran += std::string(" (") + info.note + ")";
+    }
+    int32_t calls = 1;
+    bench.warm(runtimeChoice, &calls);
+    std::vector<double> td, tt;
+    for (int r = 0; r < std::max(5, s.repeats); ++r) {
+      deltac_load_tuning_db(nullptr);
+      td.push_back(bench.sample(runtimeChoice, calls));
+      deltac_load_tuning_db(db_path.c_str());
+      tt.push_back(bench.sample(runtimeChoice, calls));
+    }
+    v.default_us = median(td);
+    v.tuned_us = median(tt);
+    out->push_back(v);
+  }
+  deltac_load_tuning_db(nullptr);
+  return true;
+}
+
 bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
           std::vector<BucketResult> *results, std::string *error,
           const std::function<void(const Progress &)> &progress) {
@@ -625,9 +674,21 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       for (size_t i = 0; i < b.all.size(); ++i)
         b.all[i].exhaustive_us = ex.all[i].ok ? ex.all[i].median_us : 0;
       b.exhaustive_winner = ex.winner;
+      // The gap: the pick against the exhaustive best, interleaved (A/B)
+      // so that a load change between the two searches does not count.
+      if (ex.winner >= 0 && ex.winner != b.winner) {
+        std::vector<double> tp, te;
+        int32_t cp = 1, ce = 1;
+        bench.warm(b.all[b.winner].cand, &cp);
+        bench.warm(b.all[ex.winner].cand, &ce);
+        cp = ce = std::max(cp, ce);
+        for (int r = 0; r < std::max(5, s.repeats); ++r) {
+          tp.push_back(bench.sample(b.all[b.winner].cand, cp));
+          te.push_back(bench.sample(b.all[ex.winner].cand, ce));
+        }
+        b.gap = median(tp) / median(te) - 1;
+      }
       b.exhaustive_s = secondsSince(t1);
-      if (ex.winner >= 0 && b.all[b.winner].exhaustive_us > 0)
-        b.gap = b.all[b.winner].exhaustive_us / b.all[ex.winner].exhaustive_us - 1;
     }
     // Catch the count up with the plan (failed candidates measure nothing).
     int64_t planned = s.search == Search::Halving

@@ -47,10 +47,13 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
       return a.rounds > c.rounds;
     return a.median_us < c.median_us;
   });
-  double maxUs = 1e-9;
+  // Linear scale up to 3x the fastest; slower bars are cut there (the label
+  // keeps the time).
+  double best = 0;
   for (const Measurement &m : b.all)
-    if (m.ok)
-      maxUs = std::max({maxUs, m.median_us, m.exhaustive_us});
+    if (m.ok && m.median_us > 0 && (best == 0 || m.median_us < best))
+      best = m.median_us;
+  const double maxUs = std::max(3 * best, 1e-9);
   const int labelW = 300, barW = 420, row = 18;
   int y = y0;
   o << "<text x='4' y='" << y + 14 << "' font-weight='bold'>bucket "
@@ -67,7 +70,8 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
       o << "<text x='" << labelW << "' y='" << y + 13 << "' fill='#c0392b'>"
         << esc(m.why) << "</text>\n";
     } else {
-      const int w = std::max(1, int(barW * m.median_us / maxUs));
+      const bool cut = m.median_us > maxUs;
+      const int w = std::max(1, int(barW * std::min(m.median_us, maxUs) / maxUs));
       const char *color = win ? "#2a9d2a" : def ? "#3b6fd4" : "#999";
       const double opacity = 0.35 + 0.65 * std::min(1.0, m.rounds / 4.0);
       o << "<rect x='" << labelW << "' y='" << y + 3 << "' width='" << w
@@ -76,12 +80,12 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
         << timeStr(m.median_us) << ", " << m.samples << " samples, round "
         << m.rounds << "</title></rect>";
       if (m.exhaustive_us > 0) {
-        const int xe = labelW + int(barW * m.exhaustive_us / maxUs);
+        const int xe = labelW + int(barW * std::min(m.exhaustive_us, maxUs) / maxUs);
         o << "<line x1='" << xe << "' x2='" << xe << "' y1='" << y + 1
           << "' y2='" << y + row - 1 << "' stroke='black'/>";
       }
       o << "<text x='" << labelW + w + 6 << "' y='" << y + 13 << "'>"
-        << timeStr(m.median_us) << " (round " << m.rounds
+        << (cut ? "&gt;&gt; " : "") << timeStr(m.median_us) << " (round " << m.rounds
         << (win ? ", picked" : "") << ")</text>\n";
     }
     y += row;
@@ -151,7 +155,8 @@ bool write_report(const std::string &path, const Spec &spec,
       o << "</tr>\n";
     }
     o << "</table>\n<p>Bars: median time per call of each candidate in the "
-         "last halving round it reached (paler: eliminated earlier); green: "
+         "last halving round it reached (paler: eliminated earlier; scale up to 3x "
+         "the fastest, &gt;&gt; marks a cut bar); green: "
          "the pick, blue: the default rule; a black tick: the exhaustive "
          "search's median (--compare-exhaustive). Wrong answers never get "
          "timed.</p>\n"

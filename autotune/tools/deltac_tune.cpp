@@ -23,6 +23,7 @@ const char *kUsage =
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
     "                   [--fast] [--seed=N] [--quiet]\n"
     "       deltac-tune --merge A.json B.json ... -o OUT.json\n"
+    "       deltac-tune --verify=DB.json SPEC FLAGS [--buckets=..]\n"
     "       deltac-tune --env [--target=cpu|cuda]\n"
     "\n"
     "Tunes one spec: every kernel config the catalogue allows on the target\n"
@@ -33,6 +34,8 @@ const char *kUsage =
     "a killed tune resumes). --fast: buckets 1,64,1024,8192 with 3 repeats and\n"
     "0.2 ms samples. --compare-exhaustive also times every candidate fully\n"
     "and reports how far the search's pick is from the exhaustive best.\n"
+    "--verify times each bucket through the runtime's own choice with DB.json\n"
+    "loaded and without it (the default rule), interleaved.\n"
     "--corrupt=CONFIG (testing) corrupts that candidate's output.\n";
 
 [[noreturn]] void die(const std::string &msg) {
@@ -122,7 +125,7 @@ int mergeMain(const std::vector<std::string> &inputs, const std::string &out) {
 int main(int argc, char **argv) {
   tune::Spec spec;
   tune::Settings s;
-  std::string out, report, target = "cpu";
+  std::string out, report, target = "cpu", verifyDb;
   bool merge = false, quiet = false, env = false, haveVariant = false;
   bool haveHeads = false, haveK = false, haveV = false, haveHV = false;
   bool fast = false;
@@ -195,6 +198,7 @@ int main(int argc, char **argv) {
         else die("--search=" + val + ": expected halving or exhaustive");
       } else if (key == "--seed") s.seed = uint64_t(toInt(key, val, 0, INT64_MAX));
       else if (key == "--corrupt") s.corrupt = val;
+      else if (key == "--verify") verifyDb = val;
       else die("unknown flag " + key + " (--help lists them)");
     }
   }
@@ -220,6 +224,24 @@ int main(int argc, char **argv) {
     s.min_sample_s = 2e-4;
   }
 
+  if (!verifyDb.empty()) {
+    std::vector<tune::VerifyResult> v;
+    std::string err;
+    if (!tune::verify(spec, s, verifyDb, &v, &err))
+      die(err);
+    int slower = 0;
+    for (const tune::VerifyResult &r : v) {
+      std::printf("bucket %6lld x %d: default rule %.1f us, with %s %.1f us "
+                  "(%.2fx)%s: %s\n",
+                  (long long)r.tokens, r.batch, r.default_us, verifyDb.c_str(),
+                  r.tuned_us, r.default_us / r.tuned_us,
+                  r.tuned ? "" : " [no record used]", r.ran.c_str());
+      slower += r.tuned_us > r.default_us;
+    }
+    std::printf("deltac-tune: verify: %d of %zu buckets slower with the database\n",
+                slower, v.size());
+    return 0;
+  }
   const bool bar = !quiet && isatty(2);
   std::vector<tune::BucketResult> results;
   std::string err;
@@ -236,14 +258,15 @@ int main(int argc, char **argv) {
   }
   if (!ok)
     die(err);
-  double total = 0;
+  double total = 0, exhaustive = 0;
   for (const tune::BucketResult &b : results) {
     if (b.skipped) {
       std::printf("bucket %6lld: already in %s, skipped\n", (long long)b.tokens,
                   out.c_str());
       continue;
     }
-    total += b.tune_s + b.exhaustive_s;
+    total += b.tune_s;
+    exhaustive += b.exhaustive_s;
     int bad = 0;
     for (const tune::Measurement &m : b.all)
       bad += !m.ok;
@@ -254,12 +277,15 @@ int main(int argc, char **argv) {
                 b.winner_us, b.default_us / b.winner_us,
                 b.default_kept ? " [default kept]" : "", b.tune_s);
     if (b.exhaustive_winner >= 0)
-      std::printf("; exhaustive best %s, pick within %.1f%% (%.1f s)",
+      std::printf("; exhaustive best %s, pick %+.1f%% against it (A/B), "
+                  "exhaustive %.1f s",
                   tune::candidate_string(b.all[b.exhaustive_winner].cand).c_str(),
                   100 * b.gap, b.exhaustive_s);
     std::printf("\n");
   }
-  std::printf("deltac-tune: %.1f s%s%s\n", total,
-              out.empty() ? "" : ", database ", out.c_str());
+  std::printf("deltac-tune: tuned in %.1f s", total);
+  if (s.compare_exhaustive)
+    std::printf(" (exhaustive search for comparison: %.1f s more)", exhaustive);
+  std::printf("%s%s\n", out.empty() ? "" : ", database ", out.c_str());
   return 0;
 }

@@ -80,7 +80,9 @@ struct BucketResult {
   // compare_exhaustive:
   int exhaustive_winner = -1;
   double exhaustive_s = 0; // wall time of the exhaustive search
-  double gap = 0;          // exhaustive time of the pick / best - 1
+  // The pick's time over the exhaustive best's - 1, from an interleaved
+  // A/B of the two (0 when they are the same; < 0: the pick was faster).
+  double gap = 0;
 };
 
 struct Progress {
@@ -105,6 +107,19 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
 bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
           std::vector<BucketResult> *results, std::string *error,
           const std::function<void(const Progress &)> &progress = {});
+
+// An end-to-end check of a database through the runtime's own choice (no
+// options.config): per bucket, the call's time with the database loaded
+// (deltac_load_tuning_db) and without (the default rule), interleaved.
+struct VerifyResult {
+  int64_t tokens = 0;
+  int32_t batch = 0;
+  std::string ran;      // what ran with the database ("family knobs threads")
+  bool tuned = false;   // deltac_run_info.tuned with the database
+  double default_us = 0, tuned_us = 0;
+};
+bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
+            std::vector<VerifyResult> *out, std::string *error);
 
 // The records tune() writes for a finished bucket (the winner, with env).
 TuningRecord record_of(const Spec &spec, const Settings &s,
