@@ -46,6 +46,8 @@ void printStats(const cli::Options &opt, const deltac_fwd_params &p,
     knobs += " tile_v=" + std::to_string(info.tile_v);
   if (info.warps)
     knobs += " warps=" + std::to_string(info.warps);
+  if (info.tuned && info.threads)
+    knobs += " threads=" + std::to_string(info.threads);
   std::printf("deltac run: variant=%s device=%s mode=%s chunk=%d%s "
               "family=%s%s%s B=%d T=%d H=%d HV=%d K=%d V=%d N=%d dtype=%s "
               "time=%.3f ms tokens/s=%.4g\n",
