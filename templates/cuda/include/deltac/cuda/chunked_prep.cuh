@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
                         float scale) {
   using Ts = typename Tr::Ts;
   using In = typename Tr::In;
-  constexpr int C = Tr::C, K = Tr::K, V = Tr::V, LK = Tr::LK, LC = Tr::LC;
+  constexpr int C = Tr::C, K = Tr::K, V = Tr::V, LK = Tr::LK, LC = Tr::LC, LG = Tr::LG;
   constexpr int NTH = Tr::kPrepThreads, NW = Tr::kPrepWarps, NBLK = Tr::kBlocks;
   constexpr int KV = K > V ? K : V;
   constexpr bool kKda = Tr::kKda, kDecay = Tr::kDecay, kSplit = Tr::kSplit;
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   Ts* xT = tT + C * LC;                      // [KV][LC]
   Ts* dk = xT + KV * LC;                     // kda: [16 + 16 + C - 16][LK]
   float* G = reinterpret_cast<float*>(dk + (kKda ? (32 + C - 16) * LK : 0));
-  float* Af = G + (kKda ? C * K : C);  // [C][C + 1]
+  float* Af = G + (kKda ? C * LG : C);  // [C][C + 1]
   float* Tf = Af + C * (C + 1);        // [C][C + 1]; first Aqk, then T
   float* bs = Tf + C * (C + 1);        // [C]
   float* rq = bs + C;                  // [C]
@@ -223,9 +223,9 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
       for (int i = tid; i < C * GS; i += NTH) {
         const int r = i / GS, sg = i % GS;
         if (r < len)
-          cp_async16(G + r * K + sg * 4, p.g + ((t0 + r) * p.HV + j) * K + sg * 4);
+          cp_async16(G + r * LG + sg * 4, p.g + ((t0 + r) * p.HV + j) * K + sg * 4);
         else
-          *reinterpret_cast<float4*>(G + r * K + sg * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+          *reinterpret_cast<float4*>(G + r * LG + sg * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
     cp_async_commit();
@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     for (int c = tid; c < K; c += NTH) {
       float s = 0.f;
       for (int r = 0; r < C; ++r) {
-        s += clamp_gate<Tr>(G[r * K + c]);
-        G[r * K + c] = s;
+        s += clamp_gate<Tr>(G[r * LG + c]);
+        G[r * LG + c] = s;
       }
     }
   }
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
           int c = c0 + rot;
           if (c >= K)
             c -= K;
-          const float d = expf(G[ii * K + c] - G[j2 * K + c]);
+          const float d = expf(G[ii * LG + c] - G[j2 * LG + c]);
           const float kj = cvt_f(kn[j2 * LK + c]) * d;
           sa = fmaf(cvt_f(kn[ii * LK + c]), kj, sa);
           sq = fmaf(cvt_f(qn[ii * LK + c]), kj, sq);
@@ -349,14 +349,14 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
       const int bnd = 16 * I - 1;
       for (int idx = tid; idx < 16 * K; idx += NTH) {
         const int r = idx / K, c = idx % K, i = 16 * I + r;
-        const float e = expf(G[i * K + c] - G[bnd * K + c]);
+        const float e = expf(G[i * LG + c] - G[bnd * LG + c]);
         left[r * LK + c] = cvt_t<Ts>(cvt_f(kn[i * LK + c]) * e);
         qleft[r * LK + c] = cvt_t<Ts>(cvt_f(qn[i * LK + c]) * e);
       }
       for (int idx = tid; idx < 16 * I * K; idx += NTH) {
         const int r = idx / K, c = idx % K;
         right[r * LK + c] =
-            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * expf(G[bnd * K + c] - G[r * K + c]));
+            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * expf(G[bnd * LG + c] - G[r * LG + c]));
       }
       __syncthreads();
       if constexpr (C > 16) {
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   __syncthreads();  // A and T (f32) are dead from here: xTlo may overwrite them
   auto gam = [&](int c, int kk) -> float {  // log of the decay from the chunk start
     if constexpr (kKda)
-      return G[c * K + kk];
+      return G[c * LG + kk];
     else if constexpr (Tr::kGated)
       return G[c];
     else
@@ -530,7 +530,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   __syncthreads();
   // 7. (beta V)ᵀ as hi (+ lo), then U = T (beta V) in f32.
   for (int idx = tid; idx < C * V; idx += NTH) {
-    const int vv = idx / C, c = idx % C;
+    const int c = idx / V, vv = idx % V;  // contiguous reads, 4-way writes
     const float x = bs[c] * cvt_f(vraw[c * V + vv]);
     const Ts hi = cvt_t<Ts>(x);
     xT[vv * LC + c] = hi;
