@@ -106,7 +106,7 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
         ht = _empty_state(q, N, HV, K, V, state_v_first)
     else:
         ht = q.new_empty((0,), dtype=torch.float32)
-    if T == 0:  # nothing to run: the state passes through
+    if T == 0 or B == 0:  # nothing to run: the state passes through
         if output_final_state and not inplace:
             if initial_state is not None:
                 ht.copy_(initial_state)
@@ -442,9 +442,10 @@ def _direct_ok(q):
     """Eager mode with nothing watching: call the op's implementation directly,
     skipping PyTorch's dispatcher (its Python custom-op path costs more than the
     rest of a call). Under torch.compile / export / FakeTensor / vmap / a dispatch
-    or function mode / the profiler, the call goes through torch.ops.deltac.fwd.
+    or function mode / the profiler, and for meta tensors, the call goes through
+    torch.ops.deltac.fwd (whose fake implementation serves the meta device).
     DELTAC_OPS_DISPATCH=1 always takes the dispatcher."""
-    return (not _FORCE_DISPATCH and type(q) is Tensor
+    return (not _FORCE_DISPATCH and type(q) is Tensor and (q.is_cpu or q.is_cuda)
             and not torch.compiler.is_compiling()
             and not torch._C._len_torch_dispatch_stack()
             and not torch._C._is_torch_function_mode_enabled()

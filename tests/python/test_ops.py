@@ -349,6 +349,18 @@ def test_dispatcher_and_direct_paths_agree(seed):
     assert torch.equal(o, o3) and ht3.numel() == 0
 
 
+def test_meta_tensors_and_empty_batch():
+    q = torch.empty(2, 5, 2, 32, device="meta")
+    v = torch.empty(2, 5, 4, 16, device="meta")
+    o, ht = ops.chunk_gated_delta_rule(q, q, v, torch.empty(2, 5, 4, device="meta"),
+                                       torch.empty(2, 5, 4, device="meta"), output_final_state=True)
+    assert o.device.type == "meta" and o.shape == v.shape and ht.shape == (2, 4, 32, 16)
+    q0, v0 = torch.randn(0, 5, 2, 32), torch.randn(0, 5, 4, 16)
+    o, ht = ops.chunk_gated_delta_rule(q0, q0, v0, torch.zeros(0, 5, 4), torch.zeros(0, 5, 4),
+                                       output_final_state=True)
+    assert o.shape == v0.shape and ht.shape == (0, 4, 32, 16)
+
+
 def test_fake_tensor_shapes():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
