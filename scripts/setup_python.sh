@@ -3,9 +3,9 @@
 # environment with the pinned PyTorch, NumPy and pytest, from PyPI only.
 #
 # The PyPI Linux wheel of torch pulls about 3 GB of nvidia-* wheels (CUDA
-# runtime, cuBLAS, cuDNN, NCCL...): ~1m45s to download and install on the CI
-# machine, ~4.7 GB on disk. So the environment lives OUTSIDE the clone, at
-# ${DELTAC_VENV:-$HOME/.cache/deltac/venv-<pins>}, and is reused by every
+# runtime, cuBLAS, cuDNN, NCCL...): 75 s to 3 min to download and install on
+# the CI machine (measured 3 times), ~4.7 GB on disk. So the environment lives OUTSIDE the clone, at
+# ${DELTAC_VENV:-~/.cache/deltac/venv-<python>-<torch>}, and is reused by every
 # later run on the same machine (CI clones afresh but keeps the machine): a
 # stamp file holding the pins says whether it is complete; anything else is
 # rebuilt. <repo>/.venv is a symlink to it (git-ignored), which is where
@@ -39,8 +39,12 @@ if [ -z "$python" ]; then
   exit 1
 fi
 pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-venv="${DELTAC_VENV:-$HOME/.cache/deltac/venv-py$pyver-torch$TORCH_VERSION}"
+venv="${DELTAC_VENV:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/deltac/venv-py$pyver-torch$TORCH_VERSION}"
 stamp="$venv/.deltac-pins"
+mkdir -p "$(dirname "$venv")"
+# One setup at a time per environment (worktrees and CI on one machine share it).
+exec 9>"$venv.lock"
+flock 9
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pins" ] &&
    "$venv/bin/python" -c 'import torch, numpy, pytest' 2>/dev/null; then
@@ -48,7 +52,6 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pins" ] &&
 else
   echo "deltac setup_python: creating $venv ($pins; first time ~2 min, ~5 GB)"
   rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
   "$python" -m venv "$venv"
   start=$(date +%s)
   # PyPI only: pip's default index, no extra index, no local wheel directory.
