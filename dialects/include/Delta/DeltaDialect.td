@@ -14,10 +14,12 @@ def Delta_Dialect : Dialect {
   let name = "delta";
   let summary = "Delta-rule linear attention layers and their kernel schedules";
   let description = [{
-    A `delta.layer` op is the spec of one recurrence layer. Passes attach a
-    schedule (`delta-select-schedule`), lower the layer into kernels made of
-    stage ops (`delta-lower-stages`), and the deltac emitter turns kernels
-    into C++/CUDA that instantiates the hand-written templates.
+    A `delta.layer` op is the spec of one recurrence layer. Passes attach
+    schedules (`delta-select-schedule`: kernel families and knobs from the
+    kernel catalogue), lower the layer into kernels that are data-flow
+    graphs of stage ops (`delta-lower-stages`), group stages into fused
+    kernels (`delta-fuse-stages`), and `delta-to-emitc` turns kernels into
+    EmitC that calls the hand-written templates, printed as C++/CUDA.
   }];
   let cppNamespace = "::mlir::delta";
   let useDefaultAttributePrinterParser = 1;

@@ -37,12 +37,15 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
 }
 
 def DeltaLowerStages : Pass<"delta-lower-stages", "ModuleOp"> {
-  let summary = "Lower scheduled delta.layer ops into delta.kernel stage ops";
+  let summary = "Lower scheduled delta.layer ops into delta.kernel stage graphs";
   let description = [{
-    For every schedule of every layer, creates a `delta.kernel` whose body
-    lists the stages: host pre-processing (conversions, beta sigmoid,
-    gate), then the fused chunk loop (gate cumsum, K K^T + inverse, WY,
-    state scan, output) or the fused recurrent step.
+    For every schedule of every layer, creates a `delta.kernel
+    @<layer>_<family>`: a data-flow graph from the layer's tensors (block
+    arguments) through the pre-processing (conversions, beta sigmoid,
+    gate), the stages of the family's mode (chunked: qk_l2norm,
+    gate_cumsum, kkt_inverse, wy, state_scan, chunk_output; recurrent:
+    qk_l2norm, recurrent_step) and the post-processing to delta.yield.
+    Stages are left unfused: delta-fuse-stages groups them.
   }];
   let dependentDialects = ["::mlir::delta::DeltaDialect"];
 }
