@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sys/stat.h>
 #include <thread>
 
@@ -204,11 +205,15 @@ public:
   }
 
   // One sample: microseconds per call, over `calls` calls.
+  // A call that fails (it passed the check, so it should not) makes the
+  // sample infinite: a failure is never fast.
   double sample(const Candidate &c, int32_t calls) {
+    bool failed = false;
     auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i)
-      runOnce(sp_, next(), c);
-    return secondsSince(t0) * 1e6 / calls;
+      failed |= !runOnce(sp_, next(), c).empty();
+    const double us = secondsSince(t0) * 1e6 / calls;
+    return failed ? INFINITY : us;
   }
 
 private:
@@ -325,7 +330,7 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
   std::vector<double> first(all.size(), 0.0);
   std::vector<int> alive;
   for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].ok)
+    if (all[i].ok && !all[i].pruned)
       alive.push_back(int(i));
   auto measure = [&](int i, int reps) {
     std::vector<double> x;
@@ -397,9 +402,13 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
 }
 
 // Interleaved A/B of the pick and the default: the pick stays only when it
-// is faster. Fills winner_us and default_us.
+// is faster by at least min_gain. Fills winner_us and default_us.
 void guardDefault(const Settings &s, Bench &bench, BucketResult *b) {
   const int d = b->default_index, w = b->winner;
+  if (w == d) { // the search's own measurement of the default stands
+    b->default_us = b->winner_us = b->all[d].median_us;
+    return;
+  }
   std::vector<double> td, tw;
   int32_t cd = 1, cw = 1;
   bench.warm(b->all[d].cand, &cd);
@@ -413,7 +422,7 @@ void guardDefault(const Settings &s, Bench &bench, BucketResult *b) {
   }
   b->default_us = median(td);
   b->winner_us = w != d ? median(tw) : b->default_us;
-  if (w != d && !(b->winner_us < b->default_us)) {
+  if (w != d && !(b->winner_us * (1 + s.min_gain) <= b->default_us)) {
     b->default_kept = true;
     b->winner = d;
     b->winner_us = b->default_us;
@@ -629,10 +638,17 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     results->push_back(b);
   }
 
+  std::map<std::string, double> prevRatio; // candidate -> time / best
+  int64_t prevTokens = 0;
   for (size_t bi = 0; bi < s.buckets.size(); ++bi) {
     BucketResult &b = (*results)[bi];
     if (b.skipped)
       continue;
+    if (cands[bi].empty() || !cands[bi][0].is_default) {
+      *error = "bucket " + std::to_string(b.tokens) + ": no kernel of " +
+               device_name(spec.device) + " runs this spec";
+      return false;
+    }
     const auto t0 = Clock::now();
     const double w = double(std::max<int64_t>(b.tokens * b.batch, 16));
     const int64_t units0 = meter.p.done;
@@ -645,6 +661,15 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       m.cand = c;
       m.why = checker.check(c, &m.err_o, &m.err_ht);
       m.ok = m.why.empty();
+      auto it = prevRatio.find(candidate_string(c));
+      if (m.ok && s.prune > 0 && !c.is_default && it != prevRatio.end() &&
+          it->second > s.prune) {
+        char why[120];
+        std::snprintf(why, sizeof why, "pruned: %.2fx the best in bucket %lld",
+                      it->second, (long long)prevTokens);
+        m.pruned = true;
+        m.why = why;
+      }
       if (c.is_default && !m.ok) {
         *error = "bucket " + std::to_string(b.tokens) + ": the default config " +
                  candidate_string(c) + ": " + m.why;
@@ -661,11 +686,26 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     }
     guardDefault(s, bench, &b);
     b.tune_s = secondsSince(t0);
+    // What the next, longer bucket prunes by: only a bucket whose calls
+    // take 20 ms or more, where thread start-up and cache effects no longer
+    // decide the order (a loaded machine's OpenMP wake-up alone reaches
+    // ~12 ms, docs/performance.md), predicts the longer ones.
+    prevRatio.clear();
+    double best = 0;
+    for (const Measurement &m : b.all)
+      if (m.ok && m.rounds && (best == 0 || m.median_us < best))
+        best = m.median_us;
+    if (b.tokens > 1 && best >= 2e4) {
+      prevTokens = b.tokens;
+      for (const Measurement &m : b.all)
+        if (m.ok && m.rounds && best > 0)
+          prevRatio[candidate_string(m.cand)] = m.median_us / best;
+    }
     if (s.compare_exhaustive) {
       const auto t1 = Clock::now();
       BucketResult ex = b;
       for (Measurement &m : ex.all)
-        m.rounds = 0;
+        m.rounds = 0, m.pruned = false;
       Settings es = s;
       es.search = Search::Exhaustive;
       const auto saved = meter.p;

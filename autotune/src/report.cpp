@@ -41,8 +41,8 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
     order.push_back(int(i));
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
     const Measurement &a = b.all[x], &c = b.all[y];
-    if (a.ok != c.ok)
-      return a.ok;
+    if ((a.ok && !a.pruned) != (c.ok && !c.pruned))
+      return a.ok && !a.pruned;
     if (a.rounds != c.rounds)
       return a.rounds > c.rounds;
     return a.median_us < c.median_us;
@@ -66,9 +66,9 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
     std::string label = candidate_string(m.cand) + (def ? " [default]" : "");
     o << "<text x='4' y='" << y + 13 << "'" << (win ? " font-weight='bold'" : "")
       << ">" << esc(label) << "</text>";
-    if (!m.ok) {
-      o << "<text x='" << labelW << "' y='" << y + 13 << "' fill='#c0392b'>"
-        << esc(m.why) << "</text>\n";
+    if (!m.ok || m.pruned) {
+      o << "<text x='" << labelW << "' y='" << y + 13 << "' fill='"
+        << (m.pruned ? "#777" : "#c0392b") << "'>" << esc(m.why) << "</text>\n";
     } else {
       const bool cut = m.median_us > maxUs;
       const int w = std::max(1, int(barW * std::min(m.median_us, maxUs) / maxUs));

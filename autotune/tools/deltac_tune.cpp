@@ -21,6 +21,7 @@ const char *kUsage =
     "                   [--buckets=1,64,1024,8192] [--decode-batch=8] [--batch=1]\n"
     "                   [--threads=1,2,..] [--repeats=7] [--min-sample-ms=0.5]\n"
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
+    "                   [--min-gain=PERCENT (3)]\n"
     "                   [--fast] [--seed=N] [--quiet]\n"
     "       deltac-tune --merge A.json B.json ... -o OUT.json\n"
     "       deltac-tune --verify=DB.json SPEC FLAGS [--buckets=..]\n"
@@ -199,6 +200,7 @@ int main(int argc, char **argv) {
       } else if (key == "--seed") s.seed = uint64_t(toInt(key, val, 0, INT64_MAX));
       else if (key == "--corrupt") s.corrupt = val;
       else if (key == "--verify") verifyDb = val;
+      else if (key == "--min-gain") s.min_gain = double(toInt(key, val, 0, 100)) / 100;
       else die("unknown flag " + key + " (--help lists them)");
     }
   }
@@ -267,12 +269,12 @@ int main(int argc, char **argv) {
     }
     total += b.tune_s;
     exhaustive += b.exhaustive_s;
-    int bad = 0;
+    int bad = 0, pruned = 0;
     for (const tune::Measurement &m : b.all)
-      bad += !m.ok;
-    std::printf("bucket %6lld x %d: %zu candidates (%d wrong or failed), "
+      bad += !m.ok, pruned += m.pruned;
+    std::printf("bucket %6lld x %d: %zu candidates (%d wrong or failed, %d pruned), "
                 "default %.1f us, pick %s %.1f us (%.2fx)%s, %.1f s",
-                (long long)b.tokens, b.batch, b.all.size(), bad, b.default_us,
+                (long long)b.tokens, b.batch, b.all.size(), bad, pruned, b.default_us,
                 tune::candidate_string(b.all[b.winner].cand).c_str(),
                 b.winner_us, b.default_us / b.winner_us,
                 b.default_kept ? " [default kept]" : "", b.tune_s);

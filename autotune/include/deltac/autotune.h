@@ -42,6 +42,15 @@ struct Settings {
   int32_t repeats = 7;     // samples of a fully measured candidate
   double min_sample_s = 5e-4; // a sample repeats the call to last this long
   bool compare_exhaustive = false; // also run exhaustive, report the gap
+  // The pick replaces the default only when the final interleaved A/B
+  // finds it at least this much faster (a fraction): noise never swaps in a
+  // config that is not clearly better.
+  double min_gain = 0.03;
+  // Pruning across buckets: in a bucket longer than the previous multi-token
+  // one, a candidate measured there at more than this many times that
+  // bucket's best is not measured again (0: no pruning). The default never
+  // is pruned; --compare-exhaustive measures pruned candidates too.
+  double prune = 1.5;
   uint64_t seed = 1;
   // Testing: candidates whose config_string equals this get their output
   // corrupted before the reference check (a wrong answer must never win).
@@ -60,6 +69,7 @@ std::string candidate_string(const Candidate &c);
 struct Measurement {
   Candidate cand;
   bool ok = false;        // ran and matched the reference
+  bool pruned = false;    // not measured: slow in the previous bucket
   std::string why;        // when !ok: the error or the reference mismatch
   double err_o = 0, err_ht = 0; // relative RMS error against float64
   double median_us = 0;   // of the last round it took part in
