@@ -2,6 +2,7 @@
 // float64 reference, and against deltac::cuda::recurrent on the same inputs.
 // GPU cases skip without a CUDA device; the argument checks run everywhere.
 // Every randomized case prints its seed; DELTAC_TEST_SEED=<seed> reruns it.
+#include "deltac/cuda/chunked_rules.h"
 #include "harness.h"
 #include "kernels_chunked.h"
 
@@ -256,6 +257,45 @@ TEST(ChunkedArgs, RejectsMismatchedParams) {
   invalid(base, need - 1, dummy, "workspace too small");
   invalid(base, need, nullptr, "no workspace");
   invalid(base, need, dummy + 1, "misaligned workspace");
+}
+
+// The legal space the catalogue reads (host only, runs everywhere): every
+// (variant, dtype, K, V) with K, V multiples of 16 in [16, 256] and
+// V <= 2 (K + 16 / bytes) has a default config, and that config is legal and
+// made of the listed knob values; wider V than that is refused (the
+// intra-chunk kernel stages v in its q/k buffers).
+TEST(ChunkedRules, DefaultsAreLegalEverywhereTheyExist) {
+  using namespace deltac::cuda;
+  auto in = [](int x, const int* v, int n) {
+    for (int i = 0; i < n; ++i)
+      if (v[i] == x)
+        return true;
+    return false;
+  };
+  for (int var = 0; var < 3; ++var)
+    for (int bytes : {2, 4})
+      for (int K = 16; K <= 256; K += 16)
+        for (int V = 16; V <= 256; V += 16) {
+          const ChunkedChoice c = chunked_default(var, K, V, bytes);
+          const bool staged = V <= 2 * (K + 16 / bytes);
+          EXPECT_EQ(c.chunk != 0, staged) << var << " " << bytes << " " << K << " " << V;
+          if (!c.chunk)
+            continue;
+          EXPECT_TRUE(chunked_legal(var, K, V, bytes, c.chunk, c.bv, c.warps, c.stages));
+          EXPECT_TRUE(in(c.chunk, kChunkedChunks, 3) && in(c.bv, kChunkedBVs, 3) &&
+                      in(c.warps, kChunkedWarps, 3) && in(c.stages, kChunkedStages, 2));
+          EXPECT_LE(chunked_prep_smem(var, K, V, bytes, c.chunk), kChunkedSmemSm90);
+          EXPECT_LE(chunked_scan_smem(K, bytes, c.chunk, c.bv, c.stages), kChunkedSmemSm90);
+        }
+  // Knob values outside the lists, and a BV that does not divide V.
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 128, 32, 4, 2));
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 48, 4, 2));
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 3, 2));
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 3));
+  EXPECT_FALSE(chunked_legal(1, 128, 80, 2, 64, 32, 4, 2));
+  // Shared memory: the sm_90 default does not fit 99 KB; a smaller one does.
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 2, 101376));
+  EXPECT_NE(chunked_default(1, 128, 128, 2, 101376).chunk, 0);
 }
 
 }  // namespace
