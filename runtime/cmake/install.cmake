@@ -26,8 +26,10 @@ set(DELTAC_EXPORTED deltac_templates deltac_catalogue deltac_cpu_kernels
 set(DELTAC_PC_CUDA_LIBS "")
 set(DELTAC_CUDA_ROOT "")
 if(DELTAC_HAVE_CUDA)
+  target_include_directories(deltac_cuda_kernels INTERFACE ${inc})
+  set_target_properties(deltac_cuda_kernels PROPERTIES EXPORT_NAME cuda_kernels)
   set_target_properties(deltac_runtime_cuda PROPERTIES EXPORT_NAME runtime_cuda)
-  list(APPEND DELTAC_EXPORTED deltac_runtime_cuda)
+  list(APPEND DELTAC_EXPORTED deltac_cuda_kernels deltac_runtime_cuda)
   get_filename_component(DELTAC_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
   set(DELTAC_PC_CUDA_LIBS
       "-ldeltac_runtime_cuda -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt -lpthread ")

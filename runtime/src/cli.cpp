@@ -18,13 +18,23 @@ namespace {
 
 using cli::fail;
 
+deltac_options runtimeOptions(const cli::Options &opt, bool cuda);
+
 // The device chosen here, because o's dtype depends on it: CUDA kernels
-// write o in their input type.
+// write o in their input type. Under auto: CUDA when the runtime would take
+// the call there (its choice, asked without running: deltac_workspace_size;
+// o is not touched, so q stands in for it).
 bool onCuda(const cli::Options &opt, const deltac_fwd_params &p) {
-  const bool wantChunked = opt.mode == "chunked" || opt.chunk != 0;
-  return opt.device == "cuda" ||
-         (opt.device == "auto" && !wantChunked && deltac_cuda_available() &&
-          deltac_cuda_supports(p.variant, p.K, p.V, p.in_dtype));
+  if (opt.device == "cuda")
+    return true;
+  if (opt.device != "auto" || !deltac_cuda_available())
+    return false;
+  deltac_fwd_params probe = p;
+  probe.o = const_cast<void *>(p.q);
+  probe.out_dtype = p.in_dtype;
+  const deltac_options o = runtimeOptions(opt, true);
+  size_t bytes = 0;
+  return deltac_workspace_size(&probe, &o, &bytes) == 0;
 }
 
 deltac_options runtimeOptions(const cli::Options &opt, bool cuda) {

@@ -157,9 +157,6 @@ void checkCombination(const Options &o) {
   if (o.chunk && o.mode == "recurrent")
     fail("--chunk=" + std::to_string(o.chunk) +
          ": a chunk size needs --mode=chunked or auto, not recurrent");
-  if (o.device == "cuda" && (o.mode == "chunked" || o.chunk))
-    fail("--device=cuda: only the recurrent mode exists on CUDA (drop "
-         "--mode=chunked / --chunk)");
 }
 
 template <size_t N>

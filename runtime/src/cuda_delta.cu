@@ -1,8 +1,14 @@
-// CUDA dispatch for the delta variant.
+// CUDA dispatch for the delta variant (one file per variant: the instances
+// compile in parallel).
 #include "cuda_dispatch.h"
 
 cudaError_t deltac::rt::cuda_launch_delta(const deltac_fwd_params &p,
-                                       const KernelConfig &c, cudaStream_t s,
-                                       const int32_t *skip, bool *found) {
-  return cudaLaunch<DELTAC_VARIANT_DELTA>(p, c, s, skip, found);
+                                          const KernelConfig &c, cudaStream_t s,
+                                          const Launch &l, bool *found) {
+  return cudaLaunch<DELTAC_VARIANT_DELTA>(p, c, s, l, found);
+}
+
+size_t deltac::rt::cuda_workspace_delta(const deltac_fwd_params &p,
+                                        const KernelConfig &c) {
+  return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c);
 }

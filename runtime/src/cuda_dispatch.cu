@@ -6,6 +6,7 @@
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
 #include "dispatch.h"
+#include "select.h"
 
 #include <cuda_runtime.h>
 
@@ -27,28 +28,31 @@ std::string cudaMsg(const std::string &what, cudaError_t e) {
 }
 
 cudaError_t launch(const deltac_fwd_params &p, const KernelConfig &c,
-                   cudaStream_t s, const int32_t *skip, bool *found) {
+                   cudaStream_t s, const Launch &l, bool *found) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_launch_delta(p, c, s, skip, found);
+    return cuda_launch_delta(p, c, s, l, found);
   case DELTAC_VARIANT_GATED:
-    return cuda_launch_gated(p, c, s, skip, found);
+    return cuda_launch_gated(p, c, s, l, found);
   default:
-    return cuda_launch_kda(p, c, s, skip, found);
+    return cuda_launch_kda(p, c, s, l, found);
   }
 }
 
 // Launches p with c; false with *error when nothing or a failing launch ran.
 bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
-                   cudaStream_t s, const int32_t *skip, std::string *error) {
+                   cudaStream_t s, const Launch &l, std::string *error) {
   bool found = false;
-  cudaError_t e = launch(p, c, s, skip, &found);
+  cudaError_t e = launch(p, c, s, l, &found);
   if (!found) {
-    *error = std::string("no precompiled CUDA kernel for ") +
-             family_info(c.family).name + " tile_v = " +
-             std::to_string(c.tile_v) + ", warps = " +
-             std::to_string(c.warps) + " with K = " + std::to_string(p.K) +
-             ", V = " + std::to_string(p.V);
+    *error = "no precompiled CUDA kernel for " + config_string(c) +
+             " with K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V);
+    return false;
+  }
+  if (e == cudaErrorInvalidValue && c.family == Family::CudaChunked) {
+    *error = "cuda_chunked refused the call (" + cudaMsg("kernel launch", e) +
+             "): q, k, v, o, h0 and ht must be 16-byte aligned, the "
+             "workspace 256-byte aligned and at least deltac_workspace_size()";
     return false;
   }
   if (e != cudaSuccess) {
@@ -70,6 +74,17 @@ struct DeviceBuffer {
 } // namespace
 
 bool cuda_built() { return true; }
+
+size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c) {
+  switch (p.variant) {
+  case DELTAC_VARIANT_DELTA:
+    return cuda_workspace_delta(p, c);
+  case DELTAC_VARIANT_GATED:
+    return cuda_workspace_gated(p, c);
+  default:
+    return cuda_workspace_kda(p, c);
+  }
+}
 
 bool cuda_available() {
   static std::once_flag once;
@@ -139,8 +154,8 @@ struct Layout {
   size_t total = 0;
 
   explicit Layout(const deltac_fwd_params &p) {
-    const size_t in = p.in_dtype == DELTAC_BF16 ? 2 : 4;
-    const size_t out = p.out_dtype == DELTAC_BF16 ? 2 : 4;
+    const size_t in = p.in_dtype == DELTAC_F32 ? 4 : 2;
+    const size_t out = p.out_dtype == DELTAC_F32 ? 4 : 2;
     const size_t tok = size_t(p.B) * p.T;
     qk = tok * p.H * p.K * in;
     v = tok * p.HV * p.V * in;
@@ -187,7 +202,9 @@ deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
 bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
                        const deltac_options &opt, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
-  const int32_t *skip = nullptr;
+  Launch l;
+  l.ws = opt.workspace;
+  l.ws_bytes = opt.workspace_bytes;
   if (opt.check_values) {
     cudaError_t e = cuda_check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f,
                                       opt.check_flag, stream);
@@ -195,9 +212,9 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
       *error = cudaMsg("launch of the value check", e);
       return false;
     }
-    skip = opt.check_flag;
+    l.skip = opt.check_flag;
   }
-  return launchChecked(p, c, stream, skip, error);
+  return launchChecked(p, c, stream, l, error);
 }
 
 // Host pointers: one allocation, copies in, the kernel, copies back, sync.
@@ -233,7 +250,7 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
     }
   }
   const deltac_fwd_params d = onDevice(p, l, buf.base);
-  if (!launchChecked(d, c, stream, nullptr, error))
+  if (!launchChecked(d, c, stream, Launch{}, error))
     return false;
   e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)

@@ -39,6 +39,8 @@ void cuda_env(std::map<std::string, std::string> *env);
 // synchronises; in checking mode the device check runs first on the stream
 // and guards the kernel through opt.check_flag. Returns false with *error
 // set on failure.
+// Device workspace bytes config c needs for p (0: none).
+size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c);
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
               const deltac_options &opt, std::string *error);
 

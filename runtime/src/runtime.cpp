@@ -58,20 +58,13 @@ std::string validateOptions(const deltac_options &opt) {
 }
 
 // Why CUDA cannot run prob, or "" when it can.
-std::string cudaRefusal(const Problem &prob) {
+std::string cudaRefusal(const Problem &prob, Mode m) {
   if (!rt::cuda_built())
     return "this build of deltac has no CUDA support";
   if (!rt::cuda_available())
     return "no usable CUDA device (no GPU or no driver)";
-  std::string why = check_family(Family::CudaRecurrent, prob);
-  if (!why.empty())
-    return "no CUDA kernel: " + why;
-  if (!rt::cuda_has_kernel(prob))
-    return std::string("no CUDA kernel for variant ") +
-           variant_name(prob.variant) + " with K = " + std::to_string(prob.K) +
-           ", V = " + std::to_string(prob.V) + " in this build (precompiled " +
-           "(K, V): DELTAC_CUDA_RECURRENT_DIMS in deltac/catalogue.h)";
-  return "";
+  std::string why = rt::cuda_kernel_refusal(prob, m);
+  return why.empty() ? why : "no CUDA kernel: " + why;
 }
 
 // Device choice: CUDA when asked (an error when it cannot), or under auto
@@ -86,7 +79,7 @@ bool chooseDevice(const deltac_options &opt, const Problem &prob,
     // options.config names the device.
     *out = family_info(pinned.family).device;
     if (*out == Device::CUDA) {
-      std::string why = cudaRefusal(prob);
+      std::string why = cudaRefusal(prob, family_info(pinned.family).mode);
       if (!why.empty()) {
         *error = std::string("options.config: ") +
                  family_info(pinned.family).name + ": " + why;
@@ -98,21 +91,16 @@ bool chooseDevice(const deltac_options &opt, const Problem &prob,
   const bool wantChunked = opt.mode == DELTAC_MODE_CHUNKED || opt.chunk != 0 ||
                            (hasConfig && family_info(pinned.family).mode ==
                                              Mode::Chunked);
+  const Mode m = wantChunked ? Mode::Chunked : static_cast<Mode>(opt.mode);
   *out = Device::CPU;
   if (opt.device == DELTAC_DEVICE_CUDA) {
-    if (wantChunked) {
-      *error = "the chunked mode is not available on CUDA (only recurrent): "
-               "use mode auto or recurrent";
-      return false;
-    }
-    std::string why = cudaRefusal(prob);
+    std::string why = cudaRefusal(prob, m);
     if (!why.empty()) {
       *error = "device cuda: " + why;
       return false;
     }
     *out = Device::CUDA;
-  } else if (opt.device == DELTAC_DEVICE_AUTO && !wantChunked &&
-             cudaRefusal(prob).empty()) {
+  } else if (opt.device == DELTAC_DEVICE_AUTO && cudaRefusal(prob, m).empty()) {
     *out = Device::CUDA;
   }
   return true;
@@ -152,11 +140,15 @@ bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {
   }
 }
 
+// ws_bytes: null for a run; else only the choice is made and the workspace
+// it needs is stored there (deltac_workspace_size).
 int forward(const deltac_fwd_params *pp, const deltac_options *optp,
-            deltac_run_info *info) {
+            deltac_run_info *info, size_t *ws_bytes = nullptr) {
   if (!pp)
     return failWith("deltac_forward: params is null");
   const deltac_options opt = optp ? *optp : deltac_default_options();
+  if (ws_bytes)
+    *ws_bytes = 0;
   std::string err = validateOptions(opt);
   if (!err.empty())
     return failWith(err);
@@ -187,6 +179,11 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   // A tuned record's thread count, unless the caller set one.
   if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
     p.threads = choice.threads;
+  if (ws_bytes) { // deltac_workspace_size: the choice, not the run
+    if (device == Device::CUDA)
+      *ws_bytes = rt::cuda_workspace_size(p, choice.config);
+    return 0;
+  }
 
   try {
     bool specialized = false;
@@ -229,6 +226,14 @@ int deltac_forward(const deltac_fwd_params *p, const deltac_options *opt) {
   return deltac_forward_info(p, opt, nullptr);
 }
 
+int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
+                          size_t *bytes) {
+  lastError.clear();
+  if (!bytes)
+    return failWith("deltac_workspace_size: bytes is null");
+  return forward(p, opt, nullptr, bytes);
+}
+
 const char *deltac_last_error(void) { return lastError.c_str(); }
 
 int deltac_cuda_available(void) {
@@ -243,7 +248,10 @@ int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
   prob.V = V;
   prob.in_dtype = in_dtype;
   prob.out_dtype = in_dtype;
-  return rt::cuda_built() && rt::cuda_has_kernel(prob) ? 1 : 0;
+  prob.max_seqlen = 0; // any length: the recurrent kernel
+  return rt::cuda_built() && rt::cuda_kernel_refusal(prob, Mode::Auto).empty()
+             ? 1
+             : 0;
 }
 
 int deltac_load_tuning_db(const char *path) {

@@ -148,9 +148,17 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
   if (opt.chunk) { // an explicit chunk size wins over the database
-    out->config.family = Family::CpuChunked;
+    const Family f = d == Device::CUDA ? Family::CudaChunked : Family::CpuChunked;
+    *error = check_family(f, prob);
+    if (!error->empty())
+      return false;
+    out->config = default_config(f, prob);
     out->config.chunk = opt.chunk;
     *error = check_config(out->config, prob);
+    if (error->empty() && !precompiled(out->config, prob))
+      *error = "options.chunk: " + config_string(out->config) +
+               " is not precompiled in this runtime (the default config of " +
+               "this shape is " + config_string(default_config(f, prob)) + ")";
     return error->empty();
   }
   Family f;
@@ -198,10 +206,18 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   return true;
 }
 
-bool cuda_has_kernel(const Problem &prob) {
-  if (!check_family(Family::CudaRecurrent, prob).empty())
-    return false;
-  return precompiled(default_config(Family::CudaRecurrent, prob), prob);
+std::string cuda_kernel_refusal(const Problem &prob, Mode m) {
+  Family f;
+  std::string why;
+  if (!default_family(Device::CUDA, m, prob, &f, &why))
+    return why;
+  KernelConfig c = default_config(f, prob);
+  if (!precompiled(c, prob))
+    return config_string(c) + " for variant " + variant_name(prob.variant) +
+           " with K = " + std::to_string(prob.K) + ", V = " +
+           std::to_string(prob.V) + " is not precompiled in this build " +
+           "(DELTAC_CUDA_*_DIMS in deltac/catalogue.h)";
+  return "";
 }
 
 } // namespace rt

@@ -51,7 +51,9 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
 
 // Whether this build ships a CUDA kernel for prob (any knob values): the
 // catalogue's family rules and its precompiled list.
-bool cuda_has_kernel(const Problem &prob);
+// "" when CUDA has a precompiled kernel for prob under mode m (the
+// default rule's family and config), else why not.
+std::string cuda_kernel_refusal(const Problem &prob, Mode m);
 
 // "cuda_recurrent tile_v=16 warps=4": a config for messages.
 std::string config_string(const KernelConfig &c);

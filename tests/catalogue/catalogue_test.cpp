@@ -36,6 +36,8 @@ TEST(Catalogue, DefaultsAreLegalForEveryDims) {
     for (int V = 16; V <= 256; V += 16)
       for (const FamilyInfo &f : kFamilies) {
         Problem p = problem(K, V, f.max_tokens ? f.max_tokens : 100);
+        if (!check_family(f.family, p).empty())
+          continue; // e.g. cuda_chunked where V is much larger than K
         for (int sms : {0, 132}) {
           p.sm_count = sms;
           KernelConfig c = default_config(f.family, p);

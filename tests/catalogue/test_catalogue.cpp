@@ -60,6 +60,13 @@ TEST(Catalogue, CheckConfigAcceptsListedValuesOnly) {
           EXPECT_EQ(why.empty(),
                     cuda_recurrent_warps_ok(p.K, c.tile_v, c.warps))
               << "value " << x << ": " << why;
+        } else if (fi.family == Family::CudaChunked) {
+          // ... or the chunked kernel's tiling and shared memory.
+          EXPECT_EQ(why.empty(),
+                    cuda::chunked_legal(p.variant, p.K, p.V,
+                                        p.in_dtype == DELTAC_F32 ? 4 : 2,
+                                        c.chunk, c.tile_v, c.warps, c.stages))
+              << "value " << x << ": " << why;
         } else {
           EXPECT_EQ(why, "") << "value " << x;
         }
@@ -121,7 +128,11 @@ TEST(Catalogue, DefaultsAreLegalEverywhere) {
                 Family f;
                 std::string why;
                 const bool ok = default_family(d, m, p, &f, &why);
-                const bool expect = !(d == Device::CUDA && m == Mode::Chunked);
+                // CUDA chunked has no legal config where V is much
+                // larger than K (chunked_rules.h); everything else runs.
+                const bool expect =
+                    !(d == Device::CUDA && m == Mode::Chunked) ||
+                    check_family(Family::CudaChunked, p).empty();
                 EXPECT_EQ(ok, expect) << device_name(d) << " " << int(m);
                 if (!ok)
                   EXPECT_NE(why, "");

@@ -132,7 +132,7 @@ TEST(TuningDb, ParseErrorsNameTheRecordAndField) {
        {"db.json", "'records'"}},
       {"record object", wrap(good + ", 3"), {"record 1 must be an object"}},
       {"unknown family",
-       wrap(R"({"family": "cuda_chunked", "variant": "gated", "key_dim": 128,
+       wrap(R"({"family": "cuda_wgmma", "variant": "gated", "key_dim": 128,
                 "value_dim": 128, "in_dtype": "f32"})"),
        {"db.json", "record 0", "'family'", "cuda_chunked", "cpu_recurrent"}},
       {"unknown variant",

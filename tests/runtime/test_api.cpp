@@ -349,11 +349,11 @@ TEST_F(ApiErrors, CudaForcedWithoutGpu) {
   EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
 }
 
-TEST_F(ApiErrors, CudaHasNoChunkedMode) {
+TEST_F(ApiErrors, F16RunsOnNoCpuKernel) {
   deltac_options opt = deltac_default_options();
-  opt.device = DELTAC_DEVICE_CUDA;
-  opt.mode = DELTAC_MODE_CHUNKED;
-  expectError(&p, &opt, "chunked");
+  opt.device = DELTAC_DEVICE_CPU;
+  p.in_dtype = DELTAC_F16;
+  expectError(&p, &opt, "f32 or bf16");
 }
 
 extern "C" int deltac_c_smoke(float *o_out);
@@ -371,7 +371,11 @@ TEST(Api, CudaSupportedSet) {
   EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_DELTA, 128, 256, DELTAC_F32), 1);
 #endif
   EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 32, 48, DELTAC_F32), 0);
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F16), 0);
+#ifdef DELTAC_TEST_HAVE_CUDA
+  // f16: the chunked kernel's precompiled shapes only.
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F16), 1);
+#endif
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 96, 96, DELTAC_F16), 0);
 }
 
 } // namespace

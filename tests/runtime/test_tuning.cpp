@@ -186,7 +186,7 @@ TEST_F(TuningDbRun, BadDatabasesAreRefusedNamingFileAndField) {
        R"({"format": "deltac-tuning-db", "version": 1, "records": []})",
        {"'version' must be 2", "got 1"}},
       {"unknown_family",
-       oneRecord("cuda_chunked", 1, 64, 64, R"("chunk": 64)"),
+       oneRecord("cuda_wgmma", 1, 64, 64, R"("chunk": 64)"),
        {"record 0", "'family'", "cuda_chunked"}},
       {"knob_not_read",
        oneRecord("cpu_recurrent", 1, 64, 64, R"("tile_v": 16, "chunk": 32)"),

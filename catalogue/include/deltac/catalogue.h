@@ -7,6 +7,7 @@
 #ifndef DELTAC_CATALOGUE_H
 #define DELTAC_CATALOGUE_H
 
+#include "deltac/cuda/chunked_rules.h"
 #include "deltac/params.h"
 
 #include <cstdint>
@@ -23,9 +24,10 @@ enum class Family : int32_t {
   CpuRecurrent = 0, // token by token, state tiles of tile_v columns
   CpuDecode = 1,    // one token per sequence, two-pass tiled, in place
   CpuChunked = 2,   // chunked WY/UT form
-  CudaRecurrent = 3 // token by token, state tile in registers
+  CudaRecurrent = 3, // token by token, state tile in registers
+  CudaChunked = 4    // chunked WY/UT form on tensor cores (mma.sync)
 };
-constexpr int kFamilyCount = 4;
+constexpr int kFamilyCount = 5;
 
 // Knobs: the fields of KernelConfig. A family reads a subset (FamilyInfo::
 // knobs); every other field must be 0.
@@ -104,6 +106,11 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      kKnobTileV | kKnobWarps,
      {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
+    {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
+     kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages,
+     {{3, {16, 32, 64}}, {0, {}}, {3, {16, 32, 64}}, {3, {2, 4, 8}},
+      {2, {1, 2}}, {0, {}}},
+     "deltac/cuda/launch.cuh", "deltac::cuda::chunked_cfg"},
 };
 
 inline const FamilyInfo &family_info(Family f) {
@@ -186,6 +193,7 @@ constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
 
 namespace detail {
 inline std::string num(int64_t x) { return std::to_string(x); }
+inline int dtype_bytes(int32_t d) { return d == DELTAC_F32 ? 4 : 2; }
 } // namespace detail
 
 // "" when the problem itself is in the supported space of any kernel.
@@ -223,6 +231,17 @@ inline std::string check_family(Family f, const Problem &p) {
   if (fi.device == Device::CPU) {
     if (!in_ok || (p.out_dtype != DELTAC_F32 && p.out_dtype != DELTAC_BF16))
       return std::string(fi.name) + ": q/k/v and o must be f32 or bf16";
+    return "";
+  }
+  if (f == Family::CudaChunked) {
+    if ((!in_ok && p.in_dtype != DELTAC_F16) || p.out_dtype != p.in_dtype)
+      return std::string(fi.name) +
+             ": q/k/v must be f32, bf16 or f16 and o the same dtype";
+    if (cuda::chunked_default(p.variant, p.K, p.V,
+                              detail::dtype_bytes(p.in_dtype))
+            .chunk == 0)
+      return std::string(fi.name) + ": no legal config for K = " +
+             num(p.K) + ", V = " + num(p.V) + " (V may be at most about 2K)";
     return "";
   }
   // CudaRecurrent
@@ -263,6 +282,14 @@ inline std::string check_config(const KernelConfig &c, const Problem &p) {
     return std::string(fi.name) + ": warps = " + num(c.warps) +
            " does not split K = " + num(p.K) + " with tile_v = " +
            num(c.tile_v) + " into whole row groups of at most 16 rows";
+  if (c.family == Family::CudaChunked &&
+      !cuda::chunked_legal(p.variant, p.K, p.V,
+                           detail::dtype_bytes(p.in_dtype), c.chunk, c.tile_v,
+                           c.warps, c.stages))
+    return std::string(fi.name) + ": chunk = " + num(c.chunk) +
+           ", tile_v = " + num(c.tile_v) + ", warps = " + num(c.warps) +
+           ", stages = " + num(c.stages) +
+           " does not fit (warp tiling or shared memory, chunked_rules.h)";
   return "";
 }
 
@@ -297,40 +324,67 @@ inline KernelConfig default_config(Family f, const Problem &p) {
       c.tile_v = 16;
     c.warps = cuda_recurrent_default_warps(p.K, c.tile_v);
     break;
+  case Family::CudaChunked: {
+    const cuda::ChunkedChoice d = cuda::chunked_default(
+        p.variant, p.K, p.V, detail::dtype_bytes(p.in_dtype));
+    c.chunk = d.chunk, c.tile_v = d.bv, c.warps = d.warps, c.stages = d.stages;
+    break;
+  }
   }
   return c;
 }
 
-// The families mode m runs on device d for p, most specific first: the
-// first whose check_family passes takes the call. (Auto on the CPU: decode
-// for one-token calls, else the recurrence.)
+// Under Mode::Auto on CUDA, calls whose longest sequence has at most this
+// many tokens run the recurrent kernel (decode, speculative verify), longer
+// ones the chunked kernel.
+constexpr int64_t kCudaAutoRecurrentMaxTokens = 16;
+
+// The families mode m runs on device d, most specific first, each with the
+// longest sequence it is dispatched for under m (0 = any): the first entry
+// whose bound holds the call and whose check_family passes takes it.
+// Auto on the CPU: decode for one-token calls, else the recurrence (it
+// measured faster than chunked at every length on AVX2). Auto on CUDA:
+// the recurrence up to kCudaAutoRecurrentMaxTokens, then chunked, and the
+// recurrence for what chunked cannot run.
 struct FamilyList {
   int n = 0;
   Family f[3];
+  int64_t max_tokens[3];
+  void add(Family fam, int64_t bound) {
+    f[n] = fam;
+    max_tokens[n++] = bound;
+  }
 };
 inline FamilyList families_for(Device d, Mode m) {
   FamilyList l;
   if (d == Device::CUDA) {
+    if (m == Mode::Auto)
+      l.add(Family::CudaRecurrent, kCudaAutoRecurrentMaxTokens);
+    if (m != Mode::Recurrent)
+      l.add(Family::CudaChunked, 0);
     if (m != Mode::Chunked)
-      l.f[l.n++] = Family::CudaRecurrent;
+      l.add(Family::CudaRecurrent, 0);
     return l;
   }
   if (m == Mode::Chunked) {
-    l.f[l.n++] = Family::CpuChunked;
+    l.add(Family::CpuChunked, 0);
     return l;
   }
-  l.f[l.n++] = Family::CpuDecode;
-  l.f[l.n++] = Family::CpuRecurrent;
+  l.add(Family::CpuDecode, family_info(Family::CpuDecode).max_tokens);
+  l.add(Family::CpuRecurrent, 0);
   return l;
 }
 
-// The family the default rule runs p with (or "" in *why and false when
-// no family of d can run it under m).
+// The family the default rule runs p with; false with the first family's
+// reason in *why when none of d's families under m can run it.
 inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
                            std::string *why) {
   FamilyList l = families_for(d, m);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
+    const int64_t b = l.max_tokens[i];
+    if (b && (p.max_seqlen == 0 || p.max_seqlen > b))
+      continue;
     std::string w = check_family(l.f[i], p);
     if (w.empty()) {
       *out = l.f[i];
@@ -340,9 +394,7 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
       first = w;
   }
   if (why)
-    *why = l.n ? first
-               : std::string("no ") + (m == Mode::Chunked ? "chunked " : "") +
-                     "kernel on " + device_name(d);
+    *why = first;
   return false;
 }
 
@@ -356,6 +408,8 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
 // default warps.
 #define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
   X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)
+// CUDA chunked: f32, bf16 and f16, the default config.
+#define DELTAC_CUDA_CHUNKED_DIMS(X) X(64, 64) X(128, 128) X(256, 256) X(128, 256)
 
 // Whether the runtime has c precompiled for p (c legal for p).
 inline bool precompiled(const KernelConfig &c, const Problem &p) {
@@ -363,6 +417,10 @@ inline bool precompiled(const KernelConfig &c, const Problem &p) {
     return true; // the dims-at-run-time instance takes any K, V
   bool dims = false;
 #define DELTAC_X(k, v) dims = dims || (p.K == k && p.V == v);
+  if (c.family == Family::CudaChunked) {
+    DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
+    return dims && c == default_config(Family::CudaChunked, p);
+  }
   DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
 #undef DELTAC_X
   return dims && c.warps == cuda_recurrent_default_warps(p.K, c.tile_v);

@@ -5,6 +5,8 @@
 
 #include "deltac/params.h"
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -85,6 +87,13 @@ typedef struct deltac_options {
    * auto or the family's mode, options.chunk 0. Anything else is an error
    * naming the field; nothing runs. */
   deltac_kernel_config config;
+  /* CUDA with device pointers: a device workspace for kernels that need one
+   * (the chunked family), at least deltac_workspace_size() bytes, 256-byte
+   * aligned. NULL (the default): the runtime takes it from the stream-
+   * ordered allocator (cudaMallocAsync / cudaFreeAsync on cuda_stream: no
+   * host synchronisation, graph-capturable). */
+  void *workspace;
+  size_t workspace_bytes;
 } deltac_options;
 
 /* What deltac_forward ran; filled when the call succeeds. */
@@ -119,6 +128,12 @@ deltac_options deltac_default_options(void);
 int deltac_forward(const deltac_fwd_params *p, const deltac_options *opt);
 int deltac_forward_info(const deltac_fwd_params *p, const deltac_options *opt,
                         deltac_run_info *info);
+
+/* Device workspace bytes the call deltac_forward(p, opt) would need with
+ * device pointers (0 when its kernel needs none) into *bytes. Returns 0, or
+ * nonzero with deltac_last_error() set when the call would be refused. */
+int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
+                          size_t *bytes);
 
 /* Message of the last failing call on this thread ("" if none). */
 const char *deltac_last_error(void);

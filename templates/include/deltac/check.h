@@ -154,13 +154,14 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   if (!check_dims(p, error, cu_seqlens_on_host))
     return false;
 
-  // Dtypes and layout.
-  if (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16)
+  // Dtypes and layout (which kernel family takes which dtypes is the
+  // catalogue's check_family: f16 runs on CUDA's chunked kernel only).
+  if (p.in_dtype < DELTAC_F32 || p.in_dtype > DELTAC_F16)
     return checkFail(error, msg("in_dtype", p.in_dtype,
-                                "0 (f32) or 1 (bf16)"));
-  if (p.out_dtype != DELTAC_F32 && p.out_dtype != DELTAC_BF16)
+                                "0 (f32), 1 (bf16) or 2 (f16)"));
+  if (p.out_dtype < DELTAC_F32 || p.out_dtype > DELTAC_F16)
     return checkFail(error, msg("out_dtype", p.out_dtype,
-                                "0 (f32) or 1 (bf16)"));
+                                "0 (f32), 1 (bf16) or 2 (f16)"));
   if (p.state_dtype != DELTAC_F32)
     return checkFail(error, msg("state_dtype", p.state_dtype, "0 (f32)"));
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)

@@ -4,20 +4,34 @@
 //
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip)
 //       family cuda_recurrent: tile_v = BV, warps = Warps
-//   deltac::cuda::launch_dims<Var, InT>(config, p, stream, skip, &found)
-//       config -> the instance among DELTAC_CUDA_RECURRENT_DIMS (the ones the
-//       runtime ships: tile_v 16 and 32 where it divides V, default warps)
+//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages>(
+//       p, stream, workspace, workspace_bytes)
+//       family cuda_chunked: chunk, tile_v = BV, warps, stages. With no
+//       workspace it takes one from the stream-ordered allocator
+//       (cudaMallocAsync / cudaFreeAsync on `stream`: no host sync, graph-
+//       capturable); chunked_cfg_workspace<...>(p) is the size to pass.
+//   deltac::cuda::launch_dims<Var, InT>(config, p, stream, skip, &found, ws)
+//       config -> the instance among DELTAC_CUDA_RECURRENT_DIMS (tile_v 16
+//       and 32 where it divides V, default warps) or DELTAC_CUDA_CHUNKED_DIMS
+//       (the default config): the ones the runtime ships
 //
 // p holds device pointers and passed deltac::check_params (cu_seqlens'
 // contents are trusted); the config passed deltac::check_config. `skip`, when
 // not null, is a device int32: the kernel reads it first and returns without
 // writing anything when it is nonzero (set by a device-side check enqueued
-// before, so a failed check never needs a host round trip).
+// before, so a failed check never needs a host round trip). The chunked
+// kernels do not read it yet: with `skip` set, the runtime reports the
+// check's bits but the chunked outputs are written.
 #ifndef DELTAC_CUDA_LAUNCH_CUH
 #define DELTAC_CUDA_LAUNCH_CUH
 
 #include "deltac/catalogue.h"
+#include "deltac/cuda/chunked.cuh"
 #include "deltac/cuda/recurrent.cuh"
+
+#include <cuda_fp16.h>
+
+#include <type_traits>
 
 namespace deltac::cuda {
 
@@ -28,7 +42,58 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
   return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip);
 }
 
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages>
+size_t chunked_cfg_workspace(const deltac_fwd_params& p) {
+  return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(p);
+}
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages>
+cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
+                        void* workspace = nullptr, size_t workspace_bytes = 0) {
+  static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
+                "chunked config: see chunked_rules.h");
+  using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
+  if (workspace)
+    return chunked<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream);
+  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p);
+  void* ws = nullptr;
+  cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
+  if (e != cudaSuccess)
+    return e;
+  e = chunked<Var, K, V, InT, Cfg>(p, ws, need, stream);
+  const cudaError_t f = cudaFreeAsync(ws, stream);
+  return e != cudaSuccess ? e : f;
+}
+
 namespace detail {
+
+// The precompiled chunked instance of one (K, V): the default config.
+template <deltac_variant Var, int K, int V, class InT>
+cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
+                           cudaStream_t stream, void* ws, size_t ws_bytes, bool* found) {
+  constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
+  *found = false;
+  if constexpr (d.chunk != 0) {
+    if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
+      *found = true;
+      return chunked_cfg<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, stream, ws,
+                                                                           ws_bytes);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <deltac_variant Var, int K, int V, class InT>
+size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p) {
+  constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
+  if constexpr (d.chunk != 0) {
+    if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
+      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p);
+  }
+  return 0;
+}
 
 // The precompiled instances of one (K, V): tile_v 16 and (when it divides
 // V) 32, each with the catalogue's default warps.
@@ -50,21 +115,47 @@ cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p
 
 }  // namespace detail
 
-// Runs c (family cuda_recurrent) with the precompiled instance for p.K, p.V.
-// *found is false (nothing launched) when the runtime has no such instance
-// (deltac::precompiled says the same).
+// Runs c with the precompiled instance for p.K, p.V. *found is false (nothing
+// launched) when the runtime has no such instance (deltac::precompiled says
+// the same). ws / ws_bytes: the chunked family's workspace (null: taken from
+// the stream-ordered allocator).
 template <deltac_variant Var, class InT>
 cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaStream_t stream,
-                        const int32_t* skip, bool* found) {
+                        const int32_t* skip, bool* found, void* ws = nullptr,
+                        size_t ws_bytes = 0) {
   *found = false;
-  if (c.family != Family::CudaRecurrent)
+#define DELTAC_X(k, v)                                                               \
+  if (p.K == k && p.V == v)                                                          \
+    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, ws, ws_bytes, found);
+  if (c.family == Family::CudaChunked) {
+    DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
     return cudaErrorInvalidValue;
+  }
+#undef DELTAC_X
+  if (c.family != Family::CudaRecurrent || std::is_same_v<InT, __half>)
+    return cudaErrorInvalidValue;
+  if constexpr (!std::is_same_v<InT, __half>) {
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
     return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found);
-  DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
+    DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
 #undef DELTAC_X
+  }
   return cudaErrorInvalidValue;
+}
+
+// Workspace bytes the precompiled instance of c needs for p (0: none, or
+// no such instance).
+template <deltac_variant Var, class InT>
+size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p) {
+  if (c.family != Family::CudaChunked)
+    return 0;
+#define DELTAC_X(k, v)                                                               \
+  if (p.K == k && p.V == v)                                                          \
+    return detail::workspace_chunked<Var, k, v, InT>(c, p);
+  DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
+#undef DELTAC_X
+  return 0;
 }
 
 }  // namespace deltac::cuda
