@@ -9,25 +9,34 @@
 #                  decode sizes), the CPU path there, and the layers vs fla's layers.
 # Usage: bash tests/python/gpu_check.sh [tests|bench|all]   (default all)
 # Logs go to $OUT (py_*.log).
+# The catalogue's tuning DB needs nlohmann-json at configure time; if the image has
+# none, carry Debian's package unpacked in build-nlohmann/ (git-ignored):
+#   mkdir -p build-nlohmann && cd build-nlohmann && apt-get download nlohmann-json3-dev &&
+#   dpkg -x nlohmann-json3-dev_*.deb .        # then carry=[".peer", "build-nlohmann"]
 set -u
 stage=${1:-all}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 B=${DELTAC_PY_BUILD:-build-gpu-py}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
 rc=0
 step() { echo "== $1: exit $2"; [ "$2" -eq 0 ] || rc=1; }
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())'
+nl=()
+[ -d build-nlohmann/usr/share/cmake/nlohmann_json ] &&
+  nl=(-Dnlohmann_json_DIR="$PWD/build-nlohmann/usr/share/cmake/nlohmann_json")
 if [ ! -f "$B/python/libdeltac_c.so" ] || [ "${DELTAC_PY_REBUILD:-0}" = 1 ]; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAC_BUILD_COMPILER=OFF \
-    -DDELTAC_BUILD_TESTS=OFF -DDELTAC_BUILD_BENCH=OFF \
+    -DDELTAC_BUILD_TESTS=OFF -DDELTAC_BUILD_BENCH=OFF "${nl[@]}" \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" >"$OUT/py_build.log" 2>&1 &&
     cmake --build "$B" -j "$(nproc)" --target deltac_c >>"$OUT/py_build.log" 2>&1
   r=$?; step "build deltac_c with CUDA" $r
   [ $r -eq 0 ] || { tail -30 "$OUT/py_build.log"; exit 1; }
 fi
-export DELTAC_LIBRARY="$PWD/$B/python/libdeltac_c.so" PYTHONPATH="$PWD/python:$PWD/.peer"
+export DELTAC_LIBRARY="$B/python/libdeltac_c.so" PYTHONPATH="$PWD/python:$PWD/.peer"
 python3 -c 'import deltac; assert deltac.cuda_available(), "deltac_c has no CUDA"; print("deltac CUDA ok")'
-step "deltac CUDA available" $?
+r=$?; step "deltac CUDA available" $r
+[ $r -eq 0 ] || exit 1
 
 if [ "$stage" = tests ] || [ "$stage" = all ]; then
   python3 -m pytest -q -rs -p no:cacheprovider -W ignore::DeprecationWarning \
