@@ -24,6 +24,10 @@
 
 #include <algorithm>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace deltac::cpu {
 namespace detail {
 
@@ -40,18 +44,22 @@ inline float floor_gate(float g) { return g < kGateFloor ? kGateFloor : g; }
 // floor_gate(gs[c]), c < n. Explicitly vectorized: GCC does not if-convert
 // the scalar floor (a float compare may trap), and kda has K gates a token.
 inline void add_gates(double* g, const double* gp, const float* gs, int n) {
-  typedef double v8d __attribute__((vector_size(64)));
   int c = 0;
-  for (; c + simd::W <= n; c += simd::W) {
-    const simd::v8 lo = simd::set1(kGateFloor), x = simd::load(gs + c);
-    v8d d = __builtin_convertvector(x < lo ? lo : x, v8d);
+#if defined(__AVX__)
+  const __m256 lo = _mm256_set1_ps(kGateFloor);
+  for (; c + 8 <= n; c += 8) {
+    // max(lo, x) is x when x is NaN (maxps returns its second operand).
+    const __m256 x = _mm256_max_ps(lo, _mm256_loadu_ps(gs + c));
+    __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
     if (gp) {
-      v8d prev;
-      std::memcpy(&prev, gp + c, sizeof prev);
-      d += prev;
+      a = _mm256_add_pd(a, _mm256_loadu_pd(gp + c));
+      b = _mm256_add_pd(b, _mm256_loadu_pd(gp + c + 4));
     }
-    std::memcpy(g + c, &d, sizeof d);
+    _mm256_storeu_pd(g + c, a);
+    _mm256_storeu_pd(g + c + 4, b);
   }
+#endif
   for (; c < n; ++c) g[c] = (gp ? gp[c] : 0.0) + double(floor_gate(gs[c]));
 }
 

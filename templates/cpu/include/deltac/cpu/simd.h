@@ -20,6 +20,7 @@ namespace deltac::cpu::simd {
 
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
 constexpr int W = 8;
 
 inline v8 load(const float* p) {
@@ -46,21 +47,22 @@ inline float hsum(v8 x) {
   return s;
 }
 
+// Lane-wise max / min; b where either is NaN (as x86 maxps / minps).
 inline v8 vmax(v8 a, v8 b) { return a > b ? a : b; }
 inline v8 vmin(v8 a, v8 b) { return a < b ? a : b; }
 
 // exp(x), relative error ~2 ulp (Cephes expf polynomial). Returns 0 for
-// x < -87.3 (no denormals) and for x = -inf, e^88 for 88 < x <= ln(FLT_MAX),
-// +inf above, and NaN for NaN (never a finite value for a NaN). Always
-// inlined: GCC's size heuristics otherwise call it out of line from the kda
-// token loops.
-__attribute__((always_inline)) inline v8 exp(v8 x) {
+// x < -87.3 (no denormals) and for -inf, +inf from x ~ 88.38 up (n = 128
+// below: the last ~0.34 below ln(FLT_MAX) overflow early) and for +inf, and
+// NaN for NaN: a NaN is never turned into a finite value. NaN costs nothing
+// extra: the clamps are written so that it passes through them (x86
+// max/min return their second operand when one is NaN) and the polynomial
+// keeps it.
+inline v8 exp(v8 x) {
   const v8 lo = set1(-87.3f);
-  const v8 x0 = x;
-  const v8i under = x < lo;                     // -inf too; false for NaN
-  const v8i inrange = x <= set1(88.72283905f);  // false for NaN and above
-  x = vmin(vmax(x, lo), set1(88.0f));
-  // n = round(x / ln2), r = x - n ln2 (two-part ln2).
+  const v8i under = x < lo;  // -inf too; false for NaN
+  x = vmin(set1(89.0f), vmax(lo, x));  // NaN stays NaN
+  // n = round(x / ln2) <= 128, r = x - n ln2 (two-part ln2).
   v8 fx = fma(x, set1(1.44269504088896341f), set1(0.5f));
   v8i n = __builtin_convertvector(fx, v8i);
   v8 fn = __builtin_convertvector(n, v8);
@@ -75,7 +77,9 @@ __attribute__((always_inline)) inline v8 exp(v8 x) {
   y = fma(y, r, set1(1.6666665459e-1f));
   y = fma(y, r, set1(5.0000001201e-1f));
   y = fma(y, r * r, r + 1.0f);
-  v8i bits = (n + 127) << 23;
+  // 2^n; n = 128 gives the bits of +inf. (Unsigned: a NaN lane's n is
+  // INT_MIN, and its y is NaN whatever p2 is.)
+  const v8u bits = (v8u)(n + 127) << 23;
   v8 p2;
   std::memcpy(&p2, &bits, sizeof p2);
   v8 res = y * p2;
@@ -83,8 +87,7 @@ __attribute__((always_inline)) inline v8 exp(v8 x) {
   std::memcpy(&rb, &res, sizeof rb);
   rb &= ~under;
   std::memcpy(&res, &rb, sizeof res);
-  // Overflow and NaN: x0 * inf is +inf above the range and NaN for NaN.
-  return inrange ? res : x0 * set1(__builtin_inff());
+  return res;
 }
 
 }  // namespace deltac::cpu::simd
