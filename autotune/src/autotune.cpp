@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -164,6 +165,14 @@ size_t l2Bytes() {
   else if (s.back() == 'M')
     n <<= 20;
   return n ? n : size_t(1) << 20;
+}
+
+// Samples for a round of `reps` when one sample takes sample_us: cheap
+// candidates get up to 5x more (short calls are the noisiest and cost
+// little next to the long buckets).
+int scaledReps(int reps, double sample_us) {
+  const int k = sample_us > 0 ? int(5e4 / sample_us) : 5;
+  return reps * std::max(1, std::min(5, k));
 }
 
 double median(std::vector<double> x) {
@@ -327,12 +336,13 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
   // A warm-up call of 20 ms or more counts as the first sample: what it
   // warms (thread team, touched outputs) is noise at that length, and the
   // long buckets dominate the tune time.
-  std::vector<double> first(all.size(), 0.0);
+  std::vector<double> first(all.size(), 0.0), sampleUs(all.size(), 0.0);
   std::vector<int> alive;
   for (size_t i = 0; i < all.size(); ++i)
     if (all[i].ok && !all[i].pruned)
       alive.push_back(int(i));
   auto measure = [&](int i, int reps) {
+    reps = scaledReps(reps, sampleUs[i]);
     std::vector<double> x;
     if (first[i] > 0) {
       x.push_back(first[i]);
@@ -363,6 +373,7 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
       all[i].ok = false, all[i].why = "does not run: " + err;
     else if (us >= 2e4 && calls[i] == 1)
       first[i] = us;
+    sampleUs[i] = us * calls[i];
   }
   alive.erase(std::remove_if(alive.begin(), alive.end(),
                              [&](int i) { return !all[i].ok; }),
@@ -411,11 +422,12 @@ void guardDefault(const Settings &s, Bench &bench, BucketResult *b) {
   }
   std::vector<double> td, tw;
   int32_t cd = 1, cw = 1;
-  bench.warm(b->all[d].cand, &cd);
-  if (w != d)
-    bench.warm(b->all[w].cand, &cw);
+  double us = 0;
+  bench.warm(b->all[d].cand, &cd, &us);
+  bench.warm(b->all[w].cand, &cw);
   cd = cw = std::max(cd, cw);
-  for (int r = 0; r < std::max(3, s.repeats); ++r) {
+  const int reps = scaledReps(std::max(3, s.repeats), us * cd);
+  for (int r = 0; r < reps; ++r) {
     td.push_back(bench.sample(b->all[d].cand, cd));
     if (w != d)
       tw.push_back(bench.sample(b->all[w].cand, cw));
@@ -483,6 +495,15 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
       if (!check_config(c, prob).empty() || !precompiled(c, prob))
         continue;
       for (int32_t t : threads) {
+        // The default config on all cores is what the default candidate
+        // runs for any call above the kernels' one-thread threshold
+        // (deltac/cpu/common.h, thread_count: 2^17 state updates): the
+        // same run, not another candidate.
+        if (!out.empty() && out[0].config == c && spec.device == Device::CPU &&
+            t == int32_t(std::thread::hardware_concurrency()) &&
+            !std::getenv("OMP_NUM_THREADS") &&
+            batch * tokens * spec.HV * int64_t(spec.K) * spec.V >= (int64_t(1) << 17))
+          continue;
         Candidate x;
         x.config = c;
         x.threads = t;
@@ -556,13 +577,19 @@ bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
       deltac_fwd_params p = paramsOf(spec, t);
       deltac_options opt = deltac_default_options();
       opt.device = DELTAC_DEVICE_CPU;
-      deltac_run_info info{};
-      if (deltac_forward_info(&p, &opt, &info) != 0) {
+      deltac_run_info info{}, plain{};
+      deltac_load_tuning_db(nullptr);
+      const bool ok = deltac_forward_info(&p, &opt, &plain) == 0;
+      deltac_load_tuning_db(db_path.c_str());
+      if (!ok || deltac_forward_info(&p, &opt, &info) != 0) {
         *error = deltac_last_error();
         deltac_load_tuning_db(nullptr);
         return false;
       }
       v.tuned = info.tuned;
+      v.same = std::string(info.family) == plain.family &&
+               info.chunk == plain.chunk && info.tile_v == plain.tile_v &&
+               info.warps == plain.warps && info.threads == plain.threads;
       v.ran = std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
               (info.tile_v ? " tile_v=" + std::to_string(info.tile_v) : "") +
               (info.threads ? " threads=" + std::to_string(info.threads) : " threads=auto");
@@ -570,9 +597,11 @@ bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
         v.ran += std::string(" (") + info.note + ")";
     }
     int32_t calls = 1;
-    bench.warm(runtimeChoice, &calls);
+    double us = 0;
+    bench.warm(runtimeChoice, &calls, &us);
     std::vector<double> td, tt;
-    for (int r = 0; r < std::max(5, s.repeats); ++r) {
+    const int reps = scaledReps(std::max(5, s.repeats), us * calls);
+    for (int r = 0; r < reps; ++r) {
       deltac_load_tuning_db(nullptr);
       td.push_back(bench.sample(runtimeChoice, calls));
       deltac_load_tuning_db(db_path.c_str());
@@ -719,10 +748,12 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       if (ex.winner >= 0 && ex.winner != b.winner) {
         std::vector<double> tp, te;
         int32_t cp = 1, ce = 1;
-        bench.warm(b.all[b.winner].cand, &cp);
+        double us = 0;
+        bench.warm(b.all[b.winner].cand, &cp, &us);
         bench.warm(b.all[ex.winner].cand, &ce);
         cp = ce = std::max(cp, ce);
-        for (int r = 0; r < std::max(5, s.repeats); ++r) {
+        const int reps = scaledReps(std::max(5, s.repeats), us * cp);
+        for (int r = 0; r < reps; ++r) {
           tp.push_back(bench.sample(b.all[b.winner].cand, cp));
           te.push_back(bench.sample(b.all[ex.winner].cand, ce));
         }

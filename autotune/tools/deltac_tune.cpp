@@ -231,17 +231,19 @@ int main(int argc, char **argv) {
     std::string err;
     if (!tune::verify(spec, s, verifyDb, &v, &err))
       die(err);
-    int slower = 0;
+    int slower = 0, differ = 0;
     for (const tune::VerifyResult &r : v) {
       std::printf("bucket %6lld x %d: default rule %.1f us, with %s %.1f us "
-                  "(%.2fx)%s: %s\n",
+                  "(%.2fx)%s: %s%s\n",
                   (long long)r.tokens, r.batch, r.default_us, verifyDb.c_str(),
                   r.tuned_us, r.default_us / r.tuned_us,
-                  r.tuned ? "" : " [no record used]", r.ran.c_str());
-      slower += r.tuned_us > r.default_us;
+                  r.tuned ? "" : " [no record used]", r.ran.c_str(),
+                  r.same ? " [the default's own config: same run]" : "");
+      differ += !r.same;
+      slower += !r.same && r.tuned_us > r.default_us;
     }
-    std::printf("deltac-tune: verify: %d of %zu buckets slower with the database\n",
-                slower, v.size());
+    std::printf("deltac-tune: verify: %d buckets run another config than the "
+                "default rule, %d of them slower\n", differ, slower);
     return 0;
   }
   const bool bar = !quiet && isatty(2);

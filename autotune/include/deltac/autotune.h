@@ -50,7 +50,7 @@ struct Settings {
   // one, a candidate measured there at more than this many times that
   // bucket's best is not measured again (0: no pruning). The default never
   // is pruned; --compare-exhaustive measures pruned candidates too.
-  double prune = 1.5;
+  double prune = 2.0;
   uint64_t seed = 1;
   // Testing: candidates whose config_string equals this get their output
   // corrupted before the reference check (a wrong answer must never win).
@@ -126,6 +126,7 @@ struct VerifyResult {
   int32_t batch = 0;
   std::string ran;      // what ran with the database ("family knobs threads")
   bool tuned = false;   // deltac_run_info.tuned with the database
+  bool same = false;    // it runs the default's family, knobs and threads
   double default_us = 0, tuned_us = 0;
 };
 bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
