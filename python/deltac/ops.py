@@ -16,16 +16,19 @@ returned final_state ``[N, HV, K, V]`` float32 (``[N, HV, V, K]`` with
 
 What deltac adds to / differs from fla:
 
-* dtypes: q, k, v float32 or bfloat16 (one dtype for the three); beta, g and
+* dtypes: q, k, v float32 or bfloat16, or float16 on CUDA (one dtype for the
+  three; each kernel family takes what it has: the runtime names a refusal); beta, g and
   initial_state of any floating dtype are converted to float32 (the kernels'
   contract), which costs a copy when they are not float32 already.
 * every tensor must be contiguous and on q's device; cu_seqlens too (on the GPU the
   kernel reads it from device memory).
 * K and V: multiples of 16 in [16, 256] on the CPU; on CUDA the (K, V) pairs the
-  runtime has kernels for ((64,64), (128,128), (256,256), (128,256), (256,128)).
+  runtime has precompiled (recurrent: (64,64), (128,128), (256,256), (128,256),
+  (256,128); chunked: the first four).
 * ``chunk_*`` runs deltac's schedule for the device (``mode=auto``: on the CPU the
-  recurrent kernel at every length, measured fastest; on CUDA the recurrent kernel,
-  the only one there); ``chunk_size=16|32|64`` forces the chunked kernel (CPU only).
+  recurrent kernel at every length, measured fastest; on CUDA the recurrence up to
+  16 tokens and the chunked kernel beyond); ``chunk_size=16|32|64`` forces the
+  chunked kernel with that chunk.
   ``fused_recurrent_*`` always runs the recurrent kernel.
 * the fused pre-processing options (``use_beta_sigmoid_in_kernel``,
   ``allow_neg_eigval``, ``use_gate_in_kernel`` with ``A_log`` / ``dt_bias``,
@@ -60,6 +63,7 @@ from ._lib import (
     DEVICE_CPU,
     DEVICE_CUDA,
     DTYPE_BF16,
+    DTYPE_F16,
     DTYPE_F32,
     MODE_AUTO,
     MODE_CHUNKED,
@@ -80,7 +84,8 @@ __all__ = [
 ]
 
 _pack = _lib.PARAMS_STRUCT.pack  # deltac_fwd_params as bytes
-_IN_DTYPES = {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16}
+_IN_DTYPES = {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_F16}
+_CPU_DTYPES = (torch.float32, torch.bfloat16)  # the CPU kernels have no float16 path
 _VARIANT_NAMES = {VARIANT_DELTA: "delta", VARIANT_GATED: "gated", VARIANT_KDA: "kda"}
 
 
@@ -261,7 +266,11 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
     if dev.type not in ("cpu", "cuda", "meta"):
         _fail(fn, f"q is on {dev}: deltac runs on cpu and cuda devices")
     if q.dtype not in _IN_DTYPES:
-        _fail(fn, f"q has dtype {q.dtype}: expected torch.float32 or torch.bfloat16", TypeError)
+        _fail(fn, f"q has dtype {q.dtype}: expected torch.float32 or torch.bfloat16 "
+                  "(or torch.float16 on CUDA)", TypeError)
+    if q.dtype == torch.float16 and dev.type == "cpu":
+        _fail(fn, "q has dtype torch.float16: the CPU kernels take torch.float32 or "
+                  "torch.bfloat16 (float16 runs on CUDA)", TypeError)
     _same_device(fn, "k", k, dev)
     _same_device(fn, "v", v, dev)
     if k.dtype != q.dtype:
@@ -375,8 +384,6 @@ def _chunk_mode(fn, chunk_size, dev):
         return MODE_AUTO, 0
     if chunk_size not in (16, 32, 64):
         _fail(fn, f"chunk_size = {chunk_size}: expected 16, 32 or 64")
-    if dev is not None and dev.type == "cuda":
-        return MODE_AUTO, 0  # only the recurrent kernel exists on CUDA
     return MODE_CHUNKED, chunk_size
 
 
@@ -407,7 +414,7 @@ def _fast_ok(variant, q, k, v, g, beta, initial_state, cu_seqlens, state_v_first
             same = lambda t: t.is_cuda and t.get_device() == dev  # noqa: E731
         else:
             return False
-        if not (dt in _IN_DTYPES and k.dtype == dt and v.dtype == dt and beta.dtype == _F32
+        if not (dt in _CPU_DTYPES and k.dtype == dt and v.dtype == dt and beta.dtype == _F32
                 and k.shape == qs and vs[0] == B and vs[1] == T and beta.shape == vs[:3]
                 and K in _DIMS and vs[3] in _DIMS and H > 0 and HV % H == 0
                 and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()

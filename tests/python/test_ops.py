@@ -217,7 +217,8 @@ def _noncontig(t):
 BAD = [
     ("q_not_tensor", lambda a: a.update(q=[1.0]), TypeError, "q must be a torch.Tensor"),
     ("q_3d", lambda a: a.update(q=a["q"][0]), ValueError, "q has shape"),
-    ("q_f16", lambda a: a.update(q=a["q"].half()), TypeError, "q has dtype torch.float16"),
+    ("q_f16_on_cpu", lambda a: a.update(q=a["q"].half(), k=a["k"].half(), v=a["v"].half()),
+     TypeError, "q has dtype torch.float16: the CPU kernels take"),
     ("q_f64", lambda a: a.update(q=a["q"].double()), TypeError, "q has dtype torch.float64"),
     ("k_dtype", lambda a: a.update(k=a["k"].bfloat16()), TypeError, "k has dtype torch.bfloat16"),
     ("k_shape", lambda a: a.update(k=a["k"][:, :, :1].contiguous()), ValueError, "k has shape"),
