@@ -341,18 +341,37 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
   for (size_t i = 0; i < all.size(); ++i)
     if (all[i].ok && !all[i].pruned)
       alive.push_back(int(i));
-  auto measure = [&](int i, int reps) {
-    reps = scaledReps(reps, sampleUs[i]);
-    std::vector<double> x;
-    if (first[i] > 0) {
-      x.push_back(first[i]);
-      first[i] = 0;
+  // One round over candidates ids, `reps` samples each (up to 5x for cheap
+  // ones), taken round-robin (a sample of each in turn), so that a change
+  // of the machine's load during the round hits every candidate alike.
+  auto measureAll = [&](const std::vector<int> &ids, int reps) {
+    std::vector<std::vector<double>> x(all.size());
+    std::vector<int> want(all.size(), 0);
+    int most = 0;
+    for (int i : ids) {
+      want[i] = scaledReps(reps, sampleUs[i]);
+      most = std::max(most, want[i]);
+      if (first[i] > 0) {
+        x[i].push_back(first[i]);
+        first[i] = 0;
+      }
     }
-    for (int r = int(x.size()); r < reps; ++r)
-      x.push_back(bench.sample(all[i].cand, calls[i]));
-    all[i].median_us = median(x);
-    all[i].samples = reps;
-    all[i].rounds += 1;
+    for (int i : ids)
+      if (int(x[i].size()) >= want[i])
+        m->step(1, weight); // the warm-up sample was all it needed
+    for (int r = 0; r < most; ++r)
+      for (int i : ids) {
+        if (int(x[i].size()) >= want[i])
+          continue;
+        x[i].push_back(bench.sample(all[i].cand, calls[i]));
+        if (int(x[i].size()) == want[i])
+          m->step(1, weight);
+      }
+    for (int i : ids) {
+      all[i].median_us = median(x[i]);
+      all[i].samples = want[i];
+      all[i].rounds += 1;
+    }
   };
   auto better = [&](int a, int c) { return all[a].median_us < all[c].median_us; };
   auto noteBest = [&] {
@@ -379,11 +398,8 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
                              [&](int i) { return !all[i].ok; }),
               alive.end());
   if (s.search == Search::Exhaustive) {
-    for (int i : alive) {
-      measure(i, s.repeats);
-      noteBest();
-      m->step(1, weight);
-    }
+    measureAll(alive, s.repeats);
+    noteBest();
   } else {
     // Successive halving: every candidate cheaply, then the faster half
     // with twice the samples, until two are left; that last round takes
@@ -394,11 +410,8 @@ void searchBucket(const Spec &sp, const Settings &s, Bench &bench,
     for (int r = 0; r < rounds; ++r) {
       const int reps = std::max(
           1, int(std::ceil(s.repeats / std::pow(2.0, rounds - 1 - r))));
-      for (int i : alive) {
-        measure(i, reps);
-        noteBest();
-        m->step(1, weight);
-      }
+      measureAll(alive, reps);
+      noteBest();
       std::sort(alive.begin(), alive.end(), better);
       alive.resize((alive.size() + 1) / 2);
     }
