@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The Python package's GPU checks on the H200, from the repository root, carrying
 # .peer (fla) — e.g. run(command="bash tests/python/gpu_check.sh", carry=[".peer"]).
-# Builds deltac_c with CUDA into build-gpu-py/ (git-ignored, so a second call reuses
-# it; no network needed: the image's python3 has torch and pytest), then
+# Builds deltac_c with CUDA into build-gpu-py/ (git-ignored, so a second call only
+# rebuilds what changed; no network needed: the image's python3 has torch and pytest), then
 #   stage "tests": the CUDA cases and the fla drop-in cases (the CPU cases run in CI),
 #                  with each drop-in case's errors (fla and deltac vs float64);
 #   stage "bench": host overhead per op call on the GPU path (tiny and Qwen3-Next
 #                  decode sizes), the CPU path there, and the layers vs fla's layers.
-# Usage: bash tests/python/gpu_check.sh [tests|bench|all]   (default all)
+# Usage: bash tests/python/gpu_check.sh [build|tests|bench|all]   (default all)
+# "build" only builds (ninja resumes where a call that ran out of time stopped).
 # Logs go to $OUT (py_*.log).
 # The catalogue's tuning DB needs nlohmann-json at configure time; if the image has
 # none, carry Debian's package unpacked in build-nlohmann/ (git-ignored):
@@ -25,14 +26,16 @@ python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_devic
 nl=()
 [ -d build-nlohmann/usr/share/cmake/nlohmann_json ] &&
   nl=(-Dnlohmann_json_DIR="$PWD/build-nlohmann/usr/share/cmake/nlohmann_json")
-if [ ! -f "$B/python/libdeltac_c.so" ] || [ "${DELTAC_PY_REBUILD:-0}" = 1 ]; then
+{ # always: ninja only rebuilds what changed
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDELTAC_BUILD_COMPILER=OFF \
     -DDELTAC_BUILD_TESTS=OFF -DDELTAC_BUILD_BENCH=OFF "${nl[@]}" \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" >"$OUT/py_build.log" 2>&1 &&
-    cmake --build "$B" -j "$(nproc)" --target deltac_c >>"$OUT/py_build.log" 2>&1
+    cmake --build "$B" -j "$(nproc)" --target deltac_c >>"$OUT/py_build.log" 2>&1 &&
+    [ -f "$B/python/libdeltac_c.so" ]
   r=$?; step "build deltac_c with CUDA" $r
   [ $r -eq 0 ] || { tail -30 "$OUT/py_build.log"; exit 1; }
-fi
+}
+[ "$stage" = build ] && exit 0
 export DELTAC_LIBRARY="$B/python/libdeltac_c.so" PYTHONPATH="$PWD/python:$PWD/.peer"
 python3 -c 'import deltac; assert deltac.cuda_available(), "deltac_c has no CUDA"; print("deltac CUDA ok")'
 r=$?; step "deltac CUDA available" $r
