@@ -162,7 +162,7 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
     return error->empty();
   }
   Family f;
-  if (!default_family(d, m, prob, &f, error))
+  if (!shipped_family(d, m, prob, &f, error))
     return false;
   out->config = default_config(f, prob);
 
@@ -206,18 +206,39 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   return true;
 }
 
+bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
+                    std::string *why) {
+  // The catalogue's order (families_for), skipping families whose default
+  // config this runtime does not ship: e.g. K = 256, V = 128 runs the CUDA
+  // recurrence under auto, as no chunked instance has those dims.
+  FamilyList l = families_for(d, m);
+  std::string first;
+  for (int i = 0; i < l.n; ++i) {
+    const int64_t b = l.max_tokens[i];
+    if (b && (prob.max_seqlen == 0 || prob.max_seqlen > b))
+      continue;
+    std::string w = check_family(l.f[i], prob);
+    const KernelConfig c = default_config(l.f[i], prob);
+    if (w.empty() && !precompiled(c, prob))
+      w = config_string(c) + " for variant " + variant_name(prob.variant) +
+          " with K = " + std::to_string(prob.K) + ", V = " +
+          std::to_string(prob.V) + " is not precompiled in this build " +
+          "(DELTAC_*_DIMS in deltac/catalogue.h)";
+    if (w.empty()) {
+      *out = l.f[i];
+      return true;
+    }
+    if (first.empty())
+      first = w;
+  }
+  *why = first.empty() ? std::string("no kernel on ") + device_name(d) : first;
+  return false;
+}
+
 std::string cuda_kernel_refusal(const Problem &prob, Mode m) {
   Family f;
   std::string why;
-  if (!default_family(Device::CUDA, m, prob, &f, &why))
-    return why;
-  KernelConfig c = default_config(f, prob);
-  if (!precompiled(c, prob))
-    return config_string(c) + " for variant " + variant_name(prob.variant) +
-           " with K = " + std::to_string(prob.K) + ", V = " +
-           std::to_string(prob.V) + " is not precompiled in this build " +
-           "(DELTAC_CUDA_*_DIMS in deltac/catalogue.h)";
-  return "";
+  return shipped_family(Device::CUDA, m, prob, &f, &why) ? "" : why;
 }
 
 } // namespace rt

@@ -51,6 +51,10 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
 
 // Whether this build ships a CUDA kernel for prob (any knob values): the
 // catalogue's family rules and its precompiled list.
+// The default rule's family for prob on d under m among the families whose
+// default config this runtime ships (precompiled); false with *why if none.
+bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
+                    std::string *why);
 // "" when CUDA has a precompiled kernel for prob under mode m (the
 // default rule's family and config), else why not.
 std::string cuda_kernel_refusal(const Problem &prob, Mode m);

@@ -216,7 +216,7 @@ TEST(ChunkedArgs, RejectsMismatchedParams) {
   const size_t need = fn.ws(base);
   EXPECT_GT(need, 0u);
   auto invalid = [&](deltac_fwd_params p, size_t bytes, void* ws, const char* what) {
-    EXPECT_EQ(fn.run(p, ws, bytes, nullptr), cudaErrorInvalidValue) << what;
+    EXPECT_EQ(fn.run(p, ws, bytes, nullptr, nullptr), cudaErrorInvalidValue) << what;
   };
   deltac_fwd_params p = base;
   p.K = 128;

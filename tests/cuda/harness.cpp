@@ -234,7 +234,7 @@ Result run_case(const Case& c, uint64_t seed) {
       // Poisoned workspace: a read of anything the kernels did not write
       // shows up as NaN.
       TRY(cudaMemset(dws.ptr, 0xff, ws_bytes));
-      TRY(cfn.run(dp, dws.ptr, ws_bytes, nullptr));
+      TRY(cfn.run(dp, dws.ptr, ws_bytes, nullptr, nullptr));
     } else {
       TRY(fn(dp, nullptr, c.bv));
     }

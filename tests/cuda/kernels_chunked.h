@@ -12,7 +12,8 @@ namespace deltac::test {
 
 // deltac::cuda::chunked<Var, K, V, InT, Cfg> and its workspace query.
 struct ChunkedFns {
-  cudaError_t (*run)(const deltac_fwd_params&, void*, size_t, cudaStream_t) = nullptr;
+  cudaError_t (*run)(const deltac_fwd_params&, void*, size_t, cudaStream_t,
+                     const int32_t*) = nullptr;
   size_t (*ws)(const deltac_fwd_params&) = nullptr;
 };
 

@@ -132,6 +132,13 @@ TEST(Environment, NamesThisMachineAndBuild) {
   EXPECT_EQ(env_mismatch(Device::CPU, extra, cur), "");
 }
 
+// The CPU (a CPU record), also on a machine with a GPU.
+deltac_options cpuOptions() {
+  deltac_options o = deltac_default_options();
+  o.device = DELTAC_DEVICE_CPU;
+  return o;
+}
+
 class EnvCheck : public ::testing::Test {
 protected:
   void TearDown() override { EXPECT_EQ(deltac_load_tuning_db(nullptr), 0); }
@@ -157,7 +164,7 @@ protected:
 TEST_F(EnvCheck, ARecordOfThisMachineRuns) {
   load(current_env(Device::CPU));
   deltac_run_info info{};
-  ASSERT_EQ(run(problem(1, 64, 64, 20), deltac_default_options(), &info), 0);
+  ASSERT_EQ(run(problem(1, 64, 64, 20), cpuOptions(), &info), 0);
   EXPECT_EQ(info.tuned, 1);
   EXPECT_EQ(info.tile_v, 16);
   EXPECT_STREQ(info.note, "");
@@ -170,7 +177,7 @@ TEST_F(EnvCheck, ARecordOfAnotherMachineOrBuildNeverRuns) {
     env[key] = "elsewhere";
     load(env);
     deltac_run_info info{};
-    ASSERT_EQ(run(problem(1, 64, 64, 20), deltac_default_options(), &info), 0);
+    ASSERT_EQ(run(problem(1, 64, 64, 20), cpuOptions(), &info), 0);
     EXPECT_EQ(info.tuned, 0);
     EXPECT_EQ(info.tile_v, 32); // the default rule
     const std::string note = info.note;
@@ -183,10 +190,10 @@ TEST_F(EnvCheck, ARecordOfAnotherMachineOrBuildNeverRuns) {
 TEST_F(EnvCheck, ARecordsThreadsApplyUnlessTheCallerSetsThem) {
   load(current_env(Device::CPU), 1);
   deltac_run_info info{};
-  ASSERT_EQ(run(problem(1, 64, 64, 20), deltac_default_options(), &info), 0);
+  ASSERT_EQ(run(problem(1, 64, 64, 20), cpuOptions(), &info), 0);
   EXPECT_EQ(info.tuned, 1);
   EXPECT_EQ(info.threads, 1);
-  ASSERT_EQ(run(problem(1, 64, 64, 20), deltac_default_options(), &info, 2), 0);
+  ASSERT_EQ(run(problem(1, 64, 64, 20), cpuOptions(), &info, 2), 0);
   EXPECT_EQ(info.threads, 2);
 }
 

@@ -141,10 +141,11 @@ namespace detail {
 
 // chunked() with a choice of launches, for benchmarks that time the stages
 // apart: bit 0 the chunk index and the intra-chunk kernel, bit 1 the scan
-// (which reads the workspace an earlier call wrote).
+// (which reads the workspace an earlier call wrote). skip: a device flag or
+// null; when it is nonzero the scan writes nothing (o and ht untouched).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
-                           cudaStream_t stream, int stages) {
+                           cudaStream_t stream, int stages, const int32_t* skip = nullptr) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
@@ -156,6 +157,7 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     return cudaErrorInvalidValue;
   detail::ChunkedWs<Ts> ws;
   detail::chunked_carve<Tr>(p, workspace, &ws);
+  ws.skip = skip;
   if (ws.max_chunks > 0x7fffffff)
     return cudaErrorInvalidValue;
   const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
@@ -190,11 +192,13 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
 
 }  // namespace detail
 
+// skip: see chunked_stages.
 template <deltac_variant Var, int K, int V, class InT,
           class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
 cudaError_t chunked(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
-                    cudaStream_t stream) {
-  return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3);
+                    cudaStream_t stream, const int32_t* skip = nullptr) {
+  return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
+                                                     skip);
 }
 
 }  // namespace deltac::cuda

@@ -34,6 +34,9 @@ struct ChunkedWs {
   Ts *w, *wlo, *qg, *kdt, *aqk;  // wlo: W - W_hi (16-bit types), else unused
   float *u, *gamma;
   int64_t max_chunks;  // slots allocated
+  // Device flag (or null): when nonzero the scan returns at once and writes
+  // no output (the runtime's checking mode sets it on the device).
+  const int32_t* skip;
 };
 
 // Token range of sequence n, clamped into [0, B*T) so that a bad cu_seqlens

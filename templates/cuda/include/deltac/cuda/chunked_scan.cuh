@@ -41,6 +41,8 @@ __device__ __forceinline__ void copy_tile(T* dst, int sstride, const T* src, int
 template <deltac_variant Var, class Tr>
 __global__ void __launch_bounds__(Tr::kThreads)
     chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
+  if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
+    return;
   using Ts = typename Tr::Ts;
   using In = typename Tr::In;
   using Op = Mma<Ts>;

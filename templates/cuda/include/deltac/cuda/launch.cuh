@@ -20,8 +20,7 @@
 // not null, is a device int32: the kernel reads it first and returns without
 // writing anything when it is nonzero (set by a device-side check enqueued
 // before, so a failed check never needs a host round trip). The chunked
-// kernels do not read it yet: with `skip` set, the runtime reports the
-// check's bits but the chunked outputs are written.
+// family's scan reads it (its intra-chunk kernel writes only the workspace).
 #ifndef DELTAC_CUDA_LAUNCH_CUH
 #define DELTAC_CUDA_LAUNCH_CUH
 
@@ -51,18 +50,19 @@ size_t chunked_cfg_workspace(const deltac_fwd_params& p) {
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
-                        void* workspace = nullptr, size_t workspace_bytes = 0) {
+                        void* workspace = nullptr, size_t workspace_bytes = 0,
+                        const int32_t* skip = nullptr) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
   if (workspace)
-    return chunked<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream);
+    return chunked<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, skip);
   const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
-  e = chunked<Var, K, V, InT, Cfg>(p, ws, need, stream);
+  e = chunked<Var, K, V, InT, Cfg>(p, ws, need, stream, skip);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
@@ -72,14 +72,15 @@ namespace detail {
 // The precompiled chunked instance of one (K, V): the default config.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
-                           cudaStream_t stream, void* ws, size_t ws_bytes, bool* found) {
+                           cudaStream_t stream, const int32_t* skip, void* ws,
+                           size_t ws_bytes, bool* found) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   *found = false;
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
       return chunked_cfg<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, stream, ws,
-                                                                           ws_bytes);
+                                                                           ws_bytes, skip);
     }
   }
   return cudaErrorInvalidValue;
@@ -126,7 +127,7 @@ cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaS
   *found = false;
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, ws, ws_bytes, found);
+    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found);
   if (c.family == Family::CudaChunked) {
     DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
     return cudaErrorInvalidValue;
