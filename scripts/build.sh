@@ -6,9 +6,17 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${DELTAC_BUILD_DIR:-$root/build}"
 cuda=()
 [ -x /usr/local/cuda/bin/nvcc ] && cuda=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+# ccache when present (setup installs it): CI reuses the machine, and
+# CCACHE_BASEDIR makes a fresh clone at another path hit the same cache.
+launch=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
+  launch=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
+          -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_DIR=/usr/lib/llvm-22/lib/cmake/llvm \
-  "${cuda[@]}" "$@" >/dev/null
+  "${cuda[@]}" "${launch[@]}" "$@" >/dev/null
 targets=()
 for t in ${DELTAC_TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build "$build" -j "$(nproc)" "${targets[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what deltac needs from Debian's packages, only what is missing.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config
+pkgs=(cmake ninja-build g++ pkg-config ccache
       libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libopenblas-dev)
 missing=()
