@@ -648,6 +648,9 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     *error = "buckets must be ascending token counts >= 1";
     return false;
   }
+  // The default candidate must run the default rule: no database, whatever
+  // DELTAC_TUNING_DB says (an explicit unload wins over the variable).
+  deltac_load_tuning_db(nullptr);
   TuningDB db;
   if (!db_path.empty() && fileExists(db_path) &&
       !load_tuning_db(db_path, &db, error)) {
