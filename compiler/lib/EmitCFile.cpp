@@ -214,7 +214,9 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
   emitCheckView(os, plans.front());
   // With one CUDA kernel nothing on the host reads cu_seqlens: the call
   // stays asynchronous (and capturable in a CUDA graph); check_params
-  // checks everything but its contents, which the kernel trusts.
+  // checks everything but its contents, which the kernel trusts. With a
+  // dispatch (mode auto on CUDA: cuda_recurrent up to 16 tokens, then
+  // cuda_chunked) a varlen call copies cu_seqlens to the host and syncs.
   bool cuOnHost = !cuda || plans.size() > 1;
   if (cuda && cuOnHost)
     os << "  // check_params and the dispatch read cu_seqlens on the host.\n"

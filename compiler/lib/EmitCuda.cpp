@@ -3,7 +3,10 @@
 // <layer>_cuda.cu: like the CPU source, but pointers are device pointers:
 // cu_seqlens is copied to the host only when a dispatch needs it, the
 // pre/post-processing stages are small element-wise kernels on the stream,
-// and the fused loop instantiates deltac::cuda::recurrent<Var, K, V, InT>.
+// and the fused loop instantiates the catalogue family's entry:
+// deltac::cuda::recurrent_cfg<Var, K, V, InT, TileV, Warps> (cuda_recurrent)
+// or deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages>
+// (cuda_chunked).
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,7 +193,7 @@ std::string cudaPreText(LayerOp layer, const KernelPlan &k) {
     emitCheck(os, "gate");
     os << "  p.g = static_cast<const float *>(g_buf.ptr);\n";
   }
-  os << "  // delta.fused over tokens";
+  os << "  // delta.fused over " << (k.chunked ? "chunks" : "tokens");
   if (k.l2norm)
     os << " (qk_l2norm fused: p.qk_l2norm = 1)";
   os << "\n";

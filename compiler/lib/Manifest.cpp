@@ -132,12 +132,21 @@ std::string autoNote(Target t) {
   std::string s = "mode auto on " + targetName(t).str() +
                   ": the catalogue's families in order, each for the calls it "
                   "takes: ";
+  // An entry after an unbounded one is a fallback: it takes only the shapes
+  // the unbounded ones before it cannot run (check_family).
+  std::string unboundedBefore;
   for (int i = 0; i < l.n; ++i) {
     const deltac::FamilyInfo &f = deltac::family_info(l.f[i]);
-    s += std::string(i ? ", " : "") + f.name +
-         (f.max_tokens ? " (at most " + std::to_string(f.max_tokens) +
-                             " tokens)"
-                       : std::string(" (any length)"));
+    std::string when =
+        l.max_tokens[i]
+            ? "at most " + std::to_string(l.max_tokens[i]) + " tokens"
+            : std::string("any length");
+    if (!unboundedBefore.empty())
+      when += ", for the shapes " + unboundedBefore + " cannot run";
+    s += std::string(i ? ", " : "") + f.name + " (" + when + ")";
+    if (!l.max_tokens[i])
+      unboundedBefore += (unboundedBefore.empty() ? "" : " or ") +
+                         std::string(f.name);
   }
   return s;
 }

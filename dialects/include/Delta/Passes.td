@@ -11,8 +11,9 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
     Picks, per layer and target, the kernel families and their knobs, all
     from the kernel catalogue (deltac/catalogue.h): families_for(device,
     mode) gives the kernel set (mode auto on the CPU: cpu_decode for calls
-    of at most one token, then cpu_recurrent; on CUDA: cuda_recurrent),
-    default_config the knob values. Explicit options win over schedules
+    of at most one token, then cpu_recurrent; on CUDA: cuda_recurrent for
+    calls of at most 16 tokens, then cuda_chunked, or cuda_recurrent alone
+    for shapes cuda_chunked cannot run), default_config the knob values. Explicit options win over schedules
     already on the layer (written in the spec), which win over the tuning
     database (schema 2, deltac/tuning_db.h), which wins over the defaults.
     A knob option applies to the chosen families that read it; one that no

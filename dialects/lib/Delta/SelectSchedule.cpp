@@ -3,7 +3,10 @@
 // Per layer and target, everything from the kernel catalogue
 // (deltac/catalogue.h): the families the mode runs (families_for: on the
 // CPU under auto, cpu_decode for calls of at most one token, then
-// cpu_recurrent), their default knobs (default_config), legality
+// cpu_recurrent; on CUDA under auto, cuda_recurrent for calls of at most
+// kCudaAutoRecurrentMaxTokens tokens, then cuda_chunked, with
+// cuda_recurrent unbounded for shapes cuda_chunked cannot run), their
+// default knobs (default_config), legality
 // (check_family / check_config) and the error when no family exists
 // (default_family). Each later source wins: defaults, the tuning database
 // (deltac/tuning_db.h), schedules already on the layer, explicit options.
@@ -119,20 +122,25 @@ private:
   }
 
   /// The kernel set mode m gives on t: the catalogue's families in order,
-  /// each bounded by the longest sequence it takes, up to the first
-  /// unbounded one.
+  /// each bounded by the longest sequence the mode dispatches to it, up to
+  /// the first unbounded one (a family listed again unbounded, as the
+  /// fallback of one that cannot run, loses its bound).
   FailureOr<SmallVector<KernelSlot>> kernelSet(LayerOp layer, Target t,
                                                Mode m) {
     deltac::Device d = deviceOf(t);
     deltac::FamilyList l = deltac::families_for(d, catalogueMode(m));
     SmallVector<KernelSlot> set;
     for (int i = 0; i < l.n; ++i) {
-      const deltac::FamilyInfo &fi = deltac::family_info(l.f[i]);
-      if (!deltac::check_family(l.f[i], problemOf(layer, t, fi.max_tokens))
-               .empty())
+      const int64_t bound = l.max_tokens[i];
+      if (!deltac::check_family(l.f[i], problemOf(layer, t, bound)).empty())
         continue;
-      set.push_back({l.f[i], fi.max_tokens});
-      if (fi.max_tokens == 0)
+      auto same = llvm::find_if(
+          set, [&](const KernelSlot &k) { return k.family == l.f[i]; });
+      if (same != set.end())
+        same->maxTokens = bound;
+      else
+        set.push_back({l.f[i], bound});
+      if (bound == 0)
         return set;
     }
     std::string why;

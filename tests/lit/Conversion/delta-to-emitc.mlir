@@ -13,6 +13,7 @@
 // RUN: delta-opt %s -delta-select-schedule="target=all warps=2" -delta-lower-stages -delta-fuse-stages -delta-to-emitc | grep -v "^  delta.layer" | mlir-translate --mlir-to-cpp --file-id=gdn_cuda.cu > %t.cu
 // RUN: deltac generate %s --target=all --warps=2 --emit=cuda > %t.expected.cu
 // RUN: diff -B %t.cu %t.expected.cu
+// RUN: delta-opt %s -delta-select-schedule="target=cuda:sm_90a mode=recurrent" -delta-lower-stages -delta-fuse-stages -delta-to-emitc | FileCheck %s --check-prefix=SINGLE
 // Stages split over several kernels have no catalogue template: an error.
 // RUN: not delta-opt %s -delta-select-schedule -delta-lower-stages -delta-fuse-stages=fuse=none -delta-to-emitc 2>&1 | FileCheck %s --check-prefix=SPLIT
 
@@ -50,16 +51,33 @@
 // CHECK: %[[V:.*]] = load %[[RES]]
 // CHECK-NEXT: return %[[V]]
 
-// The CUDA file: the warps option reaches the template.
+// The CUDA file: mode auto is cuda_recurrent (at most 16 tokens), then
+// cuda_chunked; the warps option reaches both templates.
 // CHECK-LABEL: emitc.file "gdn_cuda.cu" {
 // CHECK: include "deltac/cuda/launch.cuh"
 // CHECK: func @run_gdn_cuda_recurrent(
 // CHECK: call_opaque "deltac::cuda::recurrent_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 32 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
-// One CUDA kernel: check_params leaves the device cu_seqlens alone.
+// CHECK: func @run_gdn_cuda_chunked(
+// CHECK: call_opaque "deltac::cuda::chunked_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 64 : i32, 32 : i32, 2 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
+// Two CUDA kernels: check_params and the dispatch read cu_seqlens on the host.
 // CHECK: func @gdn_forward_cuda(
-// CHECK: %[[NOHOST:.*]] = "emitc.constant"() <{value = false}> : () -> i1
-// CHECK: call_opaque "deltac::check_params"(%{{.*}}, %{{.*}}, %[[NOHOST]])
-// CHECK-NOT: longestSequence
+// CHECK: %[[CVIEW:.*]] = literal "view"
+// CHECK: %[[COK:.*]] = call_opaque "deltac::check_params"(%[[CVIEW]], %{{[^,]*}}) :
+// CHECK: if %[[COK]] {
+// CHECK: %[[CLONGEST:.*]] = call_opaque "longestSequence"(%[[CVIEW]])
+// CHECK: %[[SIXTEEN:.*]] = "emitc.constant"() <{value = 16 : i64}> : () -> i64
+// CHECK: %[[CFITS:.*]] = cmp le, %[[CLONGEST]], %[[SIXTEEN]]
+// CHECK: if %[[CFITS]] {
+// CHECK: call @run_gdn_cuda_recurrent(
+// CHECK: } else {
+// CHECK: call @run_gdn_cuda_chunked(
+
+// One CUDA kernel (mode recurrent): check_params leaves the device
+// cu_seqlens alone and nothing dispatches.
+// SINGLE: func @gdn_forward_cuda(
+// SINGLE: %[[NOHOST:.*]] = "emitc.constant"() <{value = false}> : () -> i1
+// SINGLE: call_opaque "deltac::check_params"(%{{.*}}, %{{.*}}, %[[NOHOST]])
+// SINGLE-NOT: longestSequence
 
 // SPLIT: error: 'delta.fused' op is a second fused group: the catalogue's cpu_decode template (deltac::cpu::decode) runs every stage in one kernel (delta-fuse-stages fuse=all)
 delta.layer @gdn {variant = #delta.variant<gated>, heads = 2, key_dim = 64, value_dim = 64, qk_l2norm = true, final_state = true}

@@ -2,7 +2,7 @@
 
 // Schedules are checked against the kernel catalogue: the family exists,
 // runs on the target, and has exactly its knobs with listed values.
-// expected-error @+2 {{schedule family 'cpu_fast' is not in the kernel catalogue (cpu_recurrent, cpu_decode, cpu_chunked, cuda_recurrent)}}
+// expected-error @+2 {{schedule family 'cpu_fast' is not in the kernel catalogue (cpu_recurrent, cpu_decode, cpu_chunked, cuda_recurrent, cuda_chunked)}}
 delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
   schedules = [#delta.schedule<target = cpu, family = "cpu_fast", knobs = {}, max_tokens = 0, source = "default">]}
 
@@ -35,6 +35,12 @@ delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_
 // expected-error @+2 {{schedule family cuda_recurrent needs knob 'warps'}}
 delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
   schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32}, max_tokens = 0, source = "default">]}
+
+// -----
+
+// expected-error @+2 {{schedule family cuda_chunked needs knob 'stages'}}
+delta.layer @l {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64, tile_v = 32, warps = 4}, max_tokens = 0, source = "default">]}
 
 // -----
 

@@ -112,8 +112,8 @@ delta.layer @sched_contradicts {variant = #delta.variant<delta>, heads = 4, key_
 
 // -----
 
-// The catalogue has no chunked CUDA family: its message is the one source.
-// expected-error @below {{schedule family cuda_recurrent is not run by mode = chunked on cuda:sm_90a (no chunked kernel on cuda)}}
+// Mode chunked on CUDA runs cuda_chunked only (the catalogue's families_for).
+// expected-error @below {{schedule family cuda_recurrent is not run by mode = chunked on cuda:sm_90a (it runs cuda_chunked)}}
 delta.layer @chunked_cuda {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<chunked>,
   schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32, warps = 4}, max_tokens = 0, source = "default">]}
 
@@ -123,6 +123,14 @@ delta.layer @chunked_cuda {variant = #delta.variant<delta>, heads = 4, key_dim =
 // expected-error @below {{schedule on cpu: cpu_recurrent: tile_v = 32 must divide V = 48}}
 delta.layer @tile_v_divides {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 48,
   schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32}, max_tokens = 0, source = "spec">]}
+
+// -----
+
+// cuda_chunked configs are checked by the catalogue (chunked_rules.h's
+// chunked_legal): 8 warps cannot tile a 16 x 16 output tile.
+// expected-error @below {{schedule on cuda:sm_90a: cuda_chunked: chunk = 16, tile_v = 16, warps = 8, stages = 1 does not fit (warp tiling or shared memory, chunked_rules.h)}}
+delta.layer @chunked_cuda_tiling {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128, mode = #delta.mode<chunked>,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 16, tile_v = 16, warps = 8, stages = 1}, max_tokens = 0, source = "spec">]}
 
 // -----
 

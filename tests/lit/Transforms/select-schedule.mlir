@@ -4,16 +4,19 @@
 
 // mode auto follows the kernel catalogue (families_for): on the CPU
 // cpu_decode for calls of at most one token (its max_tokens), then
-// cpu_recurrent for every length; on CUDA cuda_recurrent. Knobs are the
-// catalogue's default_config: tile_v 32 where it divides V (K <= 128 for
-// cpu_recurrent), CUDA warps from the row-group rule.
+// cpu_recurrent for every length; on CUDA cuda_recurrent for calls of at
+// most kCudaAutoRecurrentMaxTokens = 16 tokens, then cuda_chunked for every
+// length. Knobs are the catalogue's default_config: tile_v 32 where it
+// divides V (K <= 128 for cpu_recurrent), CUDA warps from the row-group
+// rule, cuda_chunked's from chunked_rules.h's chunked_default (f32 K = V =
+// 128: chunk 64, tile_v 32, 4 warps, 1 stage).
 // CPU-LABEL: delta.layer @auto_mode
 // CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
 // CPU-NOT: cpu_chunked
 // CUDA-LABEL: delta.layer @auto_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
-// ALL-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", {{.*}}, #delta.schedule<target = cpu, family = "cpu_recurrent", {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_recurrent"
+// ALL-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", {{.*}}, #delta.schedule<target = cpu, family = "cpu_recurrent", {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_recurrent", {{.*}}, max_tokens = 16, {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_chunked", {{.*}}, max_tokens = 0, source = "default">]
 delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128}
 
 // -----
@@ -52,3 +55,21 @@ delta.layer @small_v {variant = #delta.variant<delta>, heads = 1, key_dim = 16, 
 // CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
 delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, value_dim = 32, mode = #delta.mode<recurrent>,
   schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16}, max_tokens = 0, source = "override">]}
+
+// -----
+
+// Auto on CUDA where cuda_chunked cannot run the shape (V = 256 > about 2K
+// for K = 64): the catalogue lists cuda_recurrent again, unbounded, as the
+// fallback; the kernel set is that one unbounded kernel (its bounded slot
+// is replaced, not doubled).
+// CUDA-LABEL: delta.layer @chunked_cannot
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+delta.layer @chunked_cannot {variant = #delta.variant<gated>, heads = 4, key_dim = 64, value_dim = 256}
+
+// -----
+
+// Auto on CUDA with f16 inputs: the generated code converts f16 q/k/v to
+// f32 around the call (templateInType), so the f32 kernels and defaults.
+// CUDA-LABEL: delta.layer @half
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+delta.layer @half {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<f16>}

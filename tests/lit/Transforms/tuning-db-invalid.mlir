@@ -20,7 +20,7 @@
 // VERSION: tuning db '{{.*}}wrong-version.json': 'version' must be 2 (got 1; version 1 databases are not read: tune again)
 // RECORDS: tuning db '{{.*}}records-not-array.json': 'records' must be an array
 // FIELD: record 1: field 'warps' must be an integer in 0..1048576 (got "four")
-// FAMILY: record 0: field 'family' must be one of "cpu_recurrent", "cpu_decode", "cpu_chunked", "cuda_recurrent" (got "tpu_fast")
+// FAMILY: record 0: field 'family' must be one of "cpu_recurrent", "cpu_decode", "cpu_chunked", "cuda_recurrent", "cuda_chunked" (got "tpu_fast")
 // CHUNK: record 0: cpu_chunked: chunk = 48, expected one of 16, 32, 64
 // FIELDMISS: record 0: field 'in_dtype' must be one of "f32", "bf16", "f16" (missing)
 // KNOB: record 0: field 'warps' must be absent: cpu_recurrent has no such knob (got 4)
