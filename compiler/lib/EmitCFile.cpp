@@ -212,12 +212,18 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
   if (cuda)
     os << "  cudaStream_t stream = static_cast<cudaStream_t>(stream_);\n";
   emitCheckView(os, plans.front());
-  // With one CUDA kernel nothing on the host reads cu_seqlens: the call
-  // stays asynchronous (and capturable in a CUDA graph); check_params
-  // checks everything but its contents, which the kernel trusts. With a
-  // dispatch (mode auto on CUDA: cuda_recurrent up to 16 tokens, then
-  // cuda_chunked) a varlen call copies cu_seqlens to the host and syncs.
-  bool cuOnHost = !cuda || plans.size() > 1;
+  // On CUDA nothing on the host reads cu_seqlens when the kernel set ends
+  // with an unbounded kernel: the dispatch bounds the longest sequence by T
+  // (as the runtime does with device pointers; every kernel is correct at
+  // any length, the bound only picks the faster one), so the call stays
+  // asynchronous and capturable in a CUDA graph; check_params checks all
+  // but cu_seqlens' contents, which the kernels trust. Only a kernel set
+  // with no unbounded kernel copies cu_seqlens to the host and syncs, to
+  // refuse calls longer than every bound.
+  const bool hasUnbounded = llvm::any_of(plans, [](const KernelPlan &k) {
+    return k.sched.getMaxTokens() == 0;
+  });
+  bool cuOnHost = !cuda || (plans.size() > 1 && !hasUnbounded);
   if (cuda && cuOnHost)
     os << "  // check_params and the dispatch read cu_seqlens on the host.\n"
        << "  std::vector<int64_t> cu;\n"
@@ -289,7 +295,9 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
   if (llvm::any_of(plans, [](const KernelPlan &k) {
         return k.sched.getMaxTokens() != 0;
       }))
-    longest = B.call("longestSequence", B.b.getI64Type(), {view});
+    longest = cuOnHost
+                  ? B.call("longestSequence", B.b.getI64Type(), {view})
+                  : B.literal("int64_t(view.T)", B.b.getI64Type());
   SmallVector<Value> runArgs{B.literal("p", B.opaque("deltac_fwd_params"))};
   if (cuda)
     runArgs.push_back(B.literal("stream", B.opaque("cudaStream_t")));

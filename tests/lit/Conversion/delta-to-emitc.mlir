@@ -59,12 +59,13 @@
 // CHECK: call_opaque "deltac::cuda::recurrent_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 32 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
 // CHECK: func @run_gdn_cuda_chunked(
 // CHECK: call_opaque "deltac::cuda::chunked_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 64 : i32, 32 : i32, 2 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
-// Two CUDA kernels: check_params and the dispatch read cu_seqlens on the host.
+// Two CUDA kernels, the last unbounded: the dispatch bounds the longest
+// sequence by T and nothing on the host reads cu_seqlens.
 // CHECK: func @gdn_forward_cuda(
 // CHECK: %[[CVIEW:.*]] = literal "view"
-// CHECK: %[[COK:.*]] = call_opaque "deltac::check_params"(%[[CVIEW]], %{{[^,]*}}) :
+// CHECK: %[[COK:.*]] = call_opaque "deltac::check_params"(%[[CVIEW]], %{{[^,]*}}, %{{[^)]*}}) :
 // CHECK: if %[[COK]] {
-// CHECK: %[[CLONGEST:.*]] = call_opaque "longestSequence"(%[[CVIEW]])
+// CHECK: %[[CLONGEST:.*]] = literal "int64_t(view.T)"
 // CHECK: %[[SIXTEEN:.*]] = "emitc.constant"() <{value = 16 : i64}> : () -> i64
 // CHECK: %[[CFITS:.*]] = cmp le, %[[CLONGEST]], %[[SIXTEEN]]
 // CHECK: if %[[CFITS]] {
