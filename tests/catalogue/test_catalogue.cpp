@@ -189,5 +189,45 @@ TEST(Catalogue, OnlyDefaultWarpsArePrecompiled) {
   EXPECT_TRUE(precompiled(default_config(Family::CpuChunked, odd), odd));
 }
 
+// The dispatch order per device and mode (families_for / default_family).
+TEST(Catalogue, FamilyOrderPerDeviceAndMode) {
+  Problem p = problem(128, 128, DELTAC_BF16);
+  Family f;
+  std::string why;
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuDecode);
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaRecurrent);
+  p.max_seqlen = kCudaAutoRecurrentMaxTokens + 1;
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuRecurrent);
+  ASSERT_TRUE(default_family(Device::CPU, Mode::Chunked, p, &f, &why));
+  EXPECT_EQ(f, Family::CpuChunked);
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaChunked);
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Recurrent, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaRecurrent);
+  // Unknown length (device cu_seqlens without a bound): the unbounded entry.
+  p.max_seqlen = 0;
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaChunked);
+  // Where chunked has no legal config, auto falls back to the recurrence.
+  p = problem(16, 128, DELTAC_BF16);
+  p.max_seqlen = 4096;
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaRecurrent);
+  EXPECT_FALSE(default_family(Device::CUDA, Mode::Chunked, p, &f, &why));
+  EXPECT_NE(why.find("cuda_chunked"), std::string::npos) << why;
+  // f16: only the CUDA chunked kernel takes it.
+  p = problem(128, 128, DELTAC_F16);
+  p.max_seqlen = 4096;
+  ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_EQ(f, Family::CudaChunked);
+  EXPECT_FALSE(default_family(Device::CPU, Mode::Auto, p, &f, &why));
+  p.state_dtype = DELTAC_BF16;
+  EXPECT_FALSE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
+  EXPECT_NE(why.find("state must be f32"), std::string::npos) << why;
+}
+
 } // namespace
 } // namespace deltac

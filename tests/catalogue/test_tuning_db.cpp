@@ -178,5 +178,31 @@ TEST(TuningDb, ParseErrorsNameTheRecordAndField) {
   EXPECT_TRUE(parse_tuning_db(wrap(good), "db.json", &db, &err)) << err;
 }
 
+// The mode filters families: chunked takes chunked records only, recurrent
+// recurrent ones, auto any family of the device.
+TEST(TuningDb, LookupFiltersByModeAndDevice) {
+  TuningDB db;
+  db.records.push_back(record(Family::CpuRecurrent, DELTAC_VARIANT_GATED, 128,
+                              128, DELTAC_BF16, 0));
+  db.records.push_back(record(Family::CpuChunked, DELTAC_VARIANT_GATED, 128,
+                              128, DELTAC_BF16, 4096));
+  Problem p;
+  p.variant = DELTAC_VARIANT_GATED, p.K = p.V = 128;
+  p.in_dtype = DELTAC_BF16, p.out_dtype = DELTAC_F32;
+  p.max_seqlen = 1000;
+  const TuningRecord *r = db.lookup(Device::CPU, Mode::Recurrent, p);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.family, Family::CpuRecurrent);
+  r = db.lookup(Device::CPU, Mode::Chunked, p);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.family, Family::CpuChunked);
+  r = db.lookup(Device::CPU, Mode::Auto, p); // the smaller bucket
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->config.family, Family::CpuChunked);
+  EXPECT_EQ(db.lookup(Device::CUDA, Mode::Auto, p), nullptr);
+  p.max_seqlen = 5000; // past the chunked record's bucket
+  EXPECT_EQ(db.lookup(Device::CPU, Mode::Chunked, p), nullptr);
+}
+
 } // namespace
 } // namespace deltac
