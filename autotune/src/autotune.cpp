@@ -489,6 +489,9 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
   for (const FamilyInfo &f : kFamilies) {
     if (f.device != spec.device)
       continue;
+    if (!s.families.empty() &&
+        std::find(s.families.begin(), s.families.end(), f.name) == s.families.end())
+      continue;
     // Every combination of the listed values of the knobs f reads.
     std::vector<KernelConfig> configs(1);
     configs[0].family = f.family;
@@ -642,6 +645,14 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
   if (!why.empty()) {
     *error = "spec: " + why;
     return false;
+  }
+  for (const std::string &name : s.families) {
+    const FamilyInfo *f = family_by_name(name);
+    if (!f || f->device != spec.device) {
+      *error = "family '" + name + "': not a " + device_name(spec.device) +
+               " family of the catalogue";
+      return false;
+    }
   }
   if (s.buckets.empty() || !std::is_sorted(s.buckets.begin(), s.buckets.end()) ||
       s.buckets.front() < 1) {

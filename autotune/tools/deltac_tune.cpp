@@ -19,7 +19,8 @@ const char *kUsage =
     "                   [--out-dtype=f32|bf16] [--qk-l2norm] [--target=cpu]\n"
     "                   [-o DB.json] [--report=FILE.html|FILE.svg]\n"
     "                   [--buckets=1,64,1024,8192] [--decode-batch=8] [--batch=1]\n"
-    "                   [--threads=1,2,..] [--repeats=7] [--min-sample-ms=0.5]\n"
+    "                   [--threads=1,2,..] [--families=cpu_recurrent,..]\n"
+    "                   [--repeats=7] [--min-sample-ms=0.5]\n"
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
     "                   [--min-gain=PERCENT (3)]\n"
     "                   [--fast] [--seed=N] [--quiet]\n"
@@ -190,6 +191,15 @@ int main(int argc, char **argv) {
       else if (key == "--threads") {
         for (int64_t t : intList(key, val, 1, 1024))
           s.threads.push_back(int32_t(t));
+      } else if (key == "--families") {
+        size_t i = 0;
+        while (i <= val.size()) {
+          size_t j = val.find(',', i);
+          if (j == std::string::npos)
+            j = val.size();
+          s.families.push_back(val.substr(i, j - i));
+          i = j + 1;
+        }
       } else if (key == "--repeats") s.repeats = int32_t(toInt(key, val, 1, 1000));
       else if (key == "--min-sample-ms")
         s.min_sample_s = double(toInt(key, val, 0, 10000)) * 1e-3;

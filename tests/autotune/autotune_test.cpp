@@ -93,6 +93,21 @@ TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
   }
 }
 
+TEST(Enumerate, FamiliesRestrictTheSearchButKeepTheDefault) {
+  Settings s = fast();
+  s.families = {"cpu_chunked"};
+  const std::vector<Candidate> c = enumerate(smallSpec(), s, 16, 2);
+  ASSERT_EQ(c.size(), 1 + 3 * s.threads.size());
+  EXPECT_TRUE(c[0].is_default);
+  for (size_t i = 1; i < c.size(); ++i)
+    EXPECT_EQ(c[i].config.family, Family::CpuChunked);
+  s.families = {"cuda_recurrent"};
+  std::vector<BucketResult> r;
+  std::string err;
+  EXPECT_FALSE(tune(smallSpec(), s, "", &r, &err));
+  EXPECT_NE(err.find("not a cpu family"), std::string::npos) << err;
+}
+
 TEST(Tune, WrongAnswersNeverWinAndThePickBeatsTheDefault) {
   const Spec sp = smallSpec();
   Settings s = fast();

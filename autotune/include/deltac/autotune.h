@@ -38,6 +38,9 @@ struct Settings {
   int32_t decode_batch = 8; // sequences in a 1-token bucket
   int32_t batch = 1;        // sequences in every other bucket
   std::vector<int32_t> threads; // CPU thread counts; empty: 1, 2, 4.. cores
+  // Families to search (catalogue names); empty: every family of the
+  // device. The default config is a candidate whatever its family.
+  std::vector<std::string> families;
   Search search = Search::Halving;
   int32_t repeats = 7;     // samples of a fully measured candidate
   double min_sample_s = 5e-4; // a sample repeats the call to last this long
