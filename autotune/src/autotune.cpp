@@ -318,6 +318,14 @@ struct Meter {
   }
 };
 
+// A bucket's measurement's weight for the time left: its tokens, a few per
+// sequence for the state's load and store, and a fixed part for what every
+// measurement costs whatever its length (more samples of short calls,
+// calibration, thread wake-ups).
+double bucketWeight(int64_t tokens, int32_t batch) {
+  return double(batch) * double(tokens + 4) + 2000.0;
+}
+
 // Measurements of the halving search: units the plan counts for n.
 int64_t halvingUnits(int64_t n) {
   int64_t u = n;
@@ -684,7 +692,7 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     }
     if (!b.skipped) {
       const int64_t n = int64_t(cands.back().size());
-      const double w = double(std::max<int64_t>(tokens * batch, 16));
+      const double w = bucketWeight(tokens, batch);
       int64_t units = s.search == Search::Halving ? halvingUnits(n) : n + 1;
       if (s.compare_exhaustive)
         units += n;
@@ -706,7 +714,7 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       return false;
     }
     const auto t0 = Clock::now();
-    const double w = double(std::max<int64_t>(b.tokens * b.batch, 16));
+    const double w = bucketWeight(b.tokens, b.batch);
     const int64_t units0 = meter.p.done;
     meter.p.bucket = b.tokens;
     meter.p.best.clear();
