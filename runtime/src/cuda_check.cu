@@ -22,14 +22,18 @@ struct CheckArgs {
   int64_t nqk, nv, ns, ng, nb;
   int64_t T;
   int32_t N;
-  int32_t in_bf16;
+  int32_t in_dtype; // deltac_dtype of q, k, v
   float beta_max;
   int32_t *flag;
 };
 
-__device__ __forceinline__ bool finiteIn(const void *x, int64_t i, bool bf16) {
-  if (bf16)
+// Whether element i of x (dtype: deltac_dtype) is finite: an all-ones
+// exponent is inf or NaN (bf16: 8 bits, f16: 5 bits).
+__device__ __forceinline__ bool finiteIn(const void *x, int64_t i, int32_t dtype) {
+  if (dtype == DELTAC_BF16)
     return (static_cast<const uint16_t *>(x)[i] & 0x7f80u) != 0x7f80u;
+  if (dtype == DELTAC_F16)
+    return (static_cast<const uint16_t *>(x)[i] & 0x7c00u) != 0x7c00u;
   return isfinite(static_cast<const float *>(x)[i]);
 }
 
@@ -38,20 +42,20 @@ __device__ __forceinline__ bool finiteIn(const void *x, int64_t i, bool bf16) {
 __global__ void checkKernel(CheckArgs a) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool bf16 = a.in_bf16 != 0;
+  const int32_t dt = a.in_dtype;
   int32_t bits = 0;
   for (int64_t i = first; i < a.nqk; i += stride) {
-    if (!finiteIn(a.q, i, bf16))
+    if (!finiteIn(a.q, i, dt))
       bits |= DELTAC_CHECK_Q;
-    if (!finiteIn(a.k, i, bf16))
+    if (!finiteIn(a.k, i, dt))
       bits |= DELTAC_CHECK_K;
   }
   for (int64_t i = first; i < a.nv; i += stride)
-    if (!finiteIn(a.v, i, bf16))
+    if (!finiteIn(a.v, i, dt))
       bits |= DELTAC_CHECK_V;
   if (a.h0)
     for (int64_t i = first; i < a.ns; i += stride)
-      if (!finiteIn(a.h0, i, false))
+      if (!finiteIn(a.h0, i, DELTAC_F32))
         bits |= DELTAC_CHECK_H0;
   for (int64_t i = first; i < a.ng; i += stride)
     if (!(a.g[i] <= 0.0f)) // NaN or > 0; -inf is a reset
@@ -93,7 +97,7 @@ cudaError_t cuda_check_values(const deltac_fwd_params &p, float beta_max,
                                              : 0;
   a.T = p.T;
   a.N = p.N;
-  a.in_bf16 = p.in_dtype == DELTAC_BF16;
+  a.in_dtype = p.in_dtype;
   a.beta_max = beta_max;
   a.flag = flag;
   int64_t most = a.nqk > a.nv ? a.nqk : a.nv;
