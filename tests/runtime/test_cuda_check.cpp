@@ -4,6 +4,7 @@
 // forward kernel then writes nothing, and a tuning-database record changes
 // the CUDA kernel that runs. Every test skips without a usable GPU.
 #include "deltac/catalogue.h"
+#include "deltac/convert.h"
 #include "deltac/runtime.h"
 
 #include "test_util.h"
@@ -206,6 +207,41 @@ TEST(CudaCheck, FlagsEachBadInputAndSkipsTheKernel) {
   deltac_options opt = deviceOptions(nullptr, d.flag);
   ASSERT_EQ(deltac_forward(&p, &opt), 0) << deltac_last_error();
   EXPECT_EQ(d.readFlag(), DELTAC_CHECK_V);
+}
+
+// f16 inputs (the chunked kernel takes them): the check reads 16-bit
+// elements with f16's exponent, within the buffers (memcheck runs this).
+TEST(CudaCheck, F16InputsAreReadAsHalves) {
+  SKIP_WITHOUT_GPU();
+  for (bool poisoned : {false, true}) {
+    SCOPED_TRACE(poisoned ? "NaN in q" : "valid");
+    DeviceProblem d(gpuProblem(DELTAC_VARIANT_GATED));
+    auto half = [](const std::vector<float> &x) {
+      std::vector<uint16_t> h(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        h[i] = f32_to_f16(x[i]);
+      return h;
+    };
+    std::vector<uint16_t> q16 = half(d.pr.q), k16 = half(d.pr.k),
+                          v16 = half(d.pr.v);
+    if (poisoned)
+      q16[q16.size() - 1] = 0x7e00; // NaN, the last element
+    deltac_fwd_params p = d.p;
+    p.in_dtype = p.out_dtype = DELTAC_F16;
+    p.q = toDevice(q16.data(), q16.size() * 2);
+    p.k = toDevice(k16.data(), k16.size() * 2);
+    p.v = toDevice(v16.data(), v16.size() * 2);
+    d.owned.insert(d.owned.end(), {const_cast<void *>(p.q),
+                                   const_cast<void *>(p.k),
+                                   const_cast<void *>(p.v)});
+    deltac_options opt = deviceOptions(nullptr, d.flag);
+    deltac_run_info info{};
+    ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_STREQ(info.family, "cuda_chunked");
+    EXPECT_EQ(d.readFlag(), poisoned ? DELTAC_CHECK_Q : 0)
+        << deltac_check_flag_string(d.readFlag());
+  }
 }
 
 TEST(CudaCheck, ValidInputsRunAndResetsAreLegal) {
