@@ -1,0 +1,34 @@
+# deltac::nn (runtime/include/deltac/nn.h): the PyTorch layers in C++ on the
+# CPU, and the safetensors reader. A library of its own, so that the runtime
+# (and the Python package's deltac_c) keep no OpenBLAS dependency.
+find_path(DELTAC_NN_CBLAS_INCLUDE cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
+  PATH_SUFFIXES openblas)
+find_library(DELTAC_NN_OPENBLAS_LIB NAMES openblas)
+if(NOT DELTAC_NN_CBLAS_INCLUDE OR NOT DELTAC_NN_OPENBLAS_LIB)
+  message(STATUS "deltac: OpenBLAS not found, deltac_nn (C++ layers) not built")
+  return()
+endif()
+find_package(nlohmann_json 3.10 REQUIRED)
+add_library(deltac_nn STATIC src/safetensors.cpp src/nn_common.cpp
+            src/nn_deltanet.cpp src/nn_gated.cpp)
+target_include_directories(deltac_nn
+  PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src ${DELTAC_NN_CBLAS_INCLUDE})
+target_link_libraries(deltac_nn PUBLIC deltac_runtime ${DELTAC_NN_OPENBLAS_LIB}
+  PRIVATE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>)
+
+# libFuzzer target for the safetensors reader (not in CI): clang only.
+option(DELTAC_BUILD_FUZZ "Build the libFuzzer targets (clang)" OFF)
+if(DELTAC_BUILD_FUZZ)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    add_executable(deltac_fuzz_safetensors ${PROJECT_SOURCE_DIR}/tests/nn/fuzz_safetensors.cpp
+                   src/safetensors.cpp)
+    target_include_directories(deltac_fuzz_safetensors PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_compile_options(deltac_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined -g)
+    target_link_options(deltac_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(deltac_fuzz_safetensors PRIVATE nlohmann_json::nlohmann_json)
+  else()
+    message(WARNING "deltac: DELTAC_BUILD_FUZZ needs clang (CMAKE_CXX_COMPILER=clang++); skipped")
+  endif()
+endif()

@@ -1,0 +1,128 @@
+// deltac::nn: the PyTorch layers of python/deltac/nn in C++ (forward only,
+// CPU, float32), with weights from a safetensors file written from the
+// modules' state_dict (the same parameter names, optionally under a prefix
+// such as "model.layers.3.linear_attn."). Projections run through OpenBLAS
+// (cblas_sgemm), the delta rule through deltac_forward. Errors (a missing or
+// misshapen weight, a bad config, a bad input shape, a kernel error) throw
+// deltac::nn::Error with a one-line message naming the tensor or field.
+// docs/nn.md has the API and the math.
+#ifndef DELTAC_NN_H
+#define DELTAC_NN_H
+
+#include "deltac/safetensors.h"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace deltac {
+namespace nn {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A dense float32 tensor, C order.
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// A row-major linear layer y = x W^T (no bias), optionally BitNet b1.58
+// (ternary weights with an absmean scale, 8-bit per-token activations,
+// computed on the dequantised values exactly as python/deltac/nn/bitlinear.py).
+struct Linear {
+  int64_t in = 0, out = 0;
+  bool bitnet = false;
+  std::vector<float> w; // [out, in]; BitNet: dequantised at load
+  // y [rows, out] = x [rows, in] W^T (ldy: row stride of y).
+  void forward(const float *x, int64_t rows, float *y, int64_t ldy) const;
+};
+
+// python/deltac/nn/deltanet.py, DeltaNetAttention.
+struct DeltaNetConfig {
+  int64_t hidden_size = 1024;
+  int64_t num_heads = 8;
+  bool use_bitnet = false;
+  std::string mode = "encoder"; // or "decoder" (keeps the state between calls)
+  float norm_eps = 1e-5f;       // nn.LayerNorm's default
+  int32_t threads = 0;          // delta-rule kernel threads (0: all cores)
+};
+
+class DeltaNetAttention {
+public:
+  DeltaNetAttention(const DeltaNetConfig &config, const SafeTensors &weights,
+                    const std::string &prefix = "");
+  // x [B, T, hidden] -> [B, T, hidden]. Decoder mode continues the cached
+  // state (zero when none) and keeps the final one.
+  Tensor forward(const Tensor &x);
+  void reset_state() { state_.clear(); state_batch_ = 0; }
+  // Decoder mode: the cached state [B, H, D, D] (empty when none).
+  const std::vector<float> &state() const { return state_; }
+  const DeltaNetConfig &config() const { return cfg_; }
+  int64_t head_dim() const { return D_; }
+
+private:
+  DeltaNetConfig cfg_;
+  int64_t H_ = 0, D_ = 0, total_ = 0;
+  Linear qkvg_;            // q || k || v || g rows
+  Linear beta_, out_;
+  std::vector<float> norm_w_, norm_b_;
+  std::vector<float> state_;
+  int64_t state_batch_ = 0;
+};
+
+// python/deltac/nn/gated_deltanet.py, GatedDeltaNet (names as in
+// transformers' Qwen3-Next / Qwen3.5 / OLMo-Hybrid).
+struct GatedDeltaNetConfig {
+  int64_t hidden_size = 2048;
+  int64_t num_k_heads = 16;    // linear_num_key_heads
+  int64_t num_v_heads = 32;    // linear_num_value_heads
+  int64_t head_k_dim = 128;    // linear_key_head_dim
+  int64_t head_v_dim = 128;    // linear_value_head_dim
+  int64_t conv_kernel = 4;     // linear_conv_kernel_dim
+  float rms_norm_eps = 1e-6f;  // olmo_hybrid: 1e-5 (its o_norm)
+  bool allow_neg_eigval = false;
+  std::string layout = "qwen3_next"; // "qwen3_5", "olmo_hybrid"
+  int32_t threads = 0;
+};
+
+// The decode state of one GatedDeltaNet layer: conv [B, conv_dim, W] (the
+// last W conv inputs, q || k || v channels) and recurrent [B, HV, K, V].
+struct GatedDeltaNetCache {
+  int64_t batch = 0; // 0: empty (the next call is a prompt)
+  std::vector<float> conv, recurrent;
+  bool empty() const { return batch == 0; }
+  void reset() { batch = 0; conv.clear(); recurrent.clear(); }
+};
+
+class GatedDeltaNet {
+public:
+  GatedDeltaNet(const GatedDeltaNetConfig &config, const SafeTensors &weights,
+                const std::string &prefix = "");
+  // hidden [B, T, hidden] -> [B, T, hidden]. cache null: a prompt from zero
+  // states; else continues *cache when it holds states and stores the new ones.
+  Tensor forward(const Tensor &x, GatedDeltaNetCache *cache = nullptr) const;
+  const GatedDeltaNetConfig &config() const { return cfg_; }
+
+private:
+  GatedDeltaNetConfig cfg_;
+  int64_t key_dim_ = 0, value_dim_ = 0, conv_dim_ = 0;
+  Linear in_;  // rows: q || k || v || z || b || a (fused layouts reordered)
+  Linear out_;
+  std::vector<float> conv_w_; // [conv_dim, W]
+  std::vector<float> conv_b_; // [conv_dim] or empty
+  std::vector<float> A_log_, dt_bias_, norm_w_;
+};
+
+// Config from a safetensors file's __metadata__ (the keys of the Python
+// configs: hidden_size, num_heads, mode, use_bitnet / linear_num_key_heads,
+// ...; absent keys keep the defaults). Throws Error on a malformed value.
+DeltaNetConfig deltanet_config(const std::map<std::string, std::string> &meta);
+GatedDeltaNetConfig gated_deltanet_config(const std::map<std::string, std::string> &meta);
+
+} // namespace nn
+} // namespace deltac
+
+#endif // DELTAC_NN_H

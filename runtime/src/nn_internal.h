@@ -1,0 +1,39 @@
+// Shared pieces of deltac::nn (nn_common.cpp): weight loading, the kernel
+// call and the elementwise functions, computed as PyTorch computes them.
+#ifndef DELTAC_NN_INTERNAL_H
+#define DELTAC_NN_INTERNAL_H
+
+#include "deltac/nn.h"
+
+#include <cmath>
+
+namespace deltac {
+namespace nn {
+namespace detail {
+
+std::vector<float> load(const SafeTensors &w, const std::string &name,
+                        const std::vector<int64_t> &shape);
+Linear load_linear(const SafeTensors &w, const std::string &name, int64_t in,
+                   int64_t out, bool bitnet);
+// Stacks linears with the same input (rows one after the other).
+Linear stack(const std::vector<Linear> &parts);
+void check_input(const Tensor &x, int64_t hidden, const char *layer);
+
+struct KernelCall {
+  int32_t variant;
+  int64_t B, T, H, HV, K, V;
+  const float *q, *k, *v, *beta, *g, *h0;
+  float *o, *ht;
+  int32_t threads;
+};
+void run_kernel(const KernelCall &c);
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+} // namespace detail
+} // namespace nn
+} // namespace deltac
+
+#endif

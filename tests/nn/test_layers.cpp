@@ -1,0 +1,245 @@
+// deltac::nn layers on random weights: prompt + one token at a time through
+// the state cache == the whole sequence at once; weight, config and input
+// errors name the tensor or field. (Agreement with the PyTorch modules:
+// nn_vs_pytorch.py, ctest nn_vs_pytorch.)
+#include "deltac/nn.h"
+#include "deltac/test_seed.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using namespace deltac::nn;
+using deltac::SafeTensorF32;
+using deltac::SafeTensors;
+
+struct Weights {
+  std::map<std::string, SafeTensorF32> t;
+  std::mt19937_64 *rng;
+  void add(const std::string &name, std::vector<int64_t> shape, float scale, float mean = 0) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::normal_distribution<float> nd(mean, scale);
+    SafeTensorF32 v{shape, std::vector<float>(size_t(n))};
+    for (float &e : v.data) e = nd(*rng);
+    t[name] = v;
+  }
+  SafeTensors file(const std::string &skip = "") const {
+    auto m = t;
+    m.erase(skip);
+    auto b = deltac::safetensors_bytes(m);
+    SafeTensors st;
+    std::string err;
+    EXPECT_TRUE(st.parse(b.data(), b.size(), "w.safetensors", &err)) << err;
+    return st;
+  }
+};
+
+Tensor random_x(std::mt19937_64 &rng, int64_t B, int64_t T, int64_t C) {
+  Tensor x{{B, T, C}, std::vector<float>(size_t(B * T * C))};
+  std::normal_distribution<float> nd(0, 1);
+  for (float &e : x.data) e = nd(rng);
+  return x;
+}
+
+Tensor slice_t(const Tensor &x, int64_t t0, int64_t t1) {
+  const int64_t B = x.shape[0], T = x.shape[1], C = x.shape[2];
+  Tensor s{{B, t1 - t0, C}, {}};
+  for (int64_t b = 0; b < B; ++b)
+    s.data.insert(s.data.end(), x.data.begin() + (b * T + t0) * C, x.data.begin() + (b * T + t1) * C);
+  return s;
+}
+
+// Concatenates per-call outputs along T.
+void expect_same_as_whole(const Tensor &whole, const std::vector<Tensor> &parts,
+                          double tol = 1e-5) {
+  const int64_t B = whole.shape[0], T = whole.shape[1], C = whole.shape[2];
+  int64_t t0 = 0;
+  double num = 0, den = 0;
+  for (const Tensor &p : parts) {
+    const int64_t tn = p.shape[1];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < tn * C; ++i) {
+        const double a = p.data[size_t(b * tn * C + i)], e = whole.data[size_t((b * T + t0) * C + i)];
+        num = std::max(num, std::fabs(a - e));
+        den = std::max(den, std::fabs(e));
+      }
+    t0 += tn;
+  }
+  EXPECT_EQ(t0, T);
+  EXPECT_LE(num / den, tol) << "prompt + decode steps vs whole sequence";
+}
+
+Weights deltanet_weights(std::mt19937_64 &rng, int64_t hs, int64_t H) {
+  Weights w{{}, &rng};
+  const float s = 1.0f / std::sqrt(float(hs));
+  for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"}) w.add(std::string(n) + ".weight", {hs, hs}, s);
+  w.add("beta_proj.weight", {H, hs}, s);
+  w.add("out_proj.weight", {hs, hs}, s);
+  w.add("norm.weight", {hs / H}, 0.3f, 1.0f);
+  w.add("norm.bias", {hs / H}, 0.3f);
+  return w;
+}
+
+TEST(NnDeltaNet, DecodeStepsEqualWholeSequence) {
+  for (bool bitnet : {false, true}) {
+    const uint64_t seed = deltac::test_seed();
+    SCOPED_TRACE(deltac::test_seed_note(seed));
+    std::printf("NnDeltaNet: bitnet %d DELTAC_TEST_SEED=%llu\n", int(bitnet), (unsigned long long)seed);
+    std::mt19937_64 rng(seed);
+    auto st = deltanet_weights(rng, 64, 2).file();
+    DeltaNetConfig c;
+    c.hidden_size = 64;
+    c.num_heads = 2;
+    c.use_bitnet = bitnet;
+    c.mode = "decoder";
+    DeltaNetAttention layer(c, st);
+    Tensor x = random_x(rng, 2, 12, 64);
+    Tensor whole = layer.forward(x);
+    EXPECT_EQ(whole.shape, (std::vector<int64_t>{2, 12, 64}));
+    EXPECT_EQ(layer.state().size(), size_t(2 * 2 * 32 * 32));
+    layer.reset_state();
+    std::vector<Tensor> parts{layer.forward(slice_t(x, 0, 5))};
+    for (int64_t t = 5; t < 12; ++t) parts.push_back(layer.forward(slice_t(x, t, t + 1)));
+    // BitLinear's 8-bit activations may round a readout value computed 1e-7
+    // apart to the adjacent step (nn_vs_pytorch.py says more).
+    expect_same_as_whole(whole, parts, bitnet ? 1e-2 : 1e-5);
+    // A batch of another size than the cached state's is an error.
+    EXPECT_THROW(layer.forward(slice_t(random_x(rng, 1, 12, 64), 0, 1)), Error);
+  }
+}
+
+TEST(NnDeltaNet, Errors) {
+  std::mt19937_64 rng(1);
+  auto w = deltanet_weights(rng, 64, 2);
+  DeltaNetConfig c;
+  c.hidden_size = 64;
+  c.num_heads = 2;
+  try {
+    DeltaNetAttention l(c, w.file("norm.bias"));
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "w.safetensors: tensor 'norm.bias' is missing");
+  }
+  try {
+    DeltaNetAttention l(c, w.file(), "model.");
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("'model.q_proj.weight' is missing"), std::string::npos);
+  }
+  c.num_heads = 3;
+  EXPECT_THROW(DeltaNetAttention(c, w.file()), Error);
+  c.num_heads = 2;
+  c.mode = "bidirectional";
+  EXPECT_THROW(DeltaNetAttention(c, w.file()), Error);
+  c.mode = "encoder";
+  c.hidden_size = 32; // weights of hidden 64: shapes do not match
+  c.num_heads = 2;
+  try {
+    DeltaNetAttention l(c, w.file());
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("shape (64, 64), expected (32, 32)"), std::string::npos) << e.what();
+  }
+  c.hidden_size = 64;
+  DeltaNetAttention l(c, w.file());
+  Tensor bad{{1, 3, 32}, std::vector<float>(96)};
+  EXPECT_THROW(l.forward(bad), Error);
+}
+
+Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c) {
+  Weights w{{}, &rng};
+  const int64_t hs = c.hidden_size, kd = c.num_k_heads * c.head_k_dim,
+                vd = c.num_v_heads * c.head_v_dim, HV = c.num_v_heads, W = c.conv_kernel;
+  const float s = 1.0f / std::sqrt(float(hs));
+  if (c.layout == "qwen3_next") {
+    w.add("in_proj_qkvz.weight", {2 * kd + 2 * vd, hs}, s);
+    w.add("in_proj_ba.weight", {2 * HV, hs}, s);
+  } else if (c.layout == "qwen3_5") {
+    w.add("in_proj_qkv.weight", {2 * kd + vd, hs}, s);
+    w.add("in_proj_z.weight", {vd, hs}, s);
+    w.add("in_proj_b.weight", {HV, hs}, s);
+    w.add("in_proj_a.weight", {HV, hs}, s);
+  } else {
+    w.add("q_proj.weight", {kd, hs}, s);
+    w.add("k_proj.weight", {kd, hs}, s);
+    w.add("v_proj.weight", {vd, hs}, s);
+    w.add("g_proj.weight", {vd, hs}, s);
+    w.add("b_proj.weight", {HV, hs}, s);
+    w.add("a_proj.weight", {HV, hs}, s);
+    w.add("q_conv1d.weight", {kd, 1, W}, 0.5f);
+    w.add("k_conv1d.weight", {kd, 1, W}, 0.5f);
+    w.add("v_conv1d.weight", {vd, 1, W}, 0.5f);
+  }
+  if (c.layout != "olmo_hybrid") w.add("conv1d.weight", {2 * kd + vd, 1, W}, 0.5f);
+  w.add(c.layout == "olmo_hybrid" ? "o_norm.weight" : "norm.weight", {c.head_v_dim}, 0.3f, 1.0f);
+  w.add(c.layout == "olmo_hybrid" ? "o_proj.weight" : "out_proj.weight", {hs, vd}, s);
+  w.add("dt_bias", {HV}, 0.5f, 1.0f);
+  w.add("A_log", {HV}, 0.5f, 1.0f);
+  return w;
+}
+
+TEST(NnGatedDeltaNet, DecodeStepsEqualWholeSequence) {
+  for (const char *layout : {"qwen3_next", "qwen3_5", "olmo_hybrid"}) {
+    const uint64_t seed = deltac::test_seed();
+    SCOPED_TRACE(std::string(layout) + " " + deltac::test_seed_note(seed));
+    std::printf("NnGatedDeltaNet: %s DELTAC_TEST_SEED=%llu\n", layout, (unsigned long long)seed);
+    std::mt19937_64 rng(seed);
+    GatedDeltaNetConfig c;
+    c.hidden_size = 48;
+    c.num_k_heads = 2;
+    c.num_v_heads = 4;
+    c.head_k_dim = 16;
+    c.head_v_dim = 32;
+    c.layout = layout;
+    GatedDeltaNet layer(c, gated_weights(rng, c).file());
+    Tensor x = random_x(rng, 2, 10, 48);
+    Tensor whole = layer.forward(x);
+    GatedDeltaNetCache cache;
+    std::vector<Tensor> parts{layer.forward(slice_t(x, 0, 2), &cache)};
+    EXPECT_EQ(cache.batch, 2);
+    parts.push_back(layer.forward(slice_t(x, 2, 6), &cache)); // a chunked prefill
+    for (int64_t t = 6; t < 10; ++t) parts.push_back(layer.forward(slice_t(x, t, t + 1), &cache));
+    expect_same_as_whole(whole, parts);
+  }
+}
+
+TEST(NnGatedDeltaNet, Errors) {
+  std::mt19937_64 rng(2);
+  GatedDeltaNetConfig c;
+  c.hidden_size = 48;
+  c.num_k_heads = 2;
+  c.num_v_heads = 4;
+  c.head_k_dim = 16;
+  c.head_v_dim = 32;
+  auto w = gated_weights(rng, c);
+  try {
+    GatedDeltaNet l(c, w.file("A_log"));
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "w.safetensors: tensor 'A_log' is missing");
+  }
+  c.layout = "mamba";
+  EXPECT_THROW(GatedDeltaNet(c, w.file()), Error);
+  c.layout = "qwen3_next";
+  c.num_v_heads = 3;
+  EXPECT_THROW(GatedDeltaNet(c, w.file()), Error);
+}
+
+TEST(NnConfig, FromMetadata) {
+  auto d = deltanet_config({{"hidden_size", "256"}, {"num_heads", "4"}, {"use_bitnet", "True"},
+                            {"mode", "decoder"}});
+  EXPECT_EQ(d.hidden_size, 256);
+  EXPECT_TRUE(d.use_bitnet);
+  EXPECT_EQ(d.mode, "decoder");
+  auto g = gated_deltanet_config({{"linear_num_value_heads", "8"}, {"layout", "qwen3_5"},
+                                  {"linear_allow_neg_eigval", "true"}});
+  EXPECT_EQ(g.num_v_heads, 8);
+  EXPECT_TRUE(g.allow_neg_eigval);
+  EXPECT_THROW(deltanet_config({{"hidden_size", "2k"}}), Error);
+}
+
+} // namespace
