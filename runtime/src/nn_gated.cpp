@@ -91,6 +91,9 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetConfig &config,
     norm_w_ = load(w, p + "norm.weight", {Dv});
     out_ = load_linear(w, p + "out_proj.weight", value_dim_, hs, false);
   }
+  conv_wt_.resize(conv_w_.size()); // [W, conv_dim]
+  for (int64_t ch = 0; ch < conv_dim_; ++ch)
+    for (int64_t i = 0; i < W; ++i) conv_wt_[size_t(i * conv_dim_ + ch)] = conv_w_[size_t(ch * W + i)];
   dt_bias_ = load(w, p + "dt_bias", {HV});
   A_log_ = load(w, p + "A_log", {HV});
 }
@@ -109,23 +112,33 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) const 
   std::vector<float> y(size_t(rows * ncol));
   in_.forward(x.data.data(), rows, y.data(), ncol);
 
-  // Causal depthwise conv1d + silu over ext = state (W inputs) || x.
+  // Causal depthwise conv1d + silu over ext = state (W inputs) || x, token-
+  // major so that the channel loop is contiguous (the sum in tap order, as
+  // before: out[t][c] = sum_i w[c][i] ext[t + 1 + i][c]).
   std::vector<float> mixed(size_t(rows * C)), conv_state(size_t(B * C * W));
-  std::vector<float> ext(size_t(W + T));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t ch = 0; ch < C; ++ch) {
-      for (int64_t i = 0; i < W; ++i)
-        ext[size_t(i)] = cont ? cache->conv[size_t((b * C + ch) * W + i)] : 0.0f;
-      for (int64_t t = 0; t < T; ++t) ext[size_t(W + t)] = y[size_t((b * T + t) * ncol + ch)];
-      const float *wc = conv_w_.data() + ch * W;
-      const float bias = conv_b_.empty() ? 0.0f : conv_b_[size_t(ch)];
-      for (int64_t t = 0; t < T; ++t) {
-        float s = 0;
-        for (int64_t i = 0; i < W; ++i) s += wc[i] * ext[size_t(t + 1 + i)];
-        mixed[size_t((b * T + t) * C + ch)] = silu(s + bias);
+  std::vector<float> ext(size_t((W + T) * C));
+  std::vector<float> acc(static_cast<size_t>(C));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < W; ++i)
+      for (int64_t ch = 0; ch < C; ++ch)
+        ext[size_t(i * C + ch)] = cont ? cache->conv[size_t((b * C + ch) * W + i)] : 0.0f;
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(ext.data() + (W + t) * C, y.data() + (b * T + t) * ncol, size_t(C) * 4);
+    for (int64_t t = 0; t < T; ++t) {
+      float *a = acc.data();
+      for (int64_t ch = 0; ch < C; ++ch) a[ch] = 0.0f;
+      for (int64_t i = 0; i < W; ++i) {
+        const float *e = ext.data() + (t + 1 + i) * C, *wt = conv_wt_.data() + i * C;
+        for (int64_t ch = 0; ch < C; ++ch) a[ch] += wt[ch] * e[ch];
       }
-      for (int64_t i = 0; i < W; ++i) conv_state[size_t((b * C + ch) * W + i)] = ext[size_t(T + i)];
+      float *m = mixed.data() + (b * T + t) * C;
+      for (int64_t ch = 0; ch < C; ++ch)
+        m[ch] = silu(a[ch] + (conv_b_.empty() ? 0.0f : conv_b_[size_t(ch)]));
     }
+    for (int64_t i = 0; i < W; ++i)
+      for (int64_t ch = 0; ch < C; ++ch)
+        conv_state[size_t((b * C + ch) * W + i)] = ext[size_t((T + i) * C + ch)];
+  }
 
   const int64_t kd = key_dim_, vd = value_dim_;
   std::vector<float> q(size_t(rows * kd)), k(q.size()), v(size_t(rows * vd)), o(v.size());

@@ -112,6 +112,7 @@ private:
   Linear in_;  // rows: q || k || v || z || b || a (fused layouts reordered)
   Linear out_;
   std::vector<float> conv_w_; // [conv_dim, W]
+  std::vector<float> conv_wt_; // [W, conv_dim] (token-major conv)
   std::vector<float> conv_b_; // [conv_dim] or empty
   std::vector<float> A_log_, dt_bias_, norm_w_;
 };
