@@ -49,11 +49,12 @@ Tensor DeltaNetAttention::forward(const Tensor &x) {
                 std::to_string(state_batch_) + " but x has batch " + std::to_string(B) +
                 ": call reset_state() to start new sequences");
 
-  std::vector<float> y(size_t(rows * 4 * n)), beta(size_t(rows * H));
+  std::vector<float> &y = grow(ws_[0], rows * 4 * n), &beta = grow(ws_[1], rows * H);
   qkvg_.forward(x.data.data(), rows, y.data(), 4 * n);
   beta_.forward(x.data.data(), rows, beta.data(), H);
-  for (float &b : beta) b = sigmoid(b);
-  std::vector<float> q(size_t(rows * n)), k(q.size()), v(q.size()), o(q.size());
+  for (int64_t i = 0; i < rows * H; ++i) beta[size_t(i)] = sigmoid(beta[size_t(i)]);
+  std::vector<float> &q = grow(ws_[2], rows * n), &k = grow(ws_[3], rows * n),
+                     &v = grow(ws_[4], rows * n), &o = grow(ws_[5], rows * n);
   for (int64_t r = 0; r < rows; ++r) {
     const float *yr = y.data() + r * 4 * n;
     std::memcpy(q.data() + r * n, yr, size_t(n) * 4);

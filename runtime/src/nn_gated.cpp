@@ -98,7 +98,7 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetConfig &config,
   A_log_ = load(w, p + "A_log", {HV});
 }
 
-Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) const {
+Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   const auto &c = cfg_;
   check_input(x, c.hidden_size, "GatedDeltaNet");
   const int64_t B = x.shape[0], T = x.shape[1], rows = B * T;
@@ -109,15 +109,16 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) const 
     throw Error("GatedDeltaNet: the cached state has batch " + std::to_string(cache->batch) +
                 " but hidden_states has batch " + std::to_string(B));
   const int64_t ncol = in_.out; // C + value_dim + 2 HV
-  std::vector<float> y(size_t(rows * ncol));
+  std::vector<float> &y = grow(ws_[0], rows * ncol);
   in_.forward(x.data.data(), rows, y.data(), ncol);
 
   // Causal depthwise conv1d + silu over ext = state (W inputs) || x, token-
   // major so that the channel loop is contiguous (the sum in tap order, as
   // before: out[t][c] = sum_i w[c][i] ext[t + 1 + i][c]).
-  std::vector<float> mixed(size_t(rows * C)), conv_state(size_t(B * C * W));
-  std::vector<float> ext(size_t((W + T) * C));
-  std::vector<float> acc(static_cast<size_t>(C));
+  std::vector<float> &mixed = grow(ws_[1], rows * C);
+  std::vector<float> conv_state(size_t(B * C * W)); // moved into the cache
+  std::vector<float> &ext = grow(ws_[2], (W + T) * C);
+  std::vector<float> &acc = grow(ws_[3], C);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t i = 0; i < W; ++i)
       for (int64_t ch = 0; ch < C; ++ch)
@@ -141,8 +142,9 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) const 
   }
 
   const int64_t kd = key_dim_, vd = value_dim_;
-  std::vector<float> q(size_t(rows * kd)), k(q.size()), v(size_t(rows * vd)), o(v.size());
-  std::vector<float> beta(size_t(rows * HV)), g(beta.size());
+  std::vector<float> &q = grow(ws_[4], rows * kd), &k = grow(ws_[5], rows * kd),
+                     &v = grow(ws_[6], rows * vd), &o = grow(ws_[7], rows * vd);
+  std::vector<float> &beta = grow(ws_[8], rows * HV), &g = grow(ws_[9], rows * HV);
   for (int64_t r = 0; r < rows; ++r) {
     const float *m = mixed.data() + r * C;
     std::memcpy(q.data() + r * kd, m, size_t(kd) * 4);

@@ -28,6 +28,13 @@ struct KernelCall {
 };
 void run_kernel(const KernelCall &c);
 
+// v with at least n elements (grown, never shrunk: a scratch buffer reused
+// across calls costs no allocation, page faults or zeroing after the first).
+inline std::vector<float> &grow(std::vector<float> &v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v;
+}
+
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }

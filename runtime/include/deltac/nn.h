@@ -11,6 +11,7 @@
 
 #include "deltac/safetensors.h"
 
+#include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -55,7 +56,8 @@ public:
   DeltaNetAttention(const DeltaNetConfig &config, const SafeTensors &weights,
                     const std::string &prefix = "");
   // x [B, T, hidden] -> [B, T, hidden]. Decoder mode continues the cached
-  // state (zero when none) and keeps the final one.
+  // state (zero when none) and keeps the final one. Not thread-safe on one
+  // object (the state and the reused scratch buffers).
   Tensor forward(const Tensor &x);
   void reset_state() { state_.clear(); state_batch_ = 0; }
   // Decoder mode: the cached state [B, H, D, D] (empty when none).
@@ -71,6 +73,7 @@ private:
   std::vector<float> norm_w_, norm_b_;
   std::vector<float> state_;
   int64_t state_batch_ = 0;
+  std::array<std::vector<float>, 6> ws_; // scratch, reused across calls
 };
 
 // python/deltac/nn/gated_deltanet.py, GatedDeltaNet (names as in
@@ -103,7 +106,8 @@ public:
                 const std::string &prefix = "");
   // hidden [B, T, hidden] -> [B, T, hidden]. cache null: a prompt from zero
   // states; else continues *cache when it holds states and stores the new ones.
-  Tensor forward(const Tensor &x, GatedDeltaNetCache *cache = nullptr) const;
+  // Not thread-safe on one object (it reuses its scratch buffers).
+  Tensor forward(const Tensor &x, GatedDeltaNetCache *cache = nullptr);
   const GatedDeltaNetConfig &config() const { return cfg_; }
 
 private:
@@ -115,6 +119,7 @@ private:
   std::vector<float> conv_wt_; // [W, conv_dim] (token-major conv)
   std::vector<float> conv_b_; // [conv_dim] or empty
   std::vector<float> A_log_, dt_bias_, norm_w_;
+  std::array<std::vector<float>, 10> ws_; // scratch, reused across calls
 };
 
 // Config from a safetensors file's __metadata__ (the keys of the Python
