@@ -78,11 +78,28 @@ bool SafeTensors::load(const std::string &path, std::string *error) {
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
                              std::istreambuf_iterator<char>());
   if (f.bad()) return fail(error, path + ": read error");
-  return parse(bytes.data(), bytes.size(), path, error);
+  if (!parse_header(bytes.data(), bytes.size(), path, error)) {
+    tensors_.clear(); // a failed object holds no tensor (and no bytes)
+    metadata_.clear();
+    return false;
+  }
+  bytes_.swap(bytes);
+  return true;
 }
 
 bool SafeTensors::parse(const uint8_t *data, size_t size,
                         const std::string &label, std::string *error) {
+  if (!parse_header(data, size, label, error)) {
+    tensors_.clear(); // a failed object holds no tensor (and no bytes)
+    metadata_.clear();
+    return false;
+  }
+  bytes_.assign(data, data + size);
+  return true;
+}
+
+bool SafeTensors::parse_header(const uint8_t *data, size_t size,
+                               const std::string &label, std::string *error) {
   label_ = label;
   tensors_.clear();
   metadata_.clear();
@@ -179,7 +196,6 @@ bool SafeTensors::parse(const uint8_t *data, size_t size,
                              std::to_string(std::min(a.end, b.end)) + ")");
   }
   data_start_ = 8 + n;
-  bytes_.assign(data, data + size);
   return true;
 }
 

@@ -129,6 +129,19 @@ TEST(SafeTensors, MissingWrongShapeWrongDtype) {
   EXPECT_EQ(err, "w.safetensors: tensor 'i': dtype I32, expected F32, BF16 or F16");
 }
 
+TEST(SafeTensors, FailedParseHoldsNoTensor) {
+  // The first tensor is valid, the second runs past the end: nothing is kept.
+  auto f = file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                R"("b":{"dtype":"F32","shape":[4],"data_offsets":[4,20]}})", 8);
+  SafeTensors st;
+  std::string err;
+  EXPECT_FALSE(st.parse(f.data(), f.size(), "w", &err));
+  EXPECT_TRUE(st.tensors().empty());
+  std::vector<float> v;
+  EXPECT_FALSE(st.get_f32("a", {1}, &v, &err));
+  EXPECT_EQ(err, "w: tensor 'a' is missing");
+}
+
 TEST(SafeTensors, MissingFile) {
   SafeTensors st;
   std::string err;

@@ -31,7 +31,7 @@ public:
   // Parses a whole file held in memory (copied). label names it in messages.
   bool parse(const uint8_t *data, size_t size, const std::string &label,
              std::string *error);
-  // Reads and parses the file at path.
+  // Reads and parses the file at path (held in memory once, not copied).
   bool load(const std::string &path, std::string *error);
 
   const std::string &label() const { return label_; }
@@ -49,6 +49,9 @@ public:
                    std::vector<int64_t> *shape, std::string *error) const;
 
 private:
+  // Validates the file at data (not kept) and fills everything but bytes_.
+  bool parse_header(const uint8_t *data, size_t size, const std::string &label,
+                    std::string *error);
   std::string label_;
   std::vector<uint8_t> bytes_;
   uint64_t data_start_ = 0;
