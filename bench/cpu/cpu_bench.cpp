@@ -5,12 +5,13 @@
 //                 chunked   2 * (3KV + C(K+V)) per token and value head,
 //                 sgemm     2 * M * N * K.
 // OpenBLAS cblas_sgemm on the chunked form's block shapes is the ceiling.
-#include "deltac/cpu/forward.h"
+#include "deltac/cpu/isa.h"
 #include "deltac/flops.h"
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <new>
 #include <random>
 #include <vector>
@@ -108,8 +109,9 @@ template <deltac_variant Var, int Chunk>
 void BM_Chunked(benchmark::State& st) {
   Problem pr = make_problem(Var, 1, kPrefillT, kHeads, kD, kD, true);
   pr.p.threads = int(st.range(0));
+  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuChunked)));
   for (auto _ : st) {
-    deltac::cpu::chunked<Var, Chunk, kD, kD>(pr.p);
+    deltac::cpu::isa::forward(Var, Chunk, pr.p);
     benchmark::DoNotOptimize(pr.o.data());
   }
   const double tokens = kPrefillT;
@@ -122,8 +124,9 @@ void BM_RecurrentPrefill(benchmark::State& st) {
   const int T = int(st.range(0));
   Problem pr = make_problem(Var, 1, T, kHeads, kD, kD, true);
   pr.p.threads = int(st.range(1));
+  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuRecurrent)));
   for (auto _ : st) {
-    deltac::cpu::recurrent<Var, kD, kD>(pr.p);
+    deltac::cpu::isa::forward(Var, 0, pr.p);
     benchmark::DoNotOptimize(pr.o.data());
   }
   set_counters(st, T, double(T) * kHeads * deltac::recurrent_flops_per_token(kD, kD));
@@ -145,6 +148,7 @@ void BM_Decode(benchmark::State& st) {
   pr.p.threads = int(st.range(2));
   const size_t gw = Var == DELTAC_VARIANT_KDA ? kD : 1;
   int s = 0;
+  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuDecode)));
   for (auto _ : st) {
     const size_t row = size_t(s) * B * H;  // first (token, head) of step s
     pr.p.q = in.q.data() + row * kD;
@@ -153,7 +157,7 @@ void BM_Decode(benchmark::State& st) {
     pr.p.beta = in.beta.data() + row;
     if (!in.g.empty())
       pr.p.g = in.g.data() + row * gw;
-    deltac::cpu::recurrent<Var, kD, kD>(pr.p);
+    deltac::cpu::isa::forward(Var, 0, pr.p);
     benchmark::DoNotOptimize(pr.h0.data());
     s = s + 1 == kDecodeSteps ? 0 : s + 1;
   }
@@ -230,4 +234,24 @@ BENCHMARK(BM_SgemmLarge)->ArgNames({"n", "threads"})->Args({1024, 2})->Args({102
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, plus the context: the instruction set chosen (each
+// kernel benchmark's label is the one its family ran with, deltac/cpu/isa.h)
+// and, for the SGEMM ceiling, the OpenBLAS core type (set OPENBLAS_CORETYPE
+// in the benchmark command, e.g. SkylakeX on AVX-512 machines: OpenBLAS
+// 0.3.21 may detect a recent CPU as an old core and run SSE3 kernels).
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::AddCustomContext("deltac_cpu_isa",
+                              deltac::cpu::isa::name(deltac::cpu::isa::active()));
+#if defined(DELTAC_HAVE_OPENBLAS)
+  const char* ct = std::getenv("OPENBLAS_CORETYPE");
+  benchmark::AddCustomContext("openblas_coretype_env", ct ? ct : "(unset)");
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+#endif
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -12,17 +12,19 @@ set(inc $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # Installed headers all land in include/deltac/.
 target_include_directories(deltac_templates INTERFACE ${inc})
 target_include_directories(deltac_catalogue INTERFACE ${inc})
-target_include_directories(deltac_cpu_kernels INTERFACE ${inc})
+target_include_directories(deltac_cpu_headers INTERFACE ${inc})
 target_include_directories(deltac_tuning_db PUBLIC ${inc})
 target_include_directories(deltac_runtime PUBLIC ${inc})
 
 set_target_properties(deltac_templates PROPERTIES EXPORT_NAME templates)
 set_target_properties(deltac_catalogue PROPERTIES EXPORT_NAME catalogue)
 set_target_properties(deltac_cpu_kernels PROPERTIES EXPORT_NAME cpu_kernels)
+set_target_properties(deltac_cpu_headers PROPERTIES EXPORT_NAME cpu_headers)
+set_target_properties(deltac_cpu_isa PROPERTIES EXPORT_NAME cpu_isa)
 set_target_properties(deltac_tuning_db PROPERTIES EXPORT_NAME tuning_db)
 set_target_properties(deltac_runtime PROPERTIES EXPORT_NAME runtime)
-set(DELTAC_EXPORTED deltac_templates deltac_catalogue deltac_cpu_kernels
-    deltac_tuning_db deltac_runtime)
+set(DELTAC_EXPORTED deltac_templates deltac_catalogue deltac_cpu_headers
+    deltac_cpu_kernels deltac_cpu_isa deltac_tuning_db deltac_runtime)
 set(DELTAC_PC_CUDA_LIBS "")
 set(DELTAC_CUDA_ROOT "")
 if(DELTAC_HAVE_CUDA)

@@ -61,14 +61,15 @@ void printStats(const cli::Options &opt, const deltac_fwd_params &p,
     knobs += " threads=" + std::to_string(info.threads);
   std::printf("deltac run: variant=%s device=%s mode=%s chunk=%d%s "
               "family=%s%s%s B=%d T=%d H=%d HV=%d K=%d V=%d N=%d dtype=%s "
-              "time=%.3f ms tokens/s=%.4g\n",
+              "time=%.3f ms tokens/s=%.4g%s%s\n",
               opt.variant.c_str(),
               info.device == DELTAC_DEVICE_CUDA ? "cuda" : "cpu",
               info.mode == DELTAC_MODE_CHUNKED ? "chunked" : "recurrent",
               info.chunk, info.specialized ? " (specialised K,V)" : "",
               info.family, knobs.c_str(), info.tuned ? " (tuning db)" : "",
               p.B, p.T, p.H, p.HV, p.K, p.V, p.N, opt.dtype.c_str(),
-              secs * 1e3, secs > 0 ? double(p.B) * p.T / secs : 0.0);
+              secs * 1e3, secs > 0 ? double(p.B) * p.T / secs : 0.0,
+              info.isa && *info.isa ? " isa=" : "", info.isa ? info.isa : "");
   std::fflush(stdout);
 }
 

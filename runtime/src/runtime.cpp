@@ -4,6 +4,7 @@
 
 #include "deltac/catalogue.h"
 #include "deltac/check.h"
+#include "deltac/cpu/isa.h"
 #include "deltac/env.h"
 #include "dispatch.h"
 #include "select.h"
@@ -127,6 +128,8 @@ void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
   info->tuned = c.tuned ? 1 : 0;
   info->note = lastNote.c_str();
   info->threads = threads;
+  info->isa =
+      d == Device::CUDA ? "" : cpu::isa::name(cpu::isa::for_family(c.config.family));
 }
 
 bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {

@@ -12,7 +12,7 @@ namespace {
 using namespace deltac::cpu;
 
 float exp1(float x) {
-  const simd::v8 r = simd::exp(simd::set1(x));
+  const simd::vf r = simd::exp(simd::set1(x));
   for (int i = 1; i < simd::W; ++i) EXPECT_TRUE(r[i] == r[0] || (r[i] != r[i] && r[0] != r[0]));
   return r[0];
 }
@@ -32,9 +32,9 @@ TEST(SimdExp, SpecialValues) {
   EXPECT_EQ(exp1(88.4f), inf);  // overflows a little early (see simd.h)
   EXPECT_TRUE(std::isfinite(exp1(88.3f)));
   // Mixed lanes: each lane on its own.
-  const simd::v8 x = {-inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, 1.0f,
+  const simd::vf x = {-inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, 1.0f,
                       -1.0f, inf, -100.0f, 60.0f};
-  const simd::v8 r = simd::exp(x);
+  const simd::vf r = simd::exp(x);
   EXPECT_EQ(r[0], 0.0f);
   EXPECT_TRUE(std::isnan(r[1]));
   EXPECT_EQ(r[2], 1.0f);

@@ -117,6 +117,10 @@ typedef struct deltac_run_info {
   /* CPU worker threads asked of the kernel: params.threads, else a tuning
    * record's "threads", else 0 (the kernel's own rule: all cores). */
   int32_t threads;
+  /* CPU: the instruction set the kernel ran with ("avx512", "avx2",
+   * "generic"; chosen once from cpuid, DELTAC_CPU_ISA forces one); "" on
+   * CUDA. Static storage. */
+  const char *isa;
 } deltac_run_info;
 
 /* Default options: everything automatic, host pointers, no checking. */

@@ -24,11 +24,11 @@
 
 #include <algorithm>
 
-#if defined(__AVX__)
+#if DELTAC_CPU_AVX
 #include <immintrin.h>
 #endif
 
-namespace deltac::cpu {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS {
 namespace detail {
 
 constexpr int kSub = 16;           // kda sub-block rows
@@ -45,7 +45,7 @@ inline float floor_gate(float g) { return g < kGateFloor ? kGateFloor : g; }
 // the scalar floor (a float compare may trap), and kda has K gates a token.
 inline void add_gates(double* g, const double* gp, const float* gs, int n) {
   int c = 0;
-#if defined(__AVX__)
+#if DELTAC_CPU_AVX
   const __m256 lo = _mm256_set1_ps(kGateFloor);
   for (; c + 8 <= n; c += 8) {
     // max(lo, x) is x when x is NaN (maxps returns its second operand).
@@ -84,10 +84,10 @@ inline void unit_lower_inverse(float* T, const float* A) {
   using namespace simd;
   constexpr int NV = C / W;
   for (int i = 0; i < C; ++i) {
-    v8 acc[NV];
+    vf acc[NV];
     for (int c = 0; c < NV; ++c) acc[c] = zero();
     for (int m = 0; m < i; ++m) {
-      const v8 av = set1(-A[i * C + m]);
+      const vf av = set1(-A[i * C + m]);
       const float* tm = T + m * C;
 #pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) acc[c] = fma(av, load(tm + c * W), acc[c]);
@@ -149,8 +149,8 @@ inline void kda_chunk(float* A, float* P, const float* KQ, float* KQd,
       float* lk = Lt + size_t(r) * K;
       float* lq = Lt + size_t(kSub + r) * K;
       for (int k = 0; k < K; k += W) {
-        const v8 e = load(ef + k), e0 = load(row + k);
-        const v8 xk = load(ki + k) * e, xq = load(qi + k) * e;
+        const vf e = load(ef + k), e0 = load(row + k);
+        const vf xk = load(ki + k) * e, xq = load(qi + k) * e;
         store(lk + k, xk);
         store(lq + k, xq);
         store(KQd + size_t(i) * K + k, xk * e0);
@@ -351,7 +351,7 @@ void chunked_impl(const deltac_fwd_params& p) {
       const float* kr = kda ? Rt : KQ;  // kda: Kr^T [K][C]
       if (gated) {
         for (int i = 0; i < C; ++i) {
-          const simd::v8 d = simd::set1(dr[i]);
+          const simd::vf d = simd::set1(dr[i]);
           float* u = U + size_t(i) * V;
           for (int c = 0; c < V; c += simd::W) simd::store(u + c, simd::load(u + c) * d);
         }
@@ -375,6 +375,6 @@ void chunked(const deltac_fwd_params& p) {
   detail::chunked_impl<Var, Chunk, KC, VC>(p);
 }
 
-}  // namespace deltac::cpu
+}}  // namespace deltac::cpu::DELTAC_CPU_NS
 
 #endif  // DELTAC_CPU_CHUNKED_H

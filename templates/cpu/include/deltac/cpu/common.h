@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace deltac::cpu::detail {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 
 using deltac::bf16_to_f32;
 using deltac::f32_to_bf16;
@@ -46,19 +46,24 @@ inline void store_row(void* base, int32_t dtype, int64_t off, const float* src,
 }
 
 // x *= 1 / sqrt(sum x^2 + 1e-6); n a multiple of 16. Eight-lane partial
-// sums in f32 (relative error ~n * 2^-24 at worst), combined in double.
+// sums in f32 (W lanes; relative error ~n * 2^-24 at worst), combined in double.
 inline void l2norm(float* x, int n) {
   using namespace simd;
-  v8 a = zero(), b = zero();
-  for (int i = 0; i < n; i += 2 * W) {
-    const v8 x0 = load(x + i), x1 = load(x + i + W);
+  vf a = zero(), b = zero();
+  int i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const vf x0 = load(x + i), x1 = load(x + i + W);
     a = fma(x0, x0, a);
     b = fma(x1, x1, b);
+  }
+  for (; i < n; i += W) {  // W = 16: n may be an odd multiple of W
+    const vf x0 = load(x + i);
+    a = fma(x0, x0, a);
   }
   a += b;
   double s = 0.0;
   for (int i = 0; i < W; ++i) s += a[i];
-  const v8 r = set1(float(1.0 / std::sqrt(s + 1e-6)));
+  const vf r = set1(float(1.0 / std::sqrt(s + 1e-6)));
   for (int i = 0; i < n; i += W) store(x + i, load(x + i) * r);
 }
 
@@ -238,6 +243,6 @@ void for_each_head(const deltac_fwd_params& p, Fn&& fn) {
     fn(int(t / HV), int(t % HV));
 }
 
-}  // namespace deltac::cpu::detail
+}}}  // namespace deltac::cpu::DELTAC_CPU_NS::detail
 
 #endif  // DELTAC_CPU_COMMON_H

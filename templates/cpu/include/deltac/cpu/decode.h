@@ -16,7 +16,7 @@
 
 #include "deltac/cpu/common.h"
 
-namespace deltac::cpu::detail {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 
 // Locality hint of the next head's prefetches (prefetcht1, into L2).
 constexpr int kPrefetchLocality = 2;
@@ -44,18 +44,18 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
                         const float* av, float beta, float kq, const float* v,
                         float* ob, const float* next, bool stream) {
   using namespace simd;
-  v8 hk[NV], hq[NV];
+  vf hk[NV], hq[NV];
   for (int c = 0; c < NV; ++c) hk[c] = hq[c] = zero();
   if (src)
     for (int r = 0; r < K; ++r) {
-      const v8 kv = set1(ka[r]), qv = set1(qa[r]);
+      const vf kv = set1(ka[r]), qv = set1(qa[r]);
       const float* h = src + size_t(r) * V;
       if (next)
         __builtin_prefetch(next + size_t(r) * NV * W, 0, kPrefetchLocality);
 #pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) {
-        v8 x = load(h + c * W);
-#if defined(__AVX__)
+        vf x = load(h + c * W);
+#if DELTAC_CPU_AVX
         // One load for both FMAs: GCC otherwise folds it into each (two
         // loads per vector, and the load ports become the limit).
         asm("" : "+x"(x));
@@ -64,8 +64,8 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
         hq[c] = fma(x, qv, hq[c]);
       }
     }
-  v8 u[NV];
-  const v8 bv = set1(beta), kqv = set1(kq);
+  vf u[NV];
+  const vf bv = set1(beta), kqv = set1(kq);
   for (int c = 0; c < NV; ++c) {
     u[c] = bv * (load(v + c * W) - hk[c]);
     store(ob + c * W, fma(kqv, u[c], hq[c]));
@@ -74,7 +74,7 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
     return;
   // Rows in reverse: the rows sweep 1 read last are still in L1 (see top).
   for (int r = K - 1; r >= 0; --r) {
-    const v8 kv = set1(k[r]);
+    const vf kv = set1(k[r]);
     float* d = dst + size_t(r) * V;
     if (!src) {
 #pragma GCC unroll 8
@@ -82,16 +82,21 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
       continue;
     }
     const float* h = src + size_t(r) * V;
-    if (next && NV > 2)
+    if (next && NV * W > 16)
       __builtin_prefetch(next + size_t(r) * NV * W + 16, 0, kPrefetchLocality);
-    const v8 a = set1(Decay ? av[r] : 1.0f);
+    const vf a = set1(Decay ? av[r] : 1.0f);
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) {
-      v8 x = load(h + c * W);
+      vf x = load(h + c * W);
       if (Decay)
         x *= a;
-      const v8 y = fma(kv, u[c], x);
-#if defined(__AVX__)
+      const vf y = fma(kv, u[c], x);
+#if DELTAC_CPU_AVX512
+      if (stream) { // a separate, large ht: skip reading its lines first
+        _mm512_stream_ps(d + c * W, y);
+        continue;
+      }
+#elif DELTAC_CPU_AVX
       if (stream) { // a separate, large ht: skip reading its lines first
         _mm256_stream_ps(d + c * W, y);
         continue;
@@ -102,11 +107,19 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
   }
 }
 
-#if defined(__FMA__)
+#if DELTAC_CPU_FMA
 // The four horizontal sums of a[0..3].
-inline __m128 hsum4(const simd::v8 (&a)[4]) {
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]),
-                                  _mm256_hadd_ps(a[2], a[3]));
+inline __m128 hsum4(const simd::vf (&a)[4]) {
+#if DELTAC_CPU_AVX512  // fold each 16-lane vector to 8 lanes first
+  __m256 b[4];
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm256_add_ps(_mm512_castps512_ps256(a[i]),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[i]), 1)));
+#else
+  const simd::vf (&b)[4] = a;
+#endif
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]),
+                                  _mm256_hadd_ps(b[2], b[3]));
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 #endif
@@ -125,25 +138,25 @@ inline void decode_tile_vk(const float* src, float* dst, int K,
     const float* pf = next ? next + size_t(c0) * K : nullptr;
     float hk[4] = {}, hq[4] = {};
     if (src) {
-      v8 ak[4], aq[4];
+      vf ak[4], aq[4];
       for (int i = 0; i < 4; ++i) ak[i] = aq[i] = zero();
       for (int r = 0; r < K; r += W) {
-        const v8 kv = load(ka + r), qv = load(qa + r);
+        const vf kv = load(ka + r), qv = load(qa + r);
         if (pf) {
           __builtin_prefetch(pf + 4 * r, 0, kPrefetchLocality);
           __builtin_prefetch(pf + 4 * r + 16, 0, kPrefetchLocality);
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-          v8 x = load(src + size_t(c0 + i) * K + r);
-#if defined(__AVX__)
+          vf x = load(src + size_t(c0 + i) * K + r);
+#if DELTAC_CPU_AVX
           asm("" : "+x"(x));  // one load for both FMAs (see decode_tile)
 #endif
           ak[i] = fma(x, kv, ak[i]);
           aq[i] = fma(x, qv, aq[i]);
         }
       }
-#if defined(__FMA__)
+#if DELTAC_CPU_FMA
       _mm_storeu_ps(hk, hsum4(ak));
       _mm_storeu_ps(hq, hsum4(aq));
 #else
@@ -158,11 +171,11 @@ inline void decode_tile_vk(const float* src, float* dst, int K,
       ob[c0 + i] = hq[i] + kq * u;
       if (!dst)
         continue;
-      const v8 uv = set1(u);
+      const vf uv = set1(u);
       float* d = dst + size_t(c0 + i) * K;
       const float* h = src ? src + size_t(c0 + i) * K : nullptr;
       for (int r = 0; r < K; r += W) {
-        v8 x = zero();
+        vf x = zero();
         if (src) {
           x = load(h + r);
           if (Decay)
@@ -223,7 +236,7 @@ void decode_impl(const deltac_fwd_params& p) {
           load_qk(q, k, p, qo, K);
           load_row(vb, p.v, p.in_dtype, th * V, V);
           beta = p.beta[th];
-          v8 s = zero();
+          vf s = zero();
           for (int r = 0; r < K; r += W) s = fma(load(q + r), load(k + r), s);
           kq = hsum(s);
           if (Var == DELTAC_VARIANT_KDA) {
@@ -231,7 +244,7 @@ void decode_impl(const deltac_fwd_params& p) {
             for (int r = 0; r < K; r += W)
               store(av + r, simd::exp(load(g + r)));
           } else if (Var == DELTAC_VARIANT_GATED) {
-            const v8 a = set1(std::exp(p.g[th]));
+            const vf a = set1(std::exp(p.g[th]));
             for (int r = 0; r < K; r += W) store(av + r, a);
           }
           if (Decay) {
@@ -284,7 +297,7 @@ void decode_impl(const deltac_fwd_params& p) {
                              av, beta, kq, vb + v0, ob, next, stream);
       store_row(p.o, p.out_dtype, th * V + v0, ob, VB, scale);
     }
-#if defined(__AVX__)
+#if DELTAC_CPU_AVX
     if (stream)
       _mm_sfence(); // streaming stores visible before the caller reads ht
 #endif
@@ -304,6 +317,6 @@ void decode_impl(const deltac_fwd_params& p) {
   }
 }
 
-}  // namespace deltac::cpu::detail
+}}}  // namespace deltac::cpu::DELTAC_CPU_NS::detail
 
 #endif  // DELTAC_CPU_DECODE_H

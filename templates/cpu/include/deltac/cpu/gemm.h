@@ -12,57 +12,63 @@
 
 #include "deltac/cpu/simd.h"
 
-namespace deltac::cpu::detail {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 
-constexpr int kMR = 6;   // rows per micro tile
-constexpr int kNR = 16;  // columns per micro tile (two vectors)
+// Micro tile: kMR rows x kNR = 16 columns (kNR / W vectors per row). 256-bit:
+// 6 x 2 vectors (12 accumulators of 16 registers); 512-bit: 12 x 1 (12 of 32;
+// N is only a multiple of 16, so one vector per row).
+constexpr int kNR = 16;
+constexpr int kNB = kNR / simd::W;  // vectors per micro-tile row
+constexpr int kMR = simd::W == 16 ? 12 : 6;
 
 template <int MR, bool Acc>
 inline void gemm_tile(int kd, const float* __restrict A, long rsa, long csa,
                       const float* __restrict B, long ldb, float* __restrict C,
                       long ldc, const float* os, const float* cs) {
   using namespace simd;
-  v8 c0[MR], c1[MR];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = zero();
+  vf c[MR][kNB];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int b = 0; b < kNB; ++b) c[i][b] = zero();
   for (int p = 0; p < kd; ++p) {
-    const v8 b0 = load(B + p * ldb), b1 = load(B + p * ldb + W);
+    vf bv[kNB];
+#pragma GCC unroll 2
+    for (int b = 0; b < kNB; ++b) bv[b] = load(B + p * ldb + b * W);
     const float* a = A + p * csa;
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
-      const v8 av = set1(a[i * rsa]);
-      c0[i] = fma(av, b0, c0[i]);
-      c1[i] = fma(av, b1, c1[i]);
+      const vf av = set1(a[i * rsa]);
+#pragma GCC unroll 2
+      for (int b = 0; b < kNB; ++b) c[i][b] = fma(av, bv[b], c[i][b]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) {
-    float* c = C + i * ldc;
-    if (os) {
-      c0[i] *= set1(os[i]);
-      c1[i] *= set1(os[i]);
+    float* cr = C + i * ldc;
+#pragma GCC unroll 2
+    for (int b = 0; b < kNB; ++b) {
+      if (os)
+        c[i][b] *= set1(os[i]);
+      if (Acc)
+        c[i][b] = fma(load(cr + b * W), set1(cs ? cs[i] : 1.0f), c[i][b]);
+      store(cr + b * W, c[i][b]);
     }
-    if (Acc) {
-      const v8 s = set1(cs ? cs[i] : 1.0f);
-      c0[i] = fma(load(c), s, c0[i]);
-      c1[i] = fma(load(c + W), s, c1[i]);
-    }
-    store(c, c0[i]);
-    store(c + W, c1[i]);
   }
 }
 
-template <bool Acc>
+// gemm_tile<mr> for a run-time mr in 1..kMR.
+template <bool Acc, int MR = kMR>
 inline void gemm_rows(int mr, int kd, const float* A, long rsa, long csa,
                       const float* B, long ldb, float* C, long ldc,
                       const float* os, const float* cs) {
-  switch (mr) {
-    case 6: gemm_tile<6, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
-    case 5: gemm_tile<5, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
-    case 4: gemm_tile<4, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
-    case 3: gemm_tile<3, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
-    case 2: gemm_tile<2, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
-    default: gemm_tile<1, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs); break;
+  if constexpr (MR == 1) {
+    gemm_tile<1, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+  } else {
+    if (mr == MR)
+      gemm_tile<MR, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+    else
+      gemm_rows<Acc, MR - 1>(mr, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
   }
 }
 
@@ -99,6 +105,6 @@ inline void gemm_lower_out(int M, int N, int kd, const float* A, long rsa,
   }
 }
 
-}  // namespace deltac::cpu::detail
+}}}  // namespace deltac::cpu::DELTAC_CPU_NS::detail
 
 #endif  // DELTAC_CPU_GEMM_H

@@ -18,7 +18,7 @@
 #include "deltac/catalogue.h"
 #include "deltac/cpu/forward.h"
 
-namespace deltac::cpu {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS {
 
 // Token-by-token recurrence over state tiles of TileV columns.
 template <deltac_variant Var, int TileV, int KC = 0, int VC = 0>
@@ -93,6 +93,6 @@ bool launch_dims(const KernelConfig& c, const deltac_fwd_params& p,
   return false;
 }
 
-}  // namespace deltac::cpu
+}}  // namespace deltac::cpu::DELTAC_CPU_NS
 
 #endif  // DELTAC_CPU_LAUNCH_H

@@ -10,7 +10,7 @@
 #include "deltac/cpu/common.h"
 #include "deltac/cpu/decode.h"
 
-namespace deltac::cpu {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS {
 namespace detail {
 
 constexpr int kRecTokens = 64;  // tokens prepared per block
@@ -55,21 +55,21 @@ constexpr float kFoldBelow = 0x1p-40f;
 // above; kn = c k of the next token), av: c (fold tokens).
 template <bool Fold, int NV, int P>
 inline void rec_pass(float* tile, int K, const float* ks, const float* qs,
-                     const float* kn, const float* av, const simd::v8* u,
-                     simd::v8 (&oa)[P][NV], simd::v8 (&hk)[P][NV]) {
+                     const float* kn, const float* av, const simd::vf* u,
+                     simd::vf (&oa)[P][NV], simd::vf (&hk)[P][NV]) {
   using namespace simd;
   constexpr int VB = NV * W;
   for (int r = 0; r < K; r += P) {
 #pragma GCC unroll 4
     for (int s = 0; s < P; ++s) {
-      const v8 kv = set1(ks[r + s]), qv = set1(qs[r + s]), nv = set1(kn[r + s]);
-      v8 a = zero();
+      const vf kv = set1(ks[r + s]), qv = set1(qs[r + s]), nv = set1(kn[r + s]);
+      vf a = zero();
       if (Fold)
         a = set1(av[r + s]);
       float* h = tile + (r + s) * VB;
 #pragma GCC unroll 4
       for (int c = 0; c < NV; ++c) {
-        v8 x = load(h + c * W);
+        vf x = load(h + c * W);
         if (Fold)
           x *= a;
         x = fma(kv, u[c], x);
@@ -95,13 +95,13 @@ inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks
   constexpr int NV = VB / W;
   constexpr int P = NV >= 4 ? 1 : 2;  // partial sums per accumulator
   const int K = KC ? KC : K_;
-  v8 hk[P][NV];
+  vf hk[P][NV];
   for (int s = 0; s < P; ++s)
     for (int c = 0; c < NV; ++c) hk[s][c] = zero();
   for (int r = 0; r < K; r += P)
 #pragma GCC unroll 4
     for (int s = 0; s < P; ++s) {
-      const v8 kv = set1(kd[r + s]);
+      const vf kv = set1(kd[r + s]);
 #pragma GCC unroll 4
       for (int c = 0; c < NV; ++c)
         hk[s][c] = fma(load(tile + (r + s) * VB + c * W), kv, hk[s][c]);
@@ -109,14 +109,14 @@ inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks
   for (int t = 0; t < nt; ++t) {
     const size_t row = size_t(t) * K;
     const float* kn = kd + (t + 1 < nt ? row + K : row);
-    v8 u[NV];
-    const v8 beta = set1(bb[t]);
+    vf u[NV];
+    const vf beta = set1(bb[t]);
     for (int c = 0; c < NV; ++c) {
-      v8 x = hk[0][c];
+      vf x = hk[0][c];
       for (int s = 1; s < P; ++s) x += hk[s][c];
       u[c] = beta * (load(vb + size_t(t) * V + v0 + c * W) - x);
     }
-    v8 oa[P][NV];
+    vf oa[P][NV];
     for (int s = 0; s < P; ++s)
       for (int c = 0; c < NV; ++c) oa[s][c] = hk[s][c] = zero();
     if (fold[t] != 0.0f)
@@ -124,7 +124,7 @@ inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks
     else
       rec_pass<false, NV, P>(tile, K, ks + row, qs + row, kn, av + row, u, oa, hk);
     for (int c = 0; c < NV; ++c) {
-      v8 o = oa[0][c];
+      vf o = oa[0][c];
       for (int s = 1; s < P; ++s) o += oa[s][c];
       store(ob + t * VB + c * W, o);
     }
@@ -264,6 +264,6 @@ void recurrent(const deltac_fwd_params& p) {
     detail::recurrent_impl<Var, 16, KC, VC>(p);
 }
 
-}  // namespace deltac::cpu
+}}  // namespace deltac::cpu::DELTAC_CPU_NS
 
 #endif  // DELTAC_CPU_RECURRENT_H

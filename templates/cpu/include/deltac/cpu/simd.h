@@ -1,13 +1,51 @@
-// 8-wide float vectors for the CPU kernels. GCC/Clang vector extensions, so
-// the code is portable; with AVX2+FMA every op maps to one instruction.
+// Float vectors for the CPU kernels: W = 16 lanes (512 bits) where the
+// target has AVX-512F, else W = 8 (256 bits). GCC/Clang vector extensions, so
+// the code is portable; with AVX2+FMA or AVX-512F every op maps to one
+// instruction. Kernels are written in W; every vector loop runs over a
+// multiple of 16 floats (K, V, tiles and chunks are), so both widths fit.
+//
+// DELTAC_CPU_NS names the inline namespace the kernels live in: the
+// runtime's per-instruction-set builds (deltac/cpu/isa.h) compile these
+// headers once per target under different names, so no two targets' code
+// shares a symbol. Default: the one instance of code that includes these
+// headers directly (generated kernels, tests of the templates).
 #ifndef DELTAC_CPU_SIMD_H
 #define DELTAC_CPU_SIMD_H
 
 #include <cstdint>
 #include <cstring>
 
-#if defined(__FMA__)
+// What the kernels may use: from the compiler's flags, unless a per-target
+// translation unit (templates/cpu/src/isa_target.inc) sets them: under
+// `#pragma GCC target`, GCC's C++ front end does not define __AVX2__ & co.
+#ifndef DELTAC_CPU_AVX512
+#if defined(__AVX512F__)
+#define DELTAC_CPU_AVX512 1
+#else
+#define DELTAC_CPU_AVX512 0
+#endif
+#endif
+#ifndef DELTAC_CPU_FMA  // AVX2 + FMA (implied by DELTAC_CPU_AVX512 = 1)
+#if defined(__FMA__) || DELTAC_CPU_AVX512
+#define DELTAC_CPU_FMA 1
+#else
+#define DELTAC_CPU_FMA 0
+#endif
+#endif
+#ifndef DELTAC_CPU_AVX
+#if defined(__AVX__) || DELTAC_CPU_FMA
+#define DELTAC_CPU_AVX 1
+#else
+#define DELTAC_CPU_AVX 0
+#endif
+#endif
+
+#if DELTAC_CPU_AVX
 #include <immintrin.h>
+#endif
+
+#ifndef DELTAC_CPU_NS
+#define DELTAC_CPU_NS isa_default
 #endif
 
 // Without AVX, GCC warns that 32-byte vector arguments change the ABI; these
@@ -16,40 +54,51 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
-namespace deltac::cpu::simd {
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace simd {
 
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
+#if DELTAC_CPU_AVX512
+constexpr int W = 16;
+#else
 constexpr int W = 8;
+#endif
+typedef float vf __attribute__((vector_size(4 * W)));
+typedef int32_t vi __attribute__((vector_size(4 * W)));
+typedef uint32_t vu __attribute__((vector_size(4 * W)));
 
-inline v8 load(const float* p) {
-  v8 r;
+inline vf load(const float* p) {
+  vf r;
   std::memcpy(&r, p, sizeof r);
   return r;
 }
-inline void store(float* p, v8 x) { std::memcpy(p, &x, sizeof x); }
-inline v8 set1(float x) { return v8{x, x, x, x, x, x, x, x}; }
-inline v8 zero() { return v8{}; }
+inline void store(float* p, vf x) { std::memcpy(p, &x, sizeof x); }
+// (Not vf{} + x: 0 + x cannot be folded without -ffast-math, -0 + 0 = +0.)
+#if DELTAC_CPU_AVX512
+inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+#else
+inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x}; }
+#endif
+inline vf zero() { return vf{}; }
 
 // a * b + c, fused when the target has FMA.
-inline v8 fma(v8 a, v8 b, v8 c) {
-#if defined(__FMA__)
+inline vf fma(vf a, vf b, vf c) {
+#if DELTAC_CPU_AVX512
+  return _mm512_fmadd_ps(a, b, c);
+#elif DELTAC_CPU_FMA
   return _mm256_fmadd_ps(a, b, c);
 #else
   return a * b + c;
 #endif
 }
 
-inline float hsum(v8 x) {
+inline float hsum(vf x) {
   float s = 0.0f;
   for (int i = 0; i < W; ++i) s += x[i];
   return s;
 }
 
 // Lane-wise max / min; b where either is NaN (as x86 maxps / minps).
-inline v8 vmax(v8 a, v8 b) { return a > b ? a : b; }
-inline v8 vmin(v8 a, v8 b) { return a < b ? a : b; }
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+inline vf vmin(vf a, vf b) { return a < b ? a : b; }
 
 // exp(x), relative error ~2 ulp (Cephes expf polynomial). Returns 0 for
 // x < -87.3 (no denormals) and for -inf, +inf from x ~ 88.38 up (n = 128
@@ -58,19 +107,19 @@ inline v8 vmin(v8 a, v8 b) { return a < b ? a : b; }
 // extra: the clamps are written so that it passes through them (x86
 // max/min return their second operand when one is NaN) and the polynomial
 // keeps it.
-inline v8 exp(v8 x) {
-  const v8 lo = set1(-87.3f);
-  const v8i under = x < lo;  // -inf too; false for NaN
+inline vf exp(vf x) {
+  const vf lo = set1(-87.3f);
+  const vi under = x < lo;  // -inf too; false for NaN
   x = vmin(set1(89.0f), vmax(lo, x));  // NaN stays NaN
   // n = round(x / ln2) <= 128, r = x - n ln2 (two-part ln2).
-  v8 fx = fma(x, set1(1.44269504088896341f), set1(0.5f));
-  v8i n = __builtin_convertvector(fx, v8i);
-  v8 fn = __builtin_convertvector(n, v8);
+  vf fx = fma(x, set1(1.44269504088896341f), set1(0.5f));
+  vi n = __builtin_convertvector(fx, vi);
+  vf fn = __builtin_convertvector(n, vf);
   fn = fn > fx ? fn - 1.0f : fn;  // floor
-  n = __builtin_convertvector(fn, v8i);
-  v8 r = fma(fn, set1(-0.693359375f), x);
+  n = __builtin_convertvector(fn, vi);
+  vf r = fma(fn, set1(-0.693359375f), x);
   r = fma(fn, set1(2.12194440e-4f), r);
-  v8 y = set1(1.9875691500e-4f);
+  vf y = set1(1.9875691500e-4f);
   y = fma(y, r, set1(1.3981999507e-3f));
   y = fma(y, r, set1(8.3334519073e-3f));
   y = fma(y, r, set1(4.1665795894e-2f));
@@ -79,17 +128,17 @@ inline v8 exp(v8 x) {
   y = fma(y, r * r, r + 1.0f);
   // 2^n; n = 128 gives the bits of +inf. (Unsigned: a NaN lane's n is
   // INT_MIN, and its y is NaN whatever p2 is.)
-  const v8u bits = (v8u)(n + 127) << 23;
-  v8 p2;
+  const vu bits = (vu)(n + 127) << 23;
+  vf p2;
   std::memcpy(&p2, &bits, sizeof p2);
-  v8 res = y * p2;
-  v8i rb;
+  vf res = y * p2;
+  vi rb;
   std::memcpy(&rb, &res, sizeof rb);
   rb &= ~under;
   std::memcpy(&res, &rb, sizeof res);
   return res;
 }
 
-}  // namespace deltac::cpu::simd
+}}}  // namespace deltac::cpu::DELTAC_CPU_NS::simd
 
 #endif  // DELTAC_CPU_SIMD_H

@@ -1,0 +1,124 @@
+// The one run-time dispatch point between the CPU kernels' targets
+// (deltac/cpu/isa.h).
+#include "deltac/cpu/isa.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace deltac::cpu::isa {
+namespace detail {
+#define DELTAC_ISA_DECLARE(ns)                                                  \
+  bool launch_dims_##ns(deltac_variant, const KernelConfig&,                    \
+                        const deltac_fwd_params&, bool*);                       \
+  bool forward_##ns(deltac_variant, int, const deltac_fwd_params&);
+DELTAC_ISA_DECLARE(isa_generic)
+#if DELTAC_CPU_ISA_X86
+DELTAC_ISA_DECLARE(isa_avx2)
+DELTAC_ISA_DECLARE(isa_avx512)
+#endif
+#undef DELTAC_ISA_DECLARE
+}  // namespace detail
+
+const char* name(Isa i) {
+  switch (i) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+bool supported(Isa i) {
+#if DELTAC_CPU_ISA_X86
+  __builtin_cpu_init();
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                  __builtin_cpu_supports("popcnt");
+  switch (i) {
+    case Isa::generic: return true;
+    case Isa::avx2: return v3;
+    case Isa::avx512:
+      return v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512cd");
+  }
+  return false;
+#else
+  return i == Isa::generic;
+#endif
+}
+
+Isa best() {
+  if (supported(Isa::avx512))
+    return Isa::avx512;
+  if (supported(Isa::avx2))
+    return Isa::avx2;
+  return Isa::generic;
+}
+
+static Isa choose() {
+  const Isa b = best();
+  const char* e = std::getenv("DELTAC_CPU_ISA");
+  if (!e || !*e)
+    return b;
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512}) {
+    if (std::strcmp(e, name(i)) != 0)
+      continue;
+    if (supported(i))
+      return i;
+    std::fprintf(stderr, "deltac: DELTAC_CPU_ISA=%s: not supported by this CPU, using %s\n",
+                 e, name(b));
+    return b;
+  }
+  std::fprintf(stderr, "deltac: DELTAC_CPU_ISA=%s: not generic, avx2 or avx512, using %s\n",
+               e, name(b));
+  return b;
+}
+
+Isa active() {
+  static const Isa a = choose();
+  return a;
+}
+
+Isa for_family(Family f) {
+  const Isa a = active();
+  if (a == Isa::avx512 && f == Family::CpuRecurrent)
+    return Isa::avx2;
+  return a;
+}
+
+// The family recurrent<Var> (mode 0) takes: decode when no sequence is
+// longer than one token (as deltac::cpu::detail::decode_applies).
+static Family mode_family(int mode, const deltac_fwd_params& p) {
+  if (mode != 0)
+    return Family::CpuChunked;
+  if (!p.cu_seqlens)
+    return p.T <= 1 ? Family::CpuDecode : Family::CpuRecurrent;
+  for (int n = 0; n < p.N; ++n)
+    if (p.cu_seqlens[n + 1] - p.cu_seqlens[n] > 1)
+      return Family::CpuRecurrent;
+  return Family::CpuDecode;
+}
+
+bool launch_dims(deltac_variant var, const KernelConfig& c,
+                 const deltac_fwd_params& p, bool* specialized) {
+  switch (for_family(c.family)) {
+#if DELTAC_CPU_ISA_X86
+    case Isa::avx512: return detail::launch_dims_isa_avx512(var, c, p, specialized);
+    case Isa::avx2: return detail::launch_dims_isa_avx2(var, c, p, specialized);
+#endif
+    default: return detail::launch_dims_isa_generic(var, c, p, specialized);
+  }
+}
+
+bool forward(deltac_variant var, int mode, const deltac_fwd_params& p) {
+  switch (for_family(mode_family(mode, p))) {
+#if DELTAC_CPU_ISA_X86
+    case Isa::avx512: return detail::forward_isa_avx512(var, mode, p);
+    case Isa::avx2: return detail::forward_isa_avx2(var, mode, p);
+#endif
+    default: return detail::forward_isa_generic(var, mode, p);
+  }
+}
+
+}  // namespace deltac::cpu::isa
