@@ -176,7 +176,11 @@ def test_deltanet_decoder_steps_equal_whole_sequence(bitnet, seed):
         state = m.state
         m.reset_state()
         again = m(x)
-    assert rel_err(steps, whole) <= F32_TOL
+    # BitLinear quantises each token's activations to 8 bits: a value that the
+    # step-by-step and the whole-sequence paths compute 1e-7 apart can round
+    # to neighbouring steps (seen: 5.6e-4), so the outputs get a quantisation
+    # step of slack there; the kernel state before out_proj stays exact.
+    assert rel_err(steps, whole) <= (1e-2 if bitnet else F32_TOL)
     assert rel_err(state, ht) <= F32_TOL
     assert rel_err(again, whole) <= F32_TOL
     with torch.no_grad(), pytest.raises(ValueError, match="reset_state"):
