@@ -66,6 +66,20 @@ struct DeviceProblem {
     for (void *d : owned)
       cudaFree(d);
   }
+  // p with q, k, v replaced by device copies of 16-bit host data (dtype
+  // DELTAC_BF16 or DELTAC_F16 for inputs and o); the copies are owned.
+  deltac_fwd_params with16(int32_t dtype, const std::vector<uint16_t> &q16,
+                           const std::vector<uint16_t> &k16,
+                           const std::vector<uint16_t> &v16) {
+    deltac_fwd_params x = p;
+    x.in_dtype = x.out_dtype = dtype;
+    x.q = toDevice(q16.data(), q16.size() * 2);
+    x.k = toDevice(k16.data(), k16.size() * 2);
+    x.v = toDevice(v16.data(), v16.size() * 2);
+    owned.insert(owned.end(), {const_cast<void *>(x.q), const_cast<void *>(x.k),
+                               const_cast<void *>(x.v)});
+    return x;
+  }
   // Overwrites element i of a device f32 tensor.
   void poke(const void *dev, size_t i, float x) {
     EXPECT_EQ(cudaMemcpy(static_cast<float *>(const_cast<void *>(dev)) + i, &x,
@@ -196,14 +210,7 @@ TEST(CudaCheck, FlagsEachBadInputAndSkipsTheKernel) {
   std::vector<uint16_t> q16 = test::toBf16(d.pr.q), k16 = test::toBf16(d.pr.k),
                         v16 = test::toBf16(d.pr.v);
   v16[10] = 0x7fc0; // NaN
-  deltac_fwd_params p = d.p;
-  p.in_dtype = p.out_dtype = DELTAC_BF16;
-  p.q = toDevice(q16.data(), q16.size() * 2);
-  p.k = toDevice(k16.data(), k16.size() * 2);
-  p.v = toDevice(v16.data(), v16.size() * 2);
-  d.owned.insert(d.owned.end(), {const_cast<void *>(p.q),
-                                 const_cast<void *>(p.k),
-                                 const_cast<void *>(p.v)});
+  deltac_fwd_params p = d.with16(DELTAC_BF16, q16, k16, v16);
   deltac_options opt = deviceOptions(nullptr, d.flag);
   ASSERT_EQ(deltac_forward(&p, &opt), 0) << deltac_last_error();
   EXPECT_EQ(d.readFlag(), DELTAC_CHECK_V);
@@ -226,14 +233,7 @@ TEST(CudaCheck, F16InputsAreReadAsHalves) {
                           v16 = half(d.pr.v);
     if (poisoned)
       q16[q16.size() - 1] = 0x7e00; // NaN, the last element
-    deltac_fwd_params p = d.p;
-    p.in_dtype = p.out_dtype = DELTAC_F16;
-    p.q = toDevice(q16.data(), q16.size() * 2);
-    p.k = toDevice(k16.data(), k16.size() * 2);
-    p.v = toDevice(v16.data(), v16.size() * 2);
-    d.owned.insert(d.owned.end(), {const_cast<void *>(p.q),
-                                   const_cast<void *>(p.k),
-                                   const_cast<void *>(p.v)});
+    deltac_fwd_params p = d.with16(DELTAC_F16, q16, k16, v16);
     deltac_options opt = deviceOptions(nullptr, d.flag);
     deltac_run_info info{};
     ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
