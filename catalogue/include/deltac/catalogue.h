@@ -75,6 +75,16 @@ struct KnobValues {
   }
 };
 
+// The values of a kernel's own constexpr list (at most 8).
+template <int N>
+constexpr KnobValues values_of(const int (&list)[N]) {
+  static_assert(N <= 8, "at most 8 values per knob");
+  KnobValues k{N, {}};
+  for (int i = 0; i < N; ++i)
+    k.v[i] = list[i];
+  return k;
+}
+
 struct FamilyInfo {
   Family family;
   const char *name;   // "cpu_recurrent": tuning DB, IR, manifest, messages
@@ -108,8 +118,10 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
     {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
      kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages,
-     {{3, {16, 32, 64}}, {0, {}}, {3, {16, 32, 64}}, {3, {2, 4, 8}},
-      {2, {1, 2}}, {0, {}}},
+     // The kernel's own lists (chunked_rules.h), so they are written once.
+     {values_of(cuda::kChunkedChunks), {0, {}}, values_of(cuda::kChunkedBVs),
+      values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),
+      {0, {}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::chunked_cfg"},
 };
 
