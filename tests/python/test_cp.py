@@ -1,0 +1,199 @@
+"""deltac.cp (context parallelism) with the gloo backend on CPU processes.
+
+Every rank builds the same global inputs from the test's seed, runs the whole
+batch in one process (the expected result) and its own span through deltac.cp;
+outputs, final states and gradients must agree. 2 and 4 ranks; batch and varlen
+layouts (sequences crossing ranks, one spanning several ranks, empty and one-token
+sequences), every variant, h0, GVA, K + V wider than one kernel call.
+"""
+
+import math
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import deltac
+from deltac import cp, ops
+
+from reference import rel_err
+
+F32_TOL = 1e-5
+
+
+def _ref_kernel(q, k, v, g, beta, h0, cu, scale=None):
+    """Differentiable float64 delta rule (h [K, V] per value head), for gradients."""
+    q, k, v, beta = (t.double() for t in (q, k, v, beta))
+    g = None if g is None else g.double()
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    r = HV // H
+    q, k = q.repeat_interleave(r, 2), k.repeat_interleave(r, 2)
+    scale = 1.0 / math.sqrt(K) if scale is None else scale
+    seqs = ([(0, int(cu[n]), int(cu[n + 1])) for n in range(len(cu) - 1)] if cu is not None
+            else [(b, 0, T) for b in range(B)])
+    outs = [[None] * T for _ in range(B)]
+    hts = []
+    for n, (b, s, e) in enumerate(seqs):
+        h = h0[n].double() if h0 is not None else torch.zeros(HV, K, V, dtype=torch.float64)
+        for t in range(s, e):
+            if g is not None:
+                h = h * (g[b, t].exp()[:, None, None] if g.dim() == 3 else g[b, t].exp()[:, :, None])
+            u = beta[b, t][:, None] * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
+            h = h + k[b, t][:, :, None] * u[:, None, :]
+            outs[b][t] = scale * torch.einsum("hkv,hk->hv", h, q[b, t])
+        hts.append(h)
+    zero = torch.zeros(HV, V, dtype=torch.float64)
+    o = torch.stack([torch.stack([x if x is not None else zero for x in row]) for row in outs]) \
+        if T else torch.zeros(B, 0, HV, V, dtype=torch.float64)
+    return o, torch.stack(hts)
+
+
+def _inputs(gen, variant, B, T, H, HV, K, V, nseq, dtype=torch.float32):
+    def rnd(*s):
+        return torch.randn(*s, generator=gen)
+    q = torch.nn.functional.normalize(rnd(B, T, H, K), dim=-1).to(dtype)
+    k = torch.nn.functional.normalize(rnd(B, T, H, K), dim=-1).to(dtype)
+    v = rnd(B, T, HV, V).to(dtype)
+    beta = torch.rand(B, T, HV, generator=gen) * 1.9 + 0.05
+    g = None
+    if variant == "gated":
+        g = -torch.rand(B, T, HV, generator=gen) * 0.3
+    elif variant == "kda":
+        g = -torch.rand(B, T, HV, K, generator=gen) * 0.3
+    h0 = rnd(nseq, HV, K, V) * 0.5
+    return q, k, v, g, beta, h0
+
+
+_FNS = {"delta": cp.chunk_delta_rule, "gated": cp.chunk_gated_delta_rule, "kda": cp.chunk_kda}
+_OPS = {"delta": ops.chunk_delta_rule, "gated": ops.chunk_gated_delta_rule, "kda": ops.chunk_kda}
+
+
+def _call(fn, variant, q, k, v, g, beta, **kw):
+    return fn(q, k, v, beta, **kw) if variant == "delta" else fn(q, k, v, g, beta, **kw)
+
+
+def _local(x, ctx, T_r, r):
+    if x is None:
+        return None
+    if ctx.varlen:
+        a, b = ctx.span
+        return x[:, a:b].contiguous()
+    return x[:, sum(T_r[:r]):sum(T_r[:r + 1])].contiguous()
+
+
+def _cases(world):
+    # (variant, layout, H, HV, K, V, lengths): batch lengths = tokens per rank
+    return [
+        ("gated", "batch", 2, 4, 32, 32, [13, 1, 40, 7][:world]),
+        ("delta", "batch", 1, 2, 32, 48, [20, 33, 5, 9][:world]),
+        ("kda", "batch", 2, 2, 32, 32, [17, 8, 1, 30][:world]),
+        ("gated", "varlen", 1, 8, 32, 32, [5, 0, 70, 1, 3, 41]),
+        ("kda", "varlen", 2, 4, 16, 32, [1, 90, 0, 12, 33]),
+        ("delta", "varlen", 2, 2, 32, 32, [130]),
+        ("gated", "varlen", 1, 1, 128, 192, [37, 20]),   # K + V > 256: two calls per span
+    ]
+
+
+def _worker(rank, world, init, seed, check_grads):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        for ci, (variant, layout, H, HV, K, V, lens) in enumerate(_cases(world)):
+            gen = torch.Generator().manual_seed(seed + ci)
+            if layout == "batch":
+                B, T, nseq, cu = 2, sum(lens), 2, None
+                ctx = cp.context()
+            else:
+                B, T, nseq = 1, sum(lens), len(lens)
+                cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))])
+                ctx = cp.context(cu_seqlens=cu)
+            q, k, v, g, beta, h0 = _inputs(gen, variant, B, T, H, HV, K, V, nseq)
+            what = f"case {ci} {variant} {layout} lens {lens} rank {rank}/{world}"
+            # the whole batch in one process: deltac's kernels
+            o_all, ht_all = _call(_OPS[variant], variant, q, k, v, g, beta, initial_state=h0,
+                                  output_final_state=True, cu_seqlens=cu)
+            loc = [_local(x, ctx, lens, rank) for x in (q, k, v, g, beta)]
+            o, ht = _call(_FNS[variant], variant, *loc, cp_context=ctx, initial_state=h0,
+                          output_final_state=True)
+            e_o = rel_err(o, _local(o_all, ctx, lens, rank))
+            e_h = rel_err(ht, ht_all)
+            assert o.shape == loc[2].shape, f"{what}: o shape {tuple(o.shape)}"
+            assert e_o <= F32_TOL and e_h <= F32_TOL, f"{what}: err o {e_o:.2e} ht {e_h:.2e}"
+            if not check_grads:
+                continue
+            # gradients through the collectives, with the float64 reference kernel
+            full = [None if x is None else x.double().requires_grad_() for x in (q, k, v, g, beta, h0)]
+            o_r, ht_r = _ref_kernel(*full[:5], full[5], cu)
+            w_o = torch.randn(o_r.shape, generator=gen, dtype=torch.float64)
+            w_h = torch.randn(ht_r.shape, generator=gen, dtype=torch.float64)
+            ((o_r * w_o).sum() + (ht_r * w_h).sum()).backward()
+            loc = [None if x is None else _local(x.detach(), ctx, lens, rank).requires_grad_()
+                   for x in full[:5]]
+            h0l = full[5].detach().clone().requires_grad_()
+            o_c, ht_c = _call(_FNS[variant], variant, *loc, cp_context=ctx, initial_state=h0l,
+                              output_final_state=True, _kernel=_ref_kernel)
+            # every rank holds ht: the ranks' losses sum to the one-process loss
+            loss = (o_c * _local(w_o, ctx, lens, rank)).sum() + (ht_c * w_h).sum() / world
+            loss.backward()
+            for name, a, x in zip(("q", "k", "v", "g", "beta"), loc, full[:5]):
+                if a is None:
+                    continue
+                e = rel_err(a.grad, _local(x.grad, ctx, lens, rank))
+                assert e <= 1e-10, f"{what}: d{name} err {e:.2e}"
+            dh0 = h0l.grad.clone() if h0l.grad is not None else torch.zeros_like(h0l)
+            dist.all_reduce(dh0)
+            e = rel_err(dh0, full[5].grad)
+            assert e <= 1e-10, f"{what}: dh0 err {e:.2e}"
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_cp_gloo(world, seed):
+    with tempfile.TemporaryDirectory() as d:
+        init = "file://" + os.path.join(d, "rendezvous")
+        mp.spawn(_worker, args=(world, init, seed, True), nprocs=world, join=True)
+
+
+def test_cp_errors():
+    with pytest.raises(RuntimeError, match="not initialised"):
+        cp.context()
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "r"), rank=0,
+                                world_size=1)
+        try:
+            with pytest.raises(ValueError, match="cu_seqlens must start at 0"):
+                cp.context(cu_seqlens=torch.tensor([0, 5, 3]))
+            with pytest.raises(ValueError, match="spans must be 2"):
+                cp.context(cu_seqlens=torch.tensor([0, 5]), spans=[0, 2, 5])
+            ctx = cp.context(cu_seqlens=torch.tensor([0, 5]))
+            q = torch.zeros(1, 4, 1, 16)
+            with pytest.raises(ValueError, match="q has 4 tokens on rank 0"):
+                cp.chunk_delta_rule(q, q, q, torch.ones(1, 4, 1), cp_context=ctx)
+            with pytest.raises(TypeError, match="cp_context must be"):
+                cp.chunk_delta_rule(q, q, q, torch.ones(1, 4, 1), cp_context=None)
+        finally:
+            dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_tensor_parallel_heads(ranks, seed):
+    """Heads split over ranks (as serving engines shard): each rank's q/k heads and
+    the value heads that read them run alone; together they equal one call."""
+    gen = torch.Generator().manual_seed(seed)
+    H, HV, K, V, T = 4, 8, 32, 32, 45
+    q, k, v, g, beta, h0 = _inputs(gen, "gated", 2, T, H, HV, K, V, 2)
+    o, ht = ops.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    h, hv = H // ranks, HV // ranks
+    parts = [ops.chunk_gated_delta_rule(
+        q[:, :, r * h:(r + 1) * h].contiguous(), k[:, :, r * h:(r + 1) * h].contiguous(),
+        v[:, :, r * hv:(r + 1) * hv].contiguous(), g[:, :, r * hv:(r + 1) * hv].contiguous(),
+        beta[:, :, r * hv:(r + 1) * hv].contiguous(),
+        initial_state=h0[:, r * hv:(r + 1) * hv].contiguous(), output_final_state=True)
+        for r in range(ranks)]
+    assert torch.equal(torch.cat([p[0] for p in parts], 2), o)
+    assert torch.equal(torch.cat([p[1] for p in parts], 1), ht)
