@@ -197,3 +197,52 @@ def test_tensor_parallel_heads(ranks, seed):
         for r in range(ranks)]
     assert torch.equal(torch.cat([p[0] for p in parts], 2), o)
     assert torch.equal(torch.cat([p[1] for p in parts], 1), ht)
+
+
+def _gpu_worker(rank, world, init, seed, backend):
+    """Ranks sharing one GPU (gloo moves CUDA tensors through the host; NCCL
+    needs a GPU per rank, so it runs one rank): deltac's CUDA kernels, the K
+    identity columns included, against one process and the float64 reference."""
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world)
+    try:
+        dev = torch.device("cuda", 0)
+        torch.cuda.set_device(dev)
+        cases = [("gated", "batch", 16, 32, 128, 128, [300, 77, 1, 64][:world], torch.bfloat16),
+                 ("kda", "varlen", 2, 4, 128, 128, [100, 333, 1, 70], torch.bfloat16),
+                 ("delta", "varlen", 4, 8, 64, 64, [257, 0, 31], torch.float32)]
+        for ci, (variant, layout, H, HV, K, V, lens, dtype) in enumerate(cases):
+            gen = torch.Generator().manual_seed(seed + ci)
+            if layout == "batch":
+                B, T, nseq, cu = 2, sum(lens), 2, None
+                ctx = cp.context()
+            else:
+                B, T, nseq = 1, sum(lens), len(lens)
+                cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))])
+                ctx = cp.context(cu_seqlens=cu)
+            host = _inputs(gen, variant, B, T, H, HV, K, V, nseq, dtype)
+            q, k, v, g, beta, h0 = (None if x is None else x.to(dev) for x in host)
+            what = f"cuda case {ci} {variant} {layout} {dtype} rank {rank}/{world} ({backend})"
+            loc = [_local(x, ctx, lens, rank) for x in (q, k, v, g, beta)]
+            o, ht = _call(_FNS[variant], variant, *loc, cp_context=ctx, initial_state=h0,
+                          output_final_state=True)
+            from reference import delta_rule
+            o_ref, ht_ref = delta_rule(host[0], host[1], host[2], host[4], g=host[3], h0=host[5],
+                                       cu_seqlens=cu)
+            tol = 5e-3 if dtype == torch.bfloat16 else 1e-4
+            e_o = rel_err(o, _local(o_ref, ctx, lens, rank))
+            e_h = rel_err(ht, ht_ref)
+            print(f"{what}: err o {e_o:.2e} ht {e_h:.2e}")
+            assert e_o <= tol and e_h <= tol, f"{what}: err o {e_o:.2e} ht {e_h:.2e}"
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("backend,world", [("gloo", 2), ("gloo", 4), ("nccl", 1)])
+def test_cp_cuda(backend, world, seed):
+    if not torch.cuda.is_available() or not deltac.cuda_available():
+        pytest.skip("no CUDA device (or the library was built without CUDA)")
+    if backend == "nccl" and not dist.is_nccl_available():
+        pytest.skip("torch has no NCCL")
+    with tempfile.TemporaryDirectory() as d:
+        init = "file://" + os.path.join(d, "rendezvous")
+        mp.spawn(_gpu_worker, args=(world, init, seed, backend), nprocs=world, join=True)
