@@ -62,5 +62,10 @@ if [ -f "$B/python/libdeltac_c.so" ] && python3 -c 'import torch, pytest' 2>/dev
     timeout 120 python3 -m pytest -q -rs -p no:cacheprovider -W ignore::DeprecationWarning \
     tests/python/test_cuda.py >"$OUT/py_cuda_tests.log" 2>&1
   r=$?; tail -4 "$OUT/py_cuda_tests.log"; step "pytest tests/python/test_cuda.py" $r
+  DELTAC_LIBRARY="$PWD/$B/python/libdeltac_c.so" PYTHONPATH="$PWD/python" \
+    timeout 150 python3 -m pytest -q -rs -s -p no:cacheprovider -W ignore::DeprecationWarning \
+    tests/python/test_cp.py -k cuda >"$OUT/py_cp_tests.log" 2>&1
+  r=$?; grep -E "err o|passed|failed|skipped" "$OUT/py_cp_tests.log" | tail -12
+  step "pytest tests/python/test_cp.py -k cuda (context parallel, ranks on one GPU)" $r
 fi
 exit $rc
