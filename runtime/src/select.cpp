@@ -192,6 +192,17 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
     return true;
   }
   const size_t index = (*db.usableIndex[int(d)])[size_t(r - usable.records.data())];
+  // A record tuned without the call's decode fields (a pool, a bf16 state)
+  // may name a family that cannot run them: the default rule runs then.
+  const std::string illegal = check_config(r->config, prob);
+  if (!illegal.empty()) {
+    out->note = "tuning db '" + db.source + "': record " +
+                std::to_string(index) + " (" + config_string(r->config) +
+                ") cannot run this call (" + illegal +
+                "); the default config (" + config_string(out->config) +
+                ") ran";
+    return true;
+  }
   if (!precompiled(r->config, prob)) {
     out->note = "tuning db '" + db.source + "': record " +
                 std::to_string(index) + " (" +

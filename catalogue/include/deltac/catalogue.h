@@ -150,6 +150,9 @@ struct Problem {
   int64_t seqs = 1;       // N
   int64_t max_seqlen = 1; // longest sequence (0 when unknown: no bound)
   int32_t sm_count = 0;   // CUDA multiprocessors (0 = unknown)
+  // Decode fields of the call (params.h): a state pool (read_slots), the
+  // state after every token (state_steps), accepted counts.
+  bool pool = false, state_steps = false, accepted = false;
 };
 
 // Longest sequence described by p (T, or the largest cu_seqlens gap). Reads
@@ -174,6 +177,9 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
   q.state_dtype = p.state_dtype, q.state_layout = p.state_layout;
   q.seqs = p.N;
   q.max_seqlen = max_len;
+  q.pool = p.read_slots != nullptr;
+  q.state_steps = p.state_steps != nullptr;
+  q.accepted = p.accepted != nullptr;
   return q;
 }
 
@@ -230,8 +236,18 @@ inline std::string check_family(Family f, const Problem &p) {
   std::string why = check_problem(p);
   if (!why.empty())
     return why;
-  if (p.state_dtype != DELTAC_F32)
-    return std::string(fi.name) + ": the state must be f32";
+  // Pools, bf16 states, per-token states and accepted counts: the
+  // recurrent families (cpu_decode, cpu_recurrent, cuda_recurrent) only.
+  const bool chunked = fi.mode == Mode::Chunked;
+  if (p.state_dtype != DELTAC_F32 &&
+      (chunked || p.state_dtype != DELTAC_BF16))
+    return std::string(fi.name) + ": the state must be f32" +
+           (chunked ? "" : " or bf16");
+  if (chunked && (p.pool || p.state_steps || p.accepted))
+    return std::string(fi.name) + ": " +
+           (p.pool ? "state pools (read_slots)"
+                   : p.state_steps ? "state_steps" : "accepted counts") +
+           " run on the recurrent families only";
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
     return std::string(fi.name) + ": unknown state layout " +
            num(p.state_layout);

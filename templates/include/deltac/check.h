@@ -4,7 +4,8 @@
 // check_params checks the STRUCTURE of a call: variant, dimensions and their
 // bounds, N against B and cu_seqlens (its contents too when it is host
 // memory), dtypes, layout, the presence and alignment of every pointer, scale,
-// qk_l2norm and threads. check_values checks the VALUES of host tensors
+// qk_l2norm and threads, and the decode fields (check_decode: pool slots,
+// accepted counts, the multi-token limit; contents when host memory). check_values checks the VALUES of host tensors
 // (finite q/k/v/h0, g <= 0 or -inf, beta in its range): the runtime's
 // checking mode (deltac_options.check_values) and `deltac run` call it; the
 // kernels' hot path does not. Neither can check what a pointer cannot tell:
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace deltac {
 namespace detail {
@@ -137,6 +139,106 @@ inline bool check_dims(const deltac_fwd_params &p, std::string *error,
   return true;
 }
 
+// The decode fields (params.h: state pool, state_steps, accepted). Structure
+// always; the contents of read_slots, write_slots and accepted (and
+// cu_seqlens' lengths against DELTAC_MAX_DECODE_TOKENS) only when
+// on_host: device arrays are the caller's duty or the runtime's device check.
+inline bool check_decode(const deltac_fwd_params &p, std::string *error,
+                         bool on_host = true) {
+  using detail::checkFail;
+  auto msg = detail::fieldMsg;
+  if (p.num_slots < 0)
+    return checkFail(error, msg("num_slots", p.num_slots, ">= 0"));
+  if (!p.read_slots) {
+    if (p.num_slots != 0)
+      return checkFail(error, msg("num_slots", p.num_slots,
+                                  "0 without read_slots (no pool)"));
+    if (p.write_slots)
+      return checkFail(error, "params.write_slots is set but read_slots is "
+                              "null: expected read_slots with a pool");
+  } else {
+    if (p.num_slots <= 0)
+      return checkFail(error, msg("num_slots", p.num_slots,
+                                  "> 0 with read_slots (the pool's states)"));
+    const long double poolElems = (long double)p.num_slots * p.HV * p.K * p.V;
+    if (poolElems > 9.0e18L)
+      return checkFail(error, "params: num_slots*HV*K*V overflows 64-bit indexing");
+  }
+  const bool mtp = p.state_steps || p.accepted;
+  if (mtp && !p.cu_seqlens && p.T > DELTAC_MAX_DECODE_TOKENS) {
+    std::ostringstream os;
+    os << "params.T = " << p.T << ": expected at most "
+       << DELTAC_MAX_DECODE_TOKENS << " tokens with "
+       << (p.state_steps ? "state_steps" : "accepted");
+    return checkFail(error, os.str());
+  }
+  if (!on_host)
+    return true;
+  auto len = [&](int32_t n) -> int64_t {
+    return p.cu_seqlens ? p.cu_seqlens[n + 1] - p.cu_seqlens[n] : p.T;
+  };
+  if (mtp && p.cu_seqlens)
+    for (int32_t n = 0; n < p.N; ++n)
+      if (len(n) > DELTAC_MAX_DECODE_TOKENS) {
+        std::ostringstream os;
+        os << "params.cu_seqlens: sequence " << n << " has " << len(n)
+           << " tokens: expected at most " << DELTAC_MAX_DECODE_TOKENS
+           << " with " << (p.state_steps ? "state_steps" : "accepted");
+        return checkFail(error, os.str());
+      }
+  if (p.accepted)
+    for (int32_t n = 0; n < p.N; ++n)
+      if (p.accepted[n] < 0 || p.accepted[n] > len(n)) {
+        std::ostringstream os;
+        os << "params.accepted[" << n << "] = " << p.accepted[n]
+           << ": expected a count in [0, " << len(n)
+           << "] (the tokens of sequence " << n << ")";
+        return checkFail(error, os.str());
+      }
+  if (!p.read_slots)
+    return true;
+  const int32_t *ws = p.write_slots ? p.write_slots : p.read_slots;
+  const char *wsName = p.write_slots ? "write_slots" : "read_slots";
+  // writer[s]: 1 + the sequence that writes slot s, or 0.
+  std::vector<int32_t> writer(size_t(p.num_slots), 0);
+  for (int32_t n = 0; n < p.N; ++n) {
+    for (int which = 0; which < 2; ++which) {
+      const int32_t s = which ? ws[n] : p.read_slots[n];
+      if (s < -1 || s >= p.num_slots) {
+        std::ostringstream os;
+        os << "params." << (which ? wsName : "read_slots") << "[" << n
+           << "] = " << s << ": expected a slot in [0, " << p.num_slots
+           << ") or -1";
+        return checkFail(error, os.str());
+      }
+    }
+    const int32_t s = ws[n];
+    if (s < 0)
+      continue;
+    if (writer[size_t(s)] != 0) {
+      std::ostringstream os;
+      os << "params." << wsName << "[" << n << "] = " << s
+         << ": slot already written by sequence " << writer[size_t(s)] - 1
+         << " (each slot is written by at most one sequence per call)";
+      return checkFail(error, os.str());
+    }
+    writer[size_t(s)] = n + 1;
+  }
+  if (p.h0 && p.h0 == p.ht)
+    for (int32_t n = 0; n < p.N; ++n) {
+      const int32_t s = p.read_slots[n];
+      if (s >= 0 && writer[size_t(s)] != 0 && writer[size_t(s)] != n + 1) {
+        std::ostringstream os;
+        os << "params.read_slots[" << n << "] = " << s
+           << ": slot written by sequence " << writer[size_t(s)] - 1
+           << " in the same call (h0 == ht: a sequence may read only slots "
+              "no other sequence writes)";
+        return checkFail(error, os.str());
+      }
+    }
+  return true;
+}
+
 // Returns true when p's structure is one the kernels can run (its values are
 // check_values' business). On failure returns false and, when error is non-null, stores a one-line
 // message naming the field and what was expected.
@@ -147,6 +249,9 @@ inline bool check_dims(const deltac_fwd_params &p, std::string *error,
 // caller must guarantee cu_seqlens[0] == 0, non-decreasing values and
 // cu_seqlens[N] == T (other values make the kernels read or write out of
 // bounds), or has them checked on the device (the runtime's checking mode).
+// The same flag says whether read_slots, write_slots and accepted are host
+// memory (their contents checked) or device memory (the kernels stay in
+// bounds whatever they hold: slots out of range are skipped, counts clamped).
 inline bool check_params(const deltac_fwd_params &p, std::string *error,
                          bool cu_seqlens_on_host = true) {
   using detail::checkFail;
@@ -162,8 +267,9 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   if (p.out_dtype < DELTAC_F32 || p.out_dtype > DELTAC_F16)
     return checkFail(error, msg("out_dtype", p.out_dtype,
                                 "0 (f32), 1 (bf16) or 2 (f16)"));
-  if (p.state_dtype != DELTAC_F32)
-    return checkFail(error, msg("state_dtype", p.state_dtype, "0 (f32)"));
+  if (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16)
+    return checkFail(error, msg("state_dtype", p.state_dtype,
+                                "0 (f32) or 1 (bf16)"));
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
     return checkFail(error, msg("state_layout", p.state_layout,
                                 "0 (KV) or 1 (VK)"));
@@ -171,6 +277,7 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   // Pointers: presence and alignment to the element size.
   const std::size_t inSize = detail::dtypeSize(p.in_dtype);
   const std::size_t outSize = detail::dtypeSize(p.out_dtype);
+  const std::size_t stateSize = detail::dtypeSize(p.state_dtype);
   struct Ptr {
     const char *name;
     const void *ptr;
@@ -181,8 +288,12 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   const Ptr ptrs[] = {
       {"q", p.q, true, inSize},      {"k", p.k, true, inSize},
       {"v", p.v, true, inSize},      {"beta", p.beta, true, 4},
-      {"g", p.g, gated, 4},          {"h0", p.h0, false, 4},
-      {"o", p.o, true, outSize},     {"ht", p.ht, false, 4},
+      {"g", p.g, gated, 4},          {"h0", p.h0, false, stateSize},
+      {"o", p.o, true, outSize},     {"ht", p.ht, false, stateSize},
+      {"read_slots", p.read_slots, false, 4},
+      {"write_slots", p.write_slots, false, 4},
+      {"state_steps", p.state_steps, false, stateSize},
+      {"accepted", p.accepted, false, 4},
   };
   for (const Ptr &x : ptrs) {
     if (!x.ptr) {
@@ -213,7 +324,7 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
     return checkFail(error, msg("qk_l2norm", p.qk_l2norm, "0 or 1"));
   if (p.threads < 0)
     return checkFail(error, msg("threads", p.threads, ">= 0 (0 = all cores)"));
-  return true;
+  return check_decode(p, error, cu_seqlens_on_host);
 }
 
 namespace detail {
@@ -282,7 +393,8 @@ inline bool find_bad_value(const deltac_fwd_params &p, float beta_max,
   const int64_t ng = p.variant == DELTAC_VARIANT_KDA     ? nb * p.K
                      : p.variant == DELTAC_VARIANT_GATED ? nb
                                                          : 0;
-  const int64_t ns = int64_t(p.N) * p.HV * p.K * p.V;
+  const int64_t ns =
+      int64_t(p.read_slots ? p.num_slots : p.N) * p.HV * p.K * p.V;
   struct Input {
     const char *name;
     const void *ptr;

@@ -38,7 +38,8 @@ typedef enum deltac_state_layout {
  *   h0    [N, HV, K, V] (or [N, HV, V, K] for DELTAC_STATE_VK), state_dtype,
  *         may be NULL (zero initial state)
  *   o     [B, T, HV, V]     out_dtype
- *   ht    [N, HV, K, V] (or V-first), state_dtype, may be NULL
+ *   ht    [N, HV, K, V] (or V-first), state_dtype, may be NULL; a pool with
+ *         read_slots (see below)
  *   cu_seqlens [N + 1] int64 or NULL. With cu_seqlens B must be 1 and the
  *         sequences are tokens [cu_seqlens[n], cu_seqlens[n+1]); otherwise
  *         N == B and each batch row is one sequence of T tokens.
@@ -70,7 +71,8 @@ typedef struct deltac_fwd_params {
   int32_t N; /* number of sequences */
   int32_t in_dtype;     /* deltac_dtype of q, k, v */
   int32_t out_dtype;    /* deltac_dtype of o */
-  int32_t state_dtype;  /* deltac_dtype of h0, ht */
+  int32_t state_dtype;  /* deltac_dtype of h0, ht: F32, or BF16 (recurrent
+                           families) */
   int32_t state_layout; /* deltac_state_layout */
   const void *q, *k, *v;
   const float *g, *beta;
@@ -81,7 +83,44 @@ typedef struct deltac_fwd_params {
   float scale;       /* 0 = default 1/sqrt(K) */
   int32_t qk_l2norm; /* 0 or 1 */
   int32_t threads;   /* CPU worker threads, 0 = all cores */
+
+  /* ---- Decode for serving engines (all zero / NULL: none of it). ----
+   *
+   * State pool. With read_slots set, h0 and ht are pools of num_slots states,
+   * [num_slots, HV, K, V] (or V-first) each, and sequence n starts from slot
+   * read_slots[n] of h0 and leaves its state in slot write_slots[n] of ht
+   * (write_slots NULL: the same slot as it read, the usual in-place pool with
+   * h0 == ht). Slot -1 reads nothing (the zero state) or writes nothing; a
+   * padding sequence has -1 for both (its o is still computed, from the zero
+   * state). Reading one slot and writing another is copy-on-write / a prefix
+   * copy inside the call. Pool entries that no sequence writes are never
+   * touched. Rules (check_params checks them when the arrays are host memory,
+   * the runtime's checking mode on the device): every slot in [-1,
+   * num_slots); no slot >= 0 is written by two sequences; when h0 == ht, a
+   * slot one sequence writes is read by no other sequence (each may read and
+   * write its own). The families that take pools, bf16 states, state_steps
+   * and accepted are the recurrent ones (catalogue: check_family).
+   *
+   * state_steps: optional [total tokens, HV, K, V] (token rows as q's, i.e.
+   * B*T), state_dtype and state_layout: the state after each token (MTP /
+   * speculative verify). accepted: optional [N] int32 in [0, len(n)]: the
+   * state after the first accepted[n] tokens is the one written to ht (0:
+   * the initial state); without it, all tokens. o holds every token's output
+   * either way (the outputs of the whole chain, as if all were accepted).
+   * With state_steps or accepted every sequence has at most
+   * DELTAC_MAX_DECODE_TOKENS tokens.
+   *
+   * state_dtype BF16: h0, ht and state_steps hold bf16; the kernels read
+   * bf16, compute in f32 and round once when they write. */
+  int32_t num_slots;          /* states per pool; 0 without read_slots */
+  const int32_t *read_slots;  /* [N] or NULL (no pool) */
+  const int32_t *write_slots; /* [N] or NULL (= read_slots) */
+  void *state_steps;          /* [B*T, HV, K, V] or NULL */
+  const int32_t *accepted;    /* [N] or NULL (all tokens) */
 } deltac_fwd_params;
+
+/* Longest sequence with state_steps or accepted (multi-token decode). */
+#define DELTAC_MAX_DECODE_TOKENS 8
 
 #ifdef __cplusplus
 }

@@ -41,12 +41,36 @@ inline double effective_scale(const deltac_fwd_params& p) {
   return p.scale != 0.0f ? double(p.scale) : 1.0 / std::sqrt(double(p.K));
 }
 
+// Element i of a state tensor (state_dtype F32 or BF16).
+inline double load_state(const void* base, int32_t dt, int64_t i) {
+  return load_in(base, dt, i);
+}
+
+// Slot sequence n reads (-1: the zero state) and writes (-1: none) under p's
+// pool (params.h); without a pool, n and n (h0 / ht null: -1).
+inline int32_t read_slot(const deltac_fwd_params& p, int n) {
+  if (!p.read_slots)
+    return p.h0 ? n : -1;
+  const int32_t s = p.read_slots[n];
+  return s >= 0 && s < p.num_slots ? s : -1;
+}
+inline int32_t write_slot(const deltac_fwd_params& p, int n) {
+  if (!p.read_slots)
+    return p.ht ? n : -1;
+  const int32_t s = (p.write_slots ? p.write_slots : p.read_slots)[n];
+  return s >= 0 && s < p.num_slots ? s : -1;
+}
+
 // Runs the recurrence over host pointers in p. in_dtype F32 or BF16, state
-// f32 in p.state_layout. Writes o as [B, T, HV, V] and ht as [N, HV, K, V]
-// (or [N, HV, V, K] for DELTAC_STATE_VK), both double. Either output pointer
-// may be null.
+// in state_dtype (F32 or BF16) and p.state_layout, from h0 or its pool slot
+// (params.h). Writes o as [B, T, HV, V] and ht as [N, HV, K, V] (or
+// [N, HV, V, K] for DELTAC_STATE_VK), both double: ht[n] is the state the call
+// leaves for sequence n (after accepted[n] tokens), whatever its write slot
+// (pool_after puts it in place). steps: the state after every token,
+// [B*T, HV, K, V] in the layout. Any output pointer may be null.
 inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
-                    std::vector<double>* ht) {
+                    std::vector<double>* ht,
+                    std::vector<double>* steps = nullptr) {
   const int K = p.K, V = p.V, H = p.H, HV = p.HV, T = p.T;
   const int group = HV / H;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
@@ -56,6 +80,13 @@ inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
     o->assign(size_t(p.B) * T * HV * V, 0.0);
   if (ht)
     ht->assign(size_t(N) * HV * K * V, 0.0);
+  if (steps)
+    steps->assign(size_t(p.B) * T * HV * K * V, 0.0);
+  // (Stored state index of element (kk, vv) of head block `base`.)
+  auto at = [&](size_t base, int kk, int vv) {
+    return base + (vk ? size_t(vv) * K + kk : size_t(kk) * V + vv);
+  };
+  std::vector<double> keep(size_t(K) * V);  // the state after `accepted` tokens
 
   std::vector<double> h(size_t(K) * V), q(K), k(K), u(V), a(K);
   for (int n = 0; n < N; ++n) {
@@ -65,16 +96,18 @@ inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
     for (int j = 0; j < HV; ++j) {
       const int hk = j / group;
       const size_t sbase = (size_t(n) * HV + j) * K * V;
+      const int32_t rs = read_slot(p, n);
+      const size_t rbase = (size_t(rs) * HV + j) * K * V;
+      const int64_t acc = p.accepted ? p.accepted[n] : t1 - t0;
       // h is kept as [K][V] here whatever the layout.
       for (int kk = 0; kk < K; ++kk)
-        for (int vv = 0; vv < V; ++vv) {
-          double x = 0.0;
-          if (p.h0) {
-            const float* h0 = static_cast<const float*>(p.h0) + sbase;
-            x = vk ? h0[size_t(vv) * K + kk] : h0[size_t(kk) * V + vv];
-          }
-          h[size_t(kk) * V + vv] = x;
-        }
+        for (int vv = 0; vv < V; ++vv)
+          h[size_t(kk) * V + vv] =
+              rs >= 0 && p.h0
+                  ? load_state(p.h0, p.state_dtype, int64_t(at(rbase, kk, vv)))
+                  : 0.0;
+      if (acc == 0)
+        keep = h;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t qk_off = (t * H + hk) * K;
         for (int kk = 0; kk < K; ++kk) {
@@ -122,14 +155,34 @@ inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
             for (int kk = 0; kk < K; ++kk) s += h[size_t(kk) * V + vv] * q[kk];
             (*o)[size_t(th) * V + vv] = scale * s;
           }
+        if (steps)
+          for (int kk = 0; kk < K; ++kk)
+            for (int vv = 0; vv < V; ++vv)
+              (*steps)[at(size_t(th) * K * V, kk, vv)] = h[size_t(kk) * V + vv];
+        if (t - t0 + 1 == acc)
+          keep = h;
       }
       if (ht)
         for (int kk = 0; kk < K; ++kk)
           for (int vv = 0; vv < V; ++vv)
-            (*ht)[sbase + (vk ? size_t(vv) * K + kk : size_t(kk) * V + vv)] =
-                h[size_t(kk) * V + vv];
+            (*ht)[at(sbase, kk, vv)] = keep[size_t(kk) * V + vv];
     }
   }
+}
+
+// The pool ht after the call: `before` (its contents before the call, as
+// double; h0's when h0 == ht) with the slot each sequence writes replaced by
+// that sequence's state from forward()'s ht.
+inline std::vector<double> pool_after(const deltac_fwd_params& p,
+                                      const std::vector<double>& ht_ref,
+                                      std::vector<double> before) {
+  const size_t hs = size_t(p.HV) * p.K * p.V;
+  for (int n = 0; n < p.N; ++n) {
+    const int32_t s = write_slot(p, n);
+    if (s >= 0)
+      for (size_t i = 0; i < hs; ++i) before[size_t(s) * hs + i] = ht_ref[size_t(n) * hs + i];
+  }
+  return before;
 }
 
 // ||x - ref|| / ||ref|| over ref.size() elements (0 when both are zero).

@@ -11,6 +11,8 @@
 // Work is split over threads in contiguous ranges of (sequence, head, tile)
 // units, so batch 1 keeps every thread busy, and a thread gets the same
 // state slices on every call (they stay in its L2 between decode steps).
+// A state pool only moves the per-sequence state pointers (read and write
+// slot); bf16 states, state_steps and accepted take recurrent.h's path.
 #ifndef DELTAC_CPU_DECODE_H
 #define DELTAC_CPU_DECODE_H
 
@@ -22,6 +24,33 @@ namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 constexpr int kPrefetchLocality = 2;
 // A separate ht of at least this many bytes is written with streaming stores.
 constexpr double kStreamStateBytes = 16.0 * (1 << 20);
+
+// Slot sequence n reads from h0 / writes to ht (params.h, state pool):
+// -1 = none (the zero state / not written). Without a pool, n (or -1 when
+// h0 / ht is null). Slots out of range count as -1 (never out of bounds).
+inline int32_t read_slot(const deltac_fwd_params& p, int n) {
+  if (!p.h0)
+    return -1;
+  if (!p.read_slots)
+    return n;
+  const int32_t s = p.read_slots[n];
+  return s >= 0 && s < p.num_slots ? s : -1;
+}
+inline int32_t write_slot(const deltac_fwd_params& p, int n) {
+  if (!p.ht)
+    return -1;
+  if (!p.read_slots)
+    return n;
+  const int32_t s = (p.write_slots ? p.write_slots : p.read_slots)[n];
+  return s >= 0 && s < p.num_slots ? s : -1;
+}
+
+// Whether decode_impl's two-pass kernel takes p: an f32 state, no
+// state_steps and no accepted counts (a pool is fine). Other calls run the
+// tiled recurrence (recurrent.h), which takes every decode field.
+inline bool decode_fast(const deltac_fwd_params& p) {
+  return p.state_dtype == DELTAC_F32 && !p.state_steps && !p.accepted;
+}
 
 // True when the decode path applies: no sequence longer than one token.
 inline bool decode_applies(const deltac_fwd_params& p) {
@@ -220,13 +249,17 @@ void decode_impl(const deltac_fwd_params& p) {
     int64_t cur = -1, th = 0;
     bool empty = false;
     float beta = 0.0f, kq = 0.0f;
+    const float* src = nullptr;  // this head's state in h0 / ht, or null
+    float* dst = nullptr;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t hidx = u / tiles;
       const int v0 = int(u % tiles) * VB;
       const int n = int(hidx / HV), j = int(hidx % HV);
-      const size_t sofs = size_t(hidx) * K * V;
       if (hidx != cur) {
         cur = hidx;
+        const int32_t rs = read_slot(p, n), ws = write_slot(p, n);
+        src = rs >= 0 ? h0 + (size_t(rs) * HV + j) * K * V : nullptr;
+        dst = ws >= 0 ? ht + (size_t(ws) * HV + j) * K * V : nullptr;
         int64_t t0, t1;
         seq_range(p, n, &t0, &t1);
         empty = t0 == t1;
@@ -258,23 +291,22 @@ void decode_impl(const deltac_fwd_params& p) {
           }
         }
       }
-      if (empty && vk) {  // no token: ht = h0 (or zeros)
-        if (ht && ht != h0) {
-          float* d = ht + sofs + size_t(v0) * K;
-          if (h0)
-            std::memcpy(d, h0 + sofs + size_t(v0) * K, sizeof(float) * K * VB);
+      if (empty && vk) {  // no token: the written state is the read one
+        if (dst && dst != src) {
+          float* d = dst + size_t(v0) * K;
+          if (src)
+            std::memcpy(d, src + size_t(v0) * K, sizeof(float) * K * VB);
           else
             std::memset(d, 0, sizeof(float) * K * VB);
         }
         continue;
       }
       if (empty) {
-        if (ht && ht != h0)
+        if (dst && dst != src)
           for (int r = 0; r < K; ++r) {
-            float* d = ht + sofs + size_t(r) * V + v0;
-            if (h0)
-              std::memcpy(d, h0 + sofs + size_t(r) * V + v0,
-                          sizeof(float) * VB);
+            float* d = dst + size_t(r) * V + v0;
+            if (src)
+              std::memcpy(d, src + size_t(r) * V + v0, sizeof(float) * VB);
             else
               std::memset(d, 0, sizeof(float) * VB);
           }
@@ -283,17 +315,26 @@ void decode_impl(const deltac_fwd_params& p) {
       // The next head's state (if this thread does it), the part of it that
       // matches this tile's share, prefetched in address order: the tiles'
       // strided rows alone defeat the hardware prefetcher (batch 64 from
-      // DRAM: 9.2 -> 6.1 ms on one thread).
-      const float* next = !h0 || (hidx + 1) * tiles >= u1
-                              ? nullptr
-                              : h0 + sofs + size_t(K) * V + size_t(v0) * K;
+      // DRAM: 9.2 -> 6.1 ms on one thread). Next head of another sequence:
+      // its read slot's.
+      const float* next = nullptr;
+      if (h0 && (hidx + 1) * tiles < u1) {
+        const int nn = int((hidx + 1) / HV), nj = int((hidx + 1) % HV);
+        const int32_t ns = nn == n ? 0 : read_slot(p, nn);
+        if (nn == n)
+          next = src ? src + size_t(K) * V : nullptr;
+        else if (ns >= 0)
+          next = h0 + (size_t(ns) * HV + nj) * K * V;
+        if (next)
+          next += size_t(v0) * K;
+      }
       if (vk)
-        decode_tile_vk<VB, Decay>(h0 ? h0 + sofs + size_t(v0) * K : nullptr,
-                                  ht ? ht + sofs + size_t(v0) * K : nullptr, K,
+        decode_tile_vk<VB, Decay>(src ? src + size_t(v0) * K : nullptr,
+                                  dst ? dst + size_t(v0) * K : nullptr, K,
                                   ka, qa, k, av, beta, kq, vb + v0, ob, next);
       else
-        decode_tile<NV, Decay>(h0 ? h0 + sofs + v0 : nullptr,
-                             ht ? ht + sofs + v0 : nullptr, K, V, ka, qa, k,
+        decode_tile<NV, Decay>(src ? src + v0 : nullptr,
+                             dst ? dst + v0 : nullptr, K, V, ka, qa, k,
                              av, beta, kq, vb + v0, ob, next, stream);
       store_row(p.o, p.out_dtype, th * V + v0, ob, VB, scale);
     }

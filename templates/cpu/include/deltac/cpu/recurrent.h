@@ -15,28 +15,47 @@ namespace detail {
 
 constexpr int kRecTokens = 64;  // tokens prepared per block
 
-// tile[K][VB] <- columns [v0, v0+VB) of a state in `layout` (null: zeros).
+// tile[K][VB] <- columns [v0, v0+VB) of a state in `layout` and `dtype`
+// (F32 or BF16; null: zeros).
 template <int VB>
-inline void load_tile(float* tile, const float* src, int layout, int K, int V,
-                      int v0) {
-  if (!src) {
+inline void load_tile(float* tile, const void* src_, int32_t dtype, int layout,
+                      int K, int V, int v0) {
+  if (!src_) {
     std::memset(tile, 0, sizeof(float) * K * VB);
+  } else if (dtype == DELTAC_BF16) {
+    const uint16_t* src = static_cast<const uint16_t*>(src_);
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < VB; ++c)
+        tile[k * VB + c] = bf16_to_f32(layout == DELTAC_STATE_VK
+                                           ? src[size_t(v0 + c) * K + k]
+                                           : src[size_t(k) * V + v0 + c]);
   } else if (layout == DELTAC_STATE_VK) {
+    const float* src = static_cast<const float*>(src_);
     for (int c = 0; c < VB; ++c)
       for (int k = 0; k < K; ++k) tile[k * VB + c] = src[size_t(v0 + c) * K + k];
   } else {
+    const float* src = static_cast<const float*>(src_);
     for (int k = 0; k < K; ++k)
       std::memcpy(tile + k * VB, src + size_t(k) * V + v0, sizeof(float) * VB);
   }
 }
 
 template <int VB>
-inline void store_tile(float* dst, int layout, const float* tile, int K, int V,
-                       int v0) {
-  if (layout == DELTAC_STATE_VK) {
+inline void store_tile(void* dst_, int32_t dtype, int layout, const float* tile,
+                       int K, int V, int v0) {
+  if (dtype == DELTAC_BF16) {
+    uint16_t* dst = static_cast<uint16_t*>(dst_);
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < VB; ++c)
+        (layout == DELTAC_STATE_VK ? dst[size_t(v0 + c) * K + k]
+                                   : dst[size_t(k) * V + v0 + c]) =
+            f32_to_bf16(tile[k * VB + c]);
+  } else if (layout == DELTAC_STATE_VK) {
+    float* dst = static_cast<float*>(dst_);
     for (int c = 0; c < VB; ++c)
       for (int k = 0; k < K; ++k) dst[size_t(v0 + c) * K + k] = tile[k * VB + c];
   } else {
+    float* dst = static_cast<float*>(dst_);
     for (int k = 0; k < K; ++k)
       std::memcpy(dst + size_t(k) * V + v0, tile + k * VB, sizeof(float) * VB);
   }
@@ -131,10 +150,14 @@ inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks
   }
 }
 
+// Every decode field of params.h is served here: pool slots, a bf16 state,
+// and with state_steps or accepted one token per block (each block ends on
+// a fold, so the tile holds the true state after every token).
 template <deltac_variant Var, int VB, int KC, int VC>
 void recurrent_impl(const deltac_fwd_params& p) {
   const int K = KC ? KC : p.K, V = VC ? VC : p.V;
-  const int TB = kRecTokens;
+  const bool per_token = p.state_steps || p.accepted;
+  const int TB = per_token ? 1 : kRecTokens;
   const int group = p.HV / p.H;
   const float scale = kernel_scale(p, K);
   // Scratch: S [K][V] (state between token blocks, tile-major), tile; per
@@ -161,16 +184,29 @@ void recurrent_impl(const deltac_fwd_params& p) {
     int64_t t0, t1;
     seq_range(p, n, &t0, &t1);
     const int hk = j / group;
-    const size_t sofs = (size_t(n) * p.HV + j) * size_t(K) * V;
-    const float* h0 = p.h0 ? static_cast<const float*>(p.h0) + sofs : nullptr;
-    float* ht = p.ht ? static_cast<float*>(p.ht) + sofs : nullptr;
-    if (t0 == t1) {  // empty sequence: ht = h0
-      if (ht) {
-        load_state(S, V, h0, p.state_layout, K, V);
-        store_state(ht, p.state_layout, S, V, K, V);
-      }
-      return;
+    const size_t hsize = size_t(K) * V;
+    const size_t esz = p.state_dtype == DELTAC_BF16 ? 2 : 4;
+    const int32_t rs = read_slot(p, n), ws = write_slot(p, n);
+    const void* h0 = rs >= 0 ? static_cast<const char*>(p.h0) +
+                                   (size_t(rs) * p.HV + j) * hsize * esz
+                             : nullptr;
+    void* ht = ws >= 0 ? static_cast<char*>(p.ht) +
+                             (size_t(ws) * p.HV + j) * hsize * esz
+                       : nullptr;
+    // ht receives the state after `acc` tokens (params.h: accepted).
+    int64_t acc = t1 - t0;
+    if (p.accepted)
+      acc = p.accepted[n] < 0 ? 0 : p.accepted[n] < acc ? p.accepted[n] : acc;
+    if (acc == 0) {  // no token kept: ht = the state read
+      if (ht && ht != h0)
+        for (int v0 = 0; v0 < V; v0 += VB) {
+          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0);
+          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0);
+        }
+      ht = nullptr;
     }
+    if (t0 == t1)
+      return;
     for (int64_t b0 = t0; b0 < t1; b0 += TB) {
       const int nt = int(t1 - b0 < TB ? t1 - b0 : TB);
       const bool first = b0 == t0, last = b0 + nt == t1;
@@ -229,14 +265,18 @@ void recurrent_impl(const deltac_fwd_params& p) {
         // The tile lives in S (tile-major) between token blocks.
         float* st = S + size_t(v0) * K;
         if (first)
-          load_tile<VB>(tile, h0, p.state_layout, K, V, v0);
+          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0);
         else
           std::memcpy(tile, st, sizeof(float) * K * VB);
         rec_tile<VB, KC>(tile, K, V, v0, nt, kb, qb, kd, ab, fl, vb, bb, ob);
         if (!last)
           std::memcpy(st, tile, sizeof(float) * K * VB);
-        else if (ht)
-          store_tile<VB>(ht, p.state_layout, tile, K, V, v0);
+        if (ht && b0 + nt - t0 == acc)
+          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0);
+        if (p.state_steps)  // TB = 1: the state after token b0
+          store_tile<VB>(static_cast<char*>(p.state_steps) +
+                             (size_t(b0) * p.HV + j) * hsize * esz,
+                         p.state_dtype, p.state_layout, tile, K, V, v0);
         for (int t = 0; t < nt; ++t)
           store_row(p.o, p.out_dtype, ((b0 + t) * p.HV + j) * V + v0,
                     ob + t * VB, VB, scale);
@@ -251,7 +291,7 @@ void recurrent_impl(const deltac_fwd_params& p) {
 template <deltac_variant Var, int KC = 0, int VC = 0>
 void recurrent(const deltac_fwd_params& p) {
   const int K = KC ? KC : p.K, V = VC ? VC : p.V;
-  if (detail::decode_applies(p)) {  // T <= 1: see decode.h
+  if (detail::decode_applies(p) && detail::decode_fast(p)) {  // see decode.h
     if (V % 32 == 0)
       detail::decode_impl<Var, 32, KC, VC>(p);
     else
