@@ -189,3 +189,30 @@ const char *deltac_check_flag_string(int32_t flag);
 #endif
 
 #endif /* DELTAC_RUNTIME_H */
+
+/* ---- Backward (deltac/backward.h) ---------------------------------------- */
+#ifndef DELTAC_RUNTIME_BACKWARD_H
+#define DELTAC_RUNTIME_BACKWARD_H
+
+#include "deltac/backward.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Checks p (each failure names the field) and computes the gradients on the
+ * CPU (host pointers; the instruction set of deltac_forward's CPU kernels).
+ * opt may be NULL; options.device must be auto or cpu: CUDA is not
+ * implemented yet (an error saying so); the other options are ignored.
+ * Returns 0 on success, nonzero on error with the message in
+ * deltac_backward_last_error() (not deltac_last_error()). */
+int deltac_backward(const deltac_bwd_params *p, const deltac_options *opt);
+
+/* Message of the last failing deltac_backward on this thread ("" if none). */
+const char *deltac_backward_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DELTAC_RUNTIME_BACKWARD_H */

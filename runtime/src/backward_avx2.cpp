@@ -1,0 +1,4 @@
+// The CPU backward for AVX2 + FMA (x86-64-v3; see backward_target.inc).
+#define DELTAC_CPU_NS bwd_avx2
+#define DELTAC_BWD_PRAGMA "avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe"
+#include "backward_target.inc"
