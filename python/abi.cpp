@@ -39,6 +39,11 @@ int deltac_abi_layout(long long *out, int n) {
       (long long)offsetof(deltac_fwd_params, scale),
       (long long)offsetof(deltac_fwd_params, qk_l2norm),
       (long long)offsetof(deltac_fwd_params, threads),
+      (long long)offsetof(deltac_fwd_params, num_slots),
+      (long long)offsetof(deltac_fwd_params, read_slots),
+      (long long)offsetof(deltac_fwd_params, write_slots),
+      (long long)offsetof(deltac_fwd_params, state_steps),
+      (long long)offsetof(deltac_fwd_params, accepted),
   };
   const int total = int(sizeof(v) / sizeof(v[0]));
   for (int i = 0; i < n && i < total; ++i)

@@ -59,12 +59,18 @@ class FwdParams(ctypes.Structure):
         ("scale", c_float),
         ("qk_l2norm", c_int32),
         ("threads", c_int32),
+        # decode for serving engines (state pools, state_steps, accepted): unused here, 0
+        ("num_slots", c_int32),
+        ("read_slots", c_void_p),
+        ("write_slots", c_void_p),
+        ("state_steps", c_void_p),
+        ("accepted", c_void_p),
     ]
 
 
 # The same layout as a struct format, for the hot path: packing the fields into
 # bytes is ~4x cheaper than building a FwdParams (checked equal at load).
-PARAMS_STRUCT = struct.Struct("@12i9Pf2i4x")
+PARAMS_STRUCT = struct.Struct("@12i9Pf3i4P")
 
 
 class LibraryError(ImportError):
@@ -119,7 +125,8 @@ def _load():
             "rebuild the library and the package from one checkout."
         )
 
-    probe = tuple(range(1, 13)) + tuple(range(1 << 40, (1 << 40) + 9)) + (0.5, 13, 14)
+    probe = (tuple(range(1, 13)) + tuple(range(1 << 40, (1 << 40) + 9)) + (0.5, 13, 14, 15)
+             + tuple(range(1 << 41, (1 << 41) + 4)))
     if PARAMS_STRUCT.size != ctypes.sizeof(FwdParams) or \
             PARAMS_STRUCT.pack(*probe) != bytes(FwdParams(*probe)):
         raise LibraryError("deltac: PARAMS_STRUCT does not match FwdParams (deltac/_lib.py)")

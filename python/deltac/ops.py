@@ -132,7 +132,7 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
         o.data_ptr(),
         ht.data_ptr() if output_final_state else 0,
         cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
-        scale, 1 if qk_l2norm else 0, threads,
+        scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0,
     )
     if not cuda:
         _lib.forward(p, DEVICE_CPU, mode, chunk, 0, None)

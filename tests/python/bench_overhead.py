@@ -101,7 +101,7 @@ def main():
     def build():
         return pack(1, 1, 1, H, H, K, K, 1, dt, dt, 0, 0, q.data_ptr(), k.data_ptr(),
                     v.data_ptr(), g.data_ptr(), beta.data_ptr(), h0.data_ptr(),
-                    o.data_ptr(), ht.data_ptr(), 0, 0.0, 1, 1)
+                    o.data_ptr(), ht.data_ptr(), 0, 0.0, 1, 1, 0, 0, 0, 0, 0)
 
     if cuda:
         # the CPU path's thread count is what the op passes; on CUDA it is 0
