@@ -73,4 +73,26 @@ int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
   return rc;
 }
 
+// deltac_abi_layout for deltac_bwd_params (deltac/backward.h).
+int deltac_abi_bwd_layout(long long *out, int n) {
+#define DELTAC_OFF(f) (long long)offsetof(deltac_bwd_params, f)
+  const long long v[] = {
+      (long long)sizeof(deltac_bwd_params),
+      DELTAC_OFF(variant), DELTAC_OFF(B), DELTAC_OFF(T), DELTAC_OFF(H),
+      DELTAC_OFF(HV), DELTAC_OFF(K), DELTAC_OFF(V), DELTAC_OFF(N),
+      DELTAC_OFF(in_dtype), DELTAC_OFF(out_dtype), DELTAC_OFF(state_layout),
+      DELTAC_OFF(q), DELTAC_OFF(k), DELTAC_OFF(v), DELTAC_OFF(g),
+      DELTAC_OFF(beta), DELTAC_OFF(h0), DELTAC_OFF(dout), DELTAC_OFF(dht),
+      DELTAC_OFF(dq), DELTAC_OFF(dk), DELTAC_OFF(dv), DELTAC_OFF(dg),
+      DELTAC_OFF(dbeta), DELTAC_OFF(dh0), DELTAC_OFF(cu_seqlens),
+      DELTAC_OFF(scale), DELTAC_OFF(qk_l2norm), DELTAC_OFF(threads),
+      DELTAC_OFF(chunk),
+  };
+#undef DELTAC_OFF
+  const int total = int(sizeof(v) / sizeof(v[0]));
+  for (int i = 0; i < n && i < total; ++i)
+    out[i] = v[i];
+  return total;
+}
+
 } // extern "C"

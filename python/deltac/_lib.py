@@ -68,6 +68,26 @@ class FwdParams(ctypes.Structure):
     ]
 
 
+class BwdParams(ctypes.Structure):
+    """Mirror of ``deltac_bwd_params`` (templates/include/deltac/backward.h)."""
+
+    _fields_ = [(name, c_int32) for name in
+                ("variant", "B", "T", "H", "HV", "K", "V", "N", "in_dtype", "out_dtype",
+                 "state_layout")] + [
+        (name, c_void_p) for name in
+        ("q", "k", "v", "g", "beta", "h0", "dout", "dht", "dq", "dk", "dv", "dg", "dbeta",
+         "dh0", "cu_seqlens")] + [
+        ("scale", c_float),
+        ("qk_l2norm", c_int32),
+        ("threads", c_int32),
+        ("chunk", c_int32),
+    ]
+
+
+# in_dtype of a float64 backward call (deltac/backward.h)
+DTYPE_BWD_F64 = 3
+
+
 # The same layout as a struct format, for the hot path: packing the fields into
 # bytes is ~4x cheaper than building a FwdParams (checked equal at load).
 PARAMS_STRUCT = struct.Struct("@12i9Pf3i4P")
@@ -85,9 +105,10 @@ def _candidates():
     return [os.path.join(here, "libdeltac_c.so")]
 
 
-def _expected_layout():
-    vals = [ctypes.sizeof(FwdParams)]
-    vals += [getattr(FwdParams, name).offset for name, _ in FwdParams._fields_]
+def _expected_layout(cls=None):
+    cls = cls or FwdParams
+    vals = [ctypes.sizeof(cls)]
+    vals += [getattr(cls, name).offset for name, _ in cls._fields_]
     return vals
 
 
@@ -125,6 +146,17 @@ def _load():
             "rebuild the library and the package from one checkout."
         )
 
+    lib.deltac_abi_bwd_layout.argtypes = [POINTER(c_longlong), c_int]
+    lib.deltac_abi_bwd_layout.restype = c_int
+    want = _expected_layout(BwdParams)
+    buf = (c_longlong * len(want))()
+    total = lib.deltac_abi_bwd_layout(buf, len(want))
+    if total != len(want) or list(buf) != want:
+        raise LibraryError(
+            f"deltac: {path} was built from a different backward.h than this package mirrors "
+            f"(deltac_bwd_params layout {list(buf)[:total]} != {want}); rebuild the library "
+            "and the package from one checkout.")
+
     probe = (tuple(range(1, 13)) + tuple(range(1 << 40, (1 << 40) + 9)) + (0.5, 13, 14, 15)
              + tuple(range(1 << 41, (1 << 41) + 4)))
     if PARAMS_STRUCT.size != ctypes.sizeof(FwdParams) or \
@@ -137,6 +169,10 @@ def _load():
     lib.deltac_py_forward.restype = c_int
     lib.deltac_last_error.argtypes = []
     lib.deltac_last_error.restype = c_char_p
+    lib.deltac_backward.argtypes = [POINTER(BwdParams), c_void_p]
+    lib.deltac_backward.restype = c_int
+    lib.deltac_backward_last_error.argtypes = []
+    lib.deltac_backward_last_error.restype = c_char_p
     lib.deltac_cuda_available.argtypes = []
     lib.deltac_cuda_available.restype = c_int
     lib.deltac_cuda_supports.argtypes = [c_int32, c_int32, c_int32, c_int32]
@@ -164,6 +200,14 @@ def forward(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,
     rc = _py_forward(params, device, mode, chunk, device_pointers, cuda_stream, ran)
     if rc != 0:
         raise DeltacError("deltac runtime: " + _last_error().decode("utf-8", "replace"))
+
+
+def backward(params: BwdParams) -> None:
+    """Runs ``deltac_backward`` (CPU) on ``params``; raises DeltacError with the
+    runtime's message."""
+    if lib.deltac_backward(byref(params), None) != 0:
+        raise DeltacError("deltac runtime: "
+                          + lib.deltac_backward_last_error().decode("utf-8", "replace"))
 
 
 def last_run(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,

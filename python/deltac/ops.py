@@ -39,8 +39,15 @@ What deltac adds to / differs from fla:
   in place, and returned as final_state (the same tensor) when
   ``output_final_state``: no state allocation per decode step, a static buffer for
   CUDA graphs (op ``torch.ops.deltac.fwd_inplace``, which declares the mutation).
-* forward only: an input that requires grad (with grad mode on) raises
-  NotImplementedError; the backward is a separate issue.
+* backward (CPU): every function is differentiable (``torch.library.register_autograd``
+  on ``deltac.fwd``): ``loss.backward()`` gives the gradients of q, k, v, g, beta and
+  initial_state (through the fused L2 norm, GVA, varlen) from deltac's CPU backward
+  kernel (``torch.ops.deltac.bwd``, runtime ``deltac_backward``); the pre-processing
+  options (sigmoid beta, gate formulas) are PyTorch ops and differentiate as such.
+  On CUDA the backward raises NotImplementedError (not implemented yet);
+  ``inplace_final_state=True`` has no backward.
+* float64 (CPU only), for gradient checks: the forward is a plain PyTorch float64
+  recurrence (slow) and the backward deltac's CPU kernel computed in double.
 
 The kernels are one custom op, ``torch.ops.deltac.fwd``, with CPU and CUDA
 implementations and a fake (meta) implementation, so the functions trace under
@@ -119,6 +126,9 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
                 ht.zero_()
         return o, ht
 
+    if q.dtype == torch.float64:  # the gradient-check path (module doc)
+        return _forward_f64(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
+                            qk_l2norm, output_final_state, state_v_first)
     dev = q.device
     cuda = dev.type == "cuda"
     threads = 0 if cuda else torch.get_num_threads()
@@ -192,6 +202,142 @@ def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
     return o, ht
 
 
+def _seqs(B, T, cu_seqlens):
+    """(batch row, start, end) of every sequence."""
+    if cu_seqlens is None:
+        return [(b, 0, T) for b in range(B)]
+    cu = [int(x) for x in cu_seqlens.tolist()]
+    return [(0, cu[n], cu[n + 1]) for n in range(len(cu) - 1)]
+
+
+def _l2(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def _forward_f64(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+                 output_final_state, state_v_first):
+    """The float64 forward: the plain recurrence of params.h in PyTorch (slow)."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if qk_l2norm:
+        q, k = _l2(q), _l2(k)
+    scale = scale if scale else 1.0 / math.sqrt(K)
+    q = q.repeat_interleave(HV // H, dim=2)
+    k = k.repeat_interleave(HV // H, dim=2)
+    o = torch.zeros_like(v)
+    hts = []
+    for n, (b, s, e) in enumerate(_seqs(B, T, cu_seqlens)):
+        if initial_state is not None:
+            h = initial_state[n].transpose(-1, -2) if state_v_first else initial_state[n]
+        else:
+            h = v.new_zeros(HV, K, V)
+        for t in range(s, e):
+            if variant == VARIANT_GATED:
+                h = h * torch.exp(g[b, t])[:, None, None]
+            elif variant == VARIANT_KDA:
+                h = h * torch.exp(g[b, t])[:, :, None]
+            u = beta[b, t][:, None] * (v[b, t] - torch.einsum("hkv,hk->hv", h, k[b, t]))
+            h = h + k[b, t][:, :, None] * u[:, None, :]
+            o[b, t] = scale * torch.einsum("hkv,hk->hv", h, q[b, t])
+        hts.append(h.transpose(-1, -2) if state_v_first else h)
+    ht = torch.stack(hts).contiguous() if output_final_state else q.new_empty((0,))
+    return o, ht
+
+
+# --------------------------------------------------------------------------
+# The backward: torch.ops.deltac.bwd and its registration as fwd's autograd.
+# --------------------------------------------------------------------------
+
+
+@torch.library.custom_op("deltac::bwd", mutates_args=(), device_types=("cpu", "cuda"))
+def delta_rule_bwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Optional[Tensor],
+    beta: Tensor,
+    initial_state: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    do: Tensor,
+    dht: Optional[Tensor],
+    variant: int,
+    scale: float,
+    qk_l2norm: bool,
+    state_v_first: bool,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """``torch.ops.deltac.bwd``: the gradients (dq, dk, dv, dg, dbeta, dh0) of ``fwd``'s
+    inputs given do (o's gradient) and dht (final_state's, or None). dg is empty for
+    the delta rule, dh0 empty without initial_state (custom ops cannot return None)."""
+    if q.device.type != "cpu":
+        raise NotImplementedError(
+            "deltac: the backward is not implemented on CUDA yet (CPU only): run the "
+            "training step on CPU tensors")
+    dq, dk, dv, dg, dbeta, dh0 = _bwd_empty(q, k, v, g, beta, initial_state)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
+    f64 = q.dtype == torch.float64
+    fdt = torch.float64 if f64 else torch.float32
+    if dht is not None:
+        dht = dht.to(fdt).contiguous()
+    if T == 0 or B == 0:
+        for t in (dq, dk, dv, dg, dbeta):
+            t.zero_()
+        if initial_state is not None:
+            dh0.copy_(dht if dht is not None else torch.zeros_like(dh0))
+        return dq, dk, dv, dg, dbeta, dh0
+    do = do.to(v.dtype).contiguous()
+    dt = _lib.DTYPE_BWD_F64 if f64 else _IN_DTYPES[q.dtype]
+    ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
+    p = _lib.BwdParams(
+        variant, B, T, H, HV, K, V, N, dt, dt, 1 if state_v_first else 0,
+        ptr(q), ptr(k), ptr(v), ptr(g), ptr(beta), ptr(initial_state), ptr(do), ptr(dht),
+        ptr(dq), ptr(dk), ptr(dv), ptr(dg) if g is not None else None, ptr(dbeta),
+        ptr(dh0) if initial_state is not None else None, ptr(cu_seqlens),
+        scale, 1 if qk_l2norm else 0, torch.get_num_threads(), 0)
+    _lib.backward(p)
+    return dq, dk, dv, dg, dbeta, dh0
+
+
+def _bwd_empty(q, k, v, g, beta, initial_state):
+    fdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    dg = torch.empty_like(g) if g is not None else q.new_empty((0,), dtype=fdt)
+    dh0 = (torch.empty_like(initial_state) if initial_state is not None
+           else q.new_empty((0,), dtype=fdt))
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), dg,
+            torch.empty_like(beta), dh0)
+
+
+@delta_rule_bwd.register_fake
+def _(q, k, v, g, beta, initial_state, cu_seqlens, do, dht, variant, scale, qk_l2norm,
+      state_v_first):
+    return _bwd_empty(q, k, v, g, beta, initial_state)
+
+
+def _fwd_setup_context(ctx, inputs, output):
+    (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+     output_final_state, state_v_first, mode, chunk) = inputs
+    ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens)
+    ctx.bwd_args = (variant, scale, qk_l2norm, output_final_state, state_v_first)
+
+
+def _fwd_backward(ctx, do, dht):
+    q, k, v, g, beta, initial_state, cu_seqlens = ctx.saved_tensors
+    variant, scale, qk_l2norm, output_final_state, state_v_first = ctx.bwd_args
+    if not output_final_state or dht is None or dht.numel() == 0:
+        dht = None
+    if do is None:
+        do = torch.zeros_like(v)
+    dq, dk, dv, dg, dbeta, dh0 = delta_rule_bwd(
+        q, k, v, g, beta, initial_state, cu_seqlens, do.contiguous(), dht, variant, scale,
+        qk_l2norm, state_v_first)
+    return (dq, dk, dv, dg if g is not None else None, dbeta,
+            dh0 if initial_state is not None else None) + (None,) * 8
+
+
+delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
+
+
 @torch.library.custom_op("deltac::fwd_inplace", mutates_args=("state",),
                          device_types=("cpu", "cuda"))
 def delta_rule_fwd_inplace(
@@ -239,11 +385,12 @@ def _contig(fn, name, t):
                   f"pass {name}.contiguous()")
 
 
-def _float32(fn, name, t):
-    """Floating tensors are converted to float32 (the kernels' contract)."""
+def _float32(fn, name, t, dtype=torch.float32):
+    """Floating tensors are converted to float32 (the kernels' contract; float64 in a
+    float64 call)."""
     if not t.is_floating_point():
         _fail(fn, f"{name} has dtype {t.dtype}: expected a floating dtype (used as float32)", TypeError)
-    return t if t.dtype == torch.float32 else t.float()
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def _shape(fn, name, t, want, what):
@@ -265,9 +412,12 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
     dev = q.device
     if dev.type not in ("cpu", "cuda", "meta"):
         _fail(fn, f"q is on {dev}: deltac runs on cpu and cuda devices")
-    if q.dtype not in _IN_DTYPES:
+    if q.dtype not in _IN_DTYPES and q.dtype != torch.float64:
         _fail(fn, f"q has dtype {q.dtype}: expected torch.float32 or torch.bfloat16 "
-                  "(or torch.float16 on CUDA)", TypeError)
+                  "(or torch.float16 on CUDA, torch.float64 on the CPU)", TypeError)
+    if q.dtype == torch.float64 and dev.type != "cpu":
+        _fail(fn, f"q has dtype torch.float64 on {dev}: float64 (the gradient-check path) "
+                  "runs on the CPU only", TypeError)
     if q.dtype == torch.float16 and dev.type == "cpu":
         _fail(fn, "q has dtype torch.float16: the CPU kernels take torch.float32 or "
                   "torch.bfloat16 (float16 runs on CUDA)", TypeError)
@@ -292,7 +442,8 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
     _same_device(fn, "beta", beta, dev)
     _shape(fn, "beta", beta, (B, T, HV), "[B, T, HV]")
     _contig(fn, "beta", beta)
-    beta = _float32(fn, "beta", beta)
+    fdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    beta = _float32(fn, "beta", beta, fdt)
 
     if variant != VARIANT_DELTA:
         if g is None:
@@ -305,7 +456,7 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
         else:
             _shape(fn, "g", g, (B, T, HV, K), "[B, T, HV, K]")
         _contig(fn, "g", g)
-        g = _float32(fn, "g", g)
+        g = _float32(fn, "g", g, fdt)
     else:
         g = None
 
@@ -339,7 +490,7 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
         _shape(fn, "initial_state", initial_state, want,
                "[N, HV, V, K]" if state_v_first else "[N, HV, K, V]")
         _contig(fn, "initial_state", initial_state)
-        initial_state = _float32(fn, "initial_state", initial_state)
+        initial_state = _float32(fn, "initial_state", initial_state, fdt)
 
     if scale is None:
         scale = 0.0  # the runtime's 1/sqrt(K)
@@ -348,14 +499,14 @@ def _prepare(fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, st
         if not math.isfinite(scale) or scale <= 0.0:
             _fail(fn, f"scale = {scale}: expected a finite value > 0 (or None for 1/sqrt(K))")
 
-    if torch.is_grad_enabled():
-        for name, t in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta),
-                        ("initial_state", initial_state)):
-            if t is not None and t.requires_grad:
-                _fail(fn, f"{name} requires grad, but deltac's ops are forward-only for now "
-                          "(the backward is not implemented yet): run under torch.no_grad() or "
-                          "torch.inference_mode(), or detach the inputs", NotImplementedError)
+    if inplace and _needs_grad(q, k, v, g, beta, initial_state):
+        _fail(fn, "inplace_final_state=True has no backward, but an input requires grad: run "
+                  "under torch.no_grad() or detach the inputs", NotImplementedError)
     return g, beta, scale, initial_state, cu_seqlens
+
+
+def _needs_grad(*ts):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
 
 def _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
@@ -480,7 +631,10 @@ def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
     output_final_state = bool(output_final_state)
     args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
             bool(use_qk_l2norm_in_kernel), output_final_state, bool(state_v_first), mode, chunk)
-    o, ht = _run(*args) if _direct_ok(q) else delta_rule_fwd(*args)
+    if _direct_ok(q) and not _needs_grad(q, k, v, g, beta, initial_state):
+        o, ht = _run(*args)
+    else:  # the dispatcher: torch.compile, and autograd (register_autograd)
+        o, ht = delta_rule_fwd(*args)
     return o, (ht if output_final_state else None)
 
 

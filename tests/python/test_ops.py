@@ -219,7 +219,8 @@ BAD = [
     ("q_3d", lambda a: a.update(q=a["q"][0]), ValueError, "q has shape"),
     ("q_f16_on_cpu", lambda a: a.update(q=a["q"].half(), k=a["k"].half(), v=a["v"].half()),
      TypeError, "q has dtype torch.float16: the CPU kernels take"),
-    ("q_f64", lambda a: a.update(q=a["q"].double()), TypeError, "q has dtype torch.float64"),
+    ("q_f64", lambda a: a.update(q=a["q"].double()), TypeError,
+     "k has dtype torch.float32 but q has torch.float64"),
     ("k_dtype", lambda a: a.update(k=a["k"].bfloat16()), TypeError, "k has dtype torch.bfloat16"),
     ("k_shape", lambda a: a.update(k=a["k"][:, :, :1].contiguous()), ValueError, "k has shape"),
     ("v_batch", lambda a: a.update(v=a["v"][:1].contiguous()), ValueError, "v has shape"),
@@ -297,14 +298,19 @@ def test_bad_cu_seqlens(case):
         ops.chunk_gated_delta_rule(**a, cu_seqlens=cu)
 
 
-def test_requires_grad_raises_not_implemented(seed):
+def test_requires_grad_gives_a_graph(seed):
+    """(The gradients themselves: test_autograd.py.)"""
     a = _good()
     a["v"].requires_grad_(True)
-    with pytest.raises(NotImplementedError, match="v requires grad.*backward is not implemented yet"):
-        ops.chunk_gated_delta_rule(**a)
+    o, _ = ops.chunk_gated_delta_rule(**a)
+    assert o.requires_grad
     with torch.no_grad():
         o, _ = ops.chunk_gated_delta_rule(**a)
     assert not o.requires_grad
+    h0 = torch.zeros(a["q"].shape[0], a["v"].shape[2], a["q"].shape[3], a["v"].shape[3])
+    with pytest.raises(NotImplementedError, match="inplace_final_state=True has no backward"):
+        ops.fused_recurrent_gated_delta_rule(a["q"], a["k"], a["v"], a["g"], beta=a["beta"],
+                                             initial_state=h0, inplace_final_state=True)
 
 
 def test_unsupported_fla_options():
