@@ -17,9 +17,10 @@ using deltac::cuda::ChunkedConfig;
 using deltac::cuda::DefaultChunkedConfig;
 
 // Configs the benchmark can force on GDN K = V = 128 (index 0: the default).
-using Sweep = std::tuple<ChunkedConfig<64, 64, 8, 1>, ChunkedConfig<64, 16, 4, 1>,
-                         ChunkedConfig<32, 32, 4, 2>, ChunkedConfig<64, 32, 4, 1>,
-                         ChunkedConfig<32, 16, 2, 2>>;
+using Sweep = std::tuple<ChunkedConfig<64, 16, 4, 2>, ChunkedConfig<64, 16, 4, 1>,
+                         ChunkedConfig<64, 16, 2, 2>, ChunkedConfig<64, 32, 8, 2>,
+                         ChunkedConfig<64, 64, 8, 2>, ChunkedConfig<32, 32, 4, 2>,
+                         ChunkedConfig<32, 16, 2, 1>>;
 constexpr int kSweep = std::tuple_size_v<Sweep>;
 
 struct Call {

@@ -14,6 +14,8 @@ Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
            [--sweep] [--rows=i,j,...]
 --sweep also times, on the first GDN K=V=128 row and the first KDA row, the
 intra-chunk kernel and the scan apart and every config of the library's sweep.
+--once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
+select the launches with -k / --launch-count).
 """
 import ctypes
 import statistics
@@ -31,7 +33,9 @@ class Params(ctypes.Structure):
         "state_dtype", "state_layout")] + [(n, ctypes.c_void_p) for n in (
             "q", "k", "v", "g", "beta", "h0", "o", "ht", "cu_seqlens")] + [
         ("scale", ctypes.c_float), ("qk_l2norm", ctypes.c_int32),
-        ("threads", ctypes.c_int32)]
+        ("threads", ctypes.c_int32), ("num_slots", ctypes.c_int32)] + [
+        (n, ctypes.c_void_p) for n in (
+            "read_slots", "write_slots", "state_steps", "accepted")]
 
 
 ROWS = [  # (name, variant, K=V, H, HV, B, T)
@@ -107,7 +111,7 @@ def main():
         from fla.ops.kda import chunk_kda
 
     props = torch.cuda.get_device_properties(0)
-    peak = gemm_tflops()
+    peak = 0.0 if any(a.startswith("--once=") for a in sys.argv) else gemm_tflops()
     print(f"{props.name}, torch {torch.__version__}; bf16 GEMM 8192^3: {peak:.0f} TFLOP/s")
     print(f"{'row':<24} {'deltac_ms':>9} {'fla_ms':>8} {'fla/deltac':>10} "
           f"{'deltac_TF/s':>11} {'%gemm':>6} {'fla_TF/s':>8} {'o_diff':>8} {'ht_diff':>8}")
@@ -148,6 +152,14 @@ def main():
                     raise RuntimeError(f"deltac chunked: cudaError {err}")
             return call, buf
 
+        once = [a[7:] for a in sys.argv if a.startswith("--once=")]
+        if once:
+            for cfg in once[0].split(","):
+                call, buf = make_ours(int(cfg), 3)
+                call()
+                torch.cuda.synchronize()
+                del buf
+            continue
         ours, ws = make_ours(0, 3)
         key = (var, D)
         if sweep and key in ((GATED, 128), (KDA, 128)) and key not in swept:

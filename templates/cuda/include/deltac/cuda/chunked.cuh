@@ -17,15 +17,18 @@
 // allocated, the host never waits, and the call can be captured in a CUDA
 // graph. Returns cudaErrorInvalidValue when p does not match the
 // instantiation (variant, K, V, dtypes), a pointer is null or misaligned
-// (q, k, v, o, h0, ht: 16 bytes; workspace: 256 bytes) or the workspace is
-// too small; nothing is launched then. cu_seqlens must be valid (the runtime
+// (q, k, v, o, h0, ht: 16 bytes; workspace: 256 bytes), the workspace is
+// too small, or p asks for a state pool, state_steps or accepted (recurrent
+// kernels only); nothing is launched then. cu_seqlens must be valid (the runtime
 // checks it); a bad one cannot make the kernels access memory out of bounds,
 // it only gives wrong outputs.
 //
 // Three launches: the varlen chunk index (cu_seqlens only; one block), the
 // intra-chunk kernel (one block per chunk and value head:
-// chunked_prep.cuh) and the scan (one block per V tile, value head and
-// sequence: chunked_scan.cuh). Config knobs: chunked_traits.cuh.
+// chunked_prep.cuh; writes T, Aqk and row factors, about 17 KB per chunk and
+// head at C = 64) and the scan (one block per V tile, value head and
+// sequence: chunked_scan.cuh; reads q, k, v again). Config knobs:
+// chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
@@ -75,6 +78,8 @@ bool chunked_matches(const deltac_fwd_params& p) {
     return false;
   if (Var != DELTAC_VARIANT_DELTA && !p.g)
     return false;
+  if (p.read_slots || p.write_slots || p.state_steps || p.accepted)
+    return false;  // state pools and per-token states: the recurrent kernels
   if (p.cu_seqlens ? p.B != 1 : p.N != p.B)
     return false;
   for (const void* ptr : {p.q, p.k, p.v, static_cast<const void*>(p.o), p.h0,
@@ -112,14 +117,15 @@ size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename 
   };
   ChunkedWs<Ts> w{};
   w.offsets = reinterpret_cast<int32_t*>(take(size_t(p.N + 1) * 4));
-  w.w = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
-  w.wlo = Tr::kSplit ? reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)))
-                     : nullptr;
-  w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
-  w.kdt = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::K * Tr::C * sizeof(Ts)));
-  w.u = reinterpret_cast<float*>(take(size_t(slots) * Tr::C * Tr::V * 4));
+  w.t = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
   w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
+  w.f = reinterpret_cast<float*>(take(size_t(slots) * 4 * Tr::C * 4));
   w.gamma = reinterpret_cast<float*>(take(size_t(slots) * Tr::K * 4));
+  if (Tr::kKda) {
+    w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+    w.kg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+    w.kd = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+  }
   w.max_chunks = chunked_max_chunks<Tr::C>(p);
   if (ws)
     *ws = w;

@@ -86,6 +86,16 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
 #endif
 }
+// 16 bytes, or 16 zero bytes when !valid (src is not read then).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
+#if DELTAC_MMA_OK
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+#else
+  *static_cast<uint4*>(dst) = valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if DELTAC_MMA_OK
   asm volatile("cp.async.commit_group;\n" ::);
@@ -140,6 +150,35 @@ struct Mma16 {
     const int g = lane >> 2, t = lane & 3;
     f.r[0] = ld32(b + g * ldb + 2 * t);
     f.r[1] = ld32(b + g * ldb + 2 * t + 8);
+#endif
+  }
+  // The same fragments from the transposed storage: A from a [k][m] tile
+  // (a at (k0, m0), row stride lda), B from a [k][n] tile (ldmatrix .trans).
+  __device__ static __forceinline__ void load_a_t(FragA& f, const Ts* a, int lda) {
+    const int lane = threadIdx.x & 31;
+#if DELTAC_MMA_OK
+    const int mat = lane >> 3;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(
+        a + ((lane & 7) + (mat >> 1) * 8) * lda + (mat & 1) * 8));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
+                 : "r"(addr));
+#else
+    (void)lane;
+    f.r[0] = f.r[1] = f.r[2] = f.r[3] = 0;
+#endif
+  }
+  __device__ static __forceinline__ void load_b_t(FragB& f, const Ts* b, int ldb) {
+    const int lane = threadIdx.x & 31;
+#if DELTAC_MMA_OK
+    const uint32_t addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(b + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(f.r[0]), "=r"(f.r[1])
+                 : "r"(addr));
+#else
+    (void)lane;
+    f.r[0] = f.r[1] = 0;
 #endif
   }
 };
@@ -204,6 +243,27 @@ struct Mma<float> {
       const float* p = b + 8 * h;
       split(p[g * ldb + t], f.hi[h][0], f.lo[h][0]);
       split(p[g * ldb + t + 4], f.hi[h][1], f.lo[h][1]);
+    }
+  }
+  // Transposed storage: A from [k][m], B from [k][n] (see Mma16).
+  __device__ static __forceinline__ void load_a_t(FragA& f, const float* a, int lda) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = a + 8 * h * lda;
+      split(p[t * lda + g], f.hi[h][0], f.lo[h][0]);
+      split(p[t * lda + g + 8], f.hi[h][1], f.lo[h][1]);
+      split(p[(t + 4) * lda + g], f.hi[h][2], f.lo[h][2]);
+      split(p[(t + 4) * lda + g + 8], f.hi[h][3], f.lo[h][3]);
+    }
+  }
+  __device__ static __forceinline__ void load_b_t(FragB& f, const float* b, int ldb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = b + 8 * h * ldb;
+      split(p[t * ldb + g], f.hi[h][0], f.lo[h][0]);
+      split(p[(t + 4) * ldb + g], f.hi[h][1], f.lo[h][1]);
     }
   }
   __device__ static __forceinline__ void mma1(float c[4], const uint32_t a[4],

@@ -1,16 +1,19 @@
-// Stages 1-4 of the chunked forward pass, all intra-chunk and parallel over
-// every (chunk, value head): chunk index, gate cumsum, the WY/UT transform
-// and the decayed operands the sequential scan consumes.
+// The intra-chunk part of the chunked forward pass, parallel over every
+// (chunk, value head): chunk index, gate cumsum, the UT transform and the
+// per-row factors the sequential scan (chunked_scan.cuh) applies.
 //
 // Per chunk of C tokens (rows i, j; G the in-chunk cumsum of the log decay,
-// gated: one per token, kda: one per token and key channel; Γ_i = exp(G_i)):
-//   A   = strictly-lower(diag(beta) (K Kᵀ ∘ exp(G_i - G_j)))
+// gated: one per token, kda: one per token and key channel; rq, rk the
+// L2-norm factors of q and k rows):
+//   A   = strictly-lower(diag(beta) (K Kᵀ ∘ exp(G_i - G_j)))  (rk folded in)
 //   T   = (I + A)⁻¹            (16 x 16 diagonal blocks by forward
 //                               substitution, then the off-diagonal blocks)
-//   W   = T diag(beta) (K ∘ Γ),  U = T diag(beta) V
-//   Aqk = scale lower(Q Kᵀ ∘ exp(G_i - G_j)),  Qg = scale Q ∘ Γ
-//   KdT = (K ∘ exp(G_last - G))ᵀ,  gamma = exp(G_last)
-// For kda the decay is per key channel: the diagonal 16 x 16 blocks of A and
+//   Aqk = scale lower(Q Kᵀ ∘ exp(G_i - G_j))                 (rq, rk folded in)
+//   row factors fa = beta rk exp(G_i), fb = beta, fq = scale rq exp(G_i),
+//   fk = rk exp(G_last - G_i); gamma = exp(G_last) per key channel.
+// kda (decay per key channel): the scan's q / k operands are stored here
+// instead, decayed (Q ∘ scale rq exp(G), K ∘ rk exp(G), K ∘ rk exp(G_last -
+// G)), and fa = fb = beta, fq = fk = 1. The diagonal 16 x 16 blocks of A and
 // Aqk take exact exponentials per element, the blocks below them factor
 // through the row before the block (both factors <= 1) into tensor-core
 // products. Gates are clamped at kGateFloor (exp of any sum holding one is
@@ -31,8 +34,9 @@ namespace deltac::cuda::detail {
 template <class Ts>
 struct ChunkedWs {
   int32_t* offsets;  // [N + 1] first chunk slot of each sequence (varlen only)
-  Ts *w, *wlo, *qg, *kdt, *aqk;  // wlo: W - W_hi (16-bit types), else unused
-  float *u, *gamma;
+  Ts *t, *aqk;       // [slot][C][C]
+  Ts *qg, *kg, *kd;  // kda only: [slot][C][K] decayed q, k operands
+  float *f, *gamma;  // [slot][4][C] row factors fa, fb, fq, fk; [slot][K]
   int64_t max_chunks;  // slots allocated
   // Device flag (or null): when nonzero the scan returns at once and writes
   // no output (the runtime's checking mode sets it on the device).
@@ -125,34 +129,25 @@ __device__ __forceinline__ float clamp_gate(float g) {
   return g < Tr::kGateFloor ? Tr::kGateFloor : g;  // NaN compares false: stays NaN
 }
 
-// One block per (chunk slot, value head).
-//
-// q and k stay raw (exact input values) in shared memory; their L2-norm
-// factors rq, rk are applied in f32 (epilogues and element-wise passes). For
-// 16-bit types the right-hand sides beta K ∘ Γ and beta V of W and U are
-// split into hi + lo halves (two products), W is stored as W_hi + W_lo and U
-// in f32: v' = U - W S in the scan is a residual, and one rounding of U or W
-// (or of k) there costs several times its size. The one rounding left, of T,
-// multiplies the residual (v' = T (beta V - beta K Γ S)) and stays small.
+// One block per (chunk slot, value head). q and k stay raw (exact input
+// values) in shared memory; their L2-norm factors rq, rk are applied in f32.
+// T is rounded to the compute type once: it multiplies the residual in the
+// scan (v' = T r), where that rounding is not amplified.
 template <deltac_variant Var, class Tr>
 __global__ void __launch_bounds__(Tr::kPrepThreads)
     chunked_prep_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws,
                         float scale) {
   using Ts = typename Tr::Ts;
   using In = typename Tr::In;
-  constexpr int C = Tr::C, K = Tr::K, V = Tr::V, LK = Tr::LK, LC = Tr::LC, LG = Tr::LG;
+  constexpr int C = Tr::C, K = Tr::K, LK = Tr::LK, LG = Tr::LG;
   constexpr int NTH = Tr::kPrepThreads, NW = Tr::kPrepWarps, NBLK = Tr::kBlocks;
-  constexpr int KV = K > V ? K : V;
-  constexpr bool kKda = Tr::kKda, kDecay = Tr::kDecay, kSplit = Tr::kSplit;
+  constexpr bool kKda = Tr::kKda;
   constexpr int E = 16 / int(sizeof(Ts));  // elements per 16-byte copy
-  static_assert(C * V <= 2 * C * LK, "v rows are staged in the q/k buffers");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Ts* kn = reinterpret_cast<Ts*>(smem_raw);  // [C][LK] raw k
   Ts* qn = kn + C * LK;                      // [C][LK] raw q
-  Ts* tT = qn + C * LK;                      // [C][LC]
-  Ts* xT = tT + C * LC;                      // [KV][LC]
-  Ts* dk = xT + KV * LC;                     // kda: [16 + 16 + C - 16][LK]
+  Ts* dk = qn + C * LK;                      // kda: [16 + 16 + C - 16][LK]
   float* G = reinterpret_cast<float*>(dk + (kKda ? (32 + C - 16) * LK : 0));
   float* Af = G + (kKda ? C * LG : C);  // [C][C + 1]
   float* Tf = Af + C * (C + 1);        // [C][C + 1]; first Aqk, then T
@@ -160,11 +155,6 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   float* rq = bs + C;                  // [C]
   float* rk = rq + C;                  // [C]
   float* P = rk + C;                   // [max(NBLK - 1, 1)][16][16]
-  // Low halves of the right-hand sides: over A and T once both are dead, or
-  // after P when they do not fit there.
-  Ts* xTlo = Tr::kLoAliased ? reinterpret_cast<Ts*>(Af)
-                            : reinterpret_cast<Ts*>(P + (NBLK > 1 ? NBLK - 1 : 1) * 256);
-  Ts* vraw = kn;  // [C][V] raw v, staged once q and k are no longer needed
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int j = blockIdx.y;
@@ -448,12 +438,15 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     __syncthreads();
   }
 
-  // 5. T in the compute type.
-  for (int idx = tid; idx < C * C; idx += NTH) {
-    const int i = idx / C, jj = idx % C;
-    tT[i * LC + jj] = cvt_t<Ts>(Tf[i * (C + 1) + jj]);
+  // 5. T, the row factors and the chunk decay (kda: the decayed q, k
+  // operands) out.
+  {
+    Ts* t = ws.t + slot * C * C;
+    for (int idx = tid; idx < C * C / 2; idx += NTH) {
+      const int i = (2 * idx) / C, jj = (2 * idx) % C;
+      store2(t + i * C + jj, Tf[i * (C + 1) + jj], Tf[i * (C + 1) + jj + 1]);
+    }
   }
-  __syncthreads();  // A and T (f32) are dead from here: xTlo may overwrite them
   auto gam = [&](int c, int kk) -> float {  // log of the decay from the chunk start
     if constexpr (kKda)
       return G[c * LG + kk];
@@ -462,93 +455,45 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     else
       return 0.f;
   };
-  // (beta K ∘ Γ)ᵀ in f32, as hi (+ lo).
-  for (int idx = tid; idx < C * K; idx += NTH) {
-    const int kk = idx / C, c = idx % C;
-    float x = bs[c] * rk[c] * cvt_f(kn[c * LK + kk]);
-    if constexpr (kDecay)
-      x *= expf(gam(c, kk));
-    const Ts hi = cvt_t<Ts>(x);
-    xT[kk * LC + c] = hi;
-    if constexpr (kSplit)
-      xTlo[kk * LC + c] = cvt_t<Ts>(x - cvt_f(hi));
-  }
   {
-    Ts* qg = ws.qg + slot * C * K;
-    for (int idx = tid; idx < C * K / 2; idx += NTH) {
-      const int c = (2 * idx) / K, kk = (2 * idx) % K;
-      const float f = scale * rq[c];
-      float x0 = f * cvt_f(qn[c * LK + kk]), x1 = f * cvt_f(qn[c * LK + kk + 1]);
-      if constexpr (kDecay) {
-        x0 *= expf(gam(c, kk));
-        x1 *= expf(gam(c, kk + 1));
+    float* f = ws.f + slot * 4 * C;
+    for (int r = tid; r < C; r += NTH) {
+      float fa = bs[r], fq = 1.f, fk = 1.f;
+      if constexpr (!kKda) {
+        const float e = Tr::kGated ? expf(gam(r, 0)) : 1.f;
+        const float el = Tr::kGated ? expf(gam(C - 1, 0) - gam(r, 0)) : 1.f;
+        fa = bs[r] * rk[r] * e;
+        fq = scale * rq[r] * e;
+        fk = rk[r] * el;
       }
-      store2(qg + c * K + kk, x0, x1);
-    }
-    Ts* kdt = ws.kdt + slot * K * C;
-    for (int idx = tid; idx < C * K / 2; idx += NTH) {
-      const int kk = (2 * idx) / C, c = (2 * idx) % C;
-      float x0 = rk[c] * cvt_f(kn[c * LK + kk]), x1 = rk[c + 1] * cvt_f(kn[(c + 1) * LK + kk]);
-      if constexpr (kDecay) {
-        const float gl = gam(C - 1, kk);
-        x0 *= expf(gl - gam(c, kk));
-        x1 *= expf(gl - gam(c + 1, kk));
-      }
-      store2(kdt + kk * C + c, x0, x1);
+      const bool in = r < len;
+      f[r] = in ? fa : 0.f;
+      f[C + r] = in ? bs[r] : 0.f;
+      f[2 * C + r] = in ? fq : 0.f;
+      f[3 * C + r] = in ? fk : 0.f;
     }
     float* gm = ws.gamma + slot * K;
-    for (int kk = tid; kk < K; kk += NTH) gm[kk] = kDecay ? expf(gam(C - 1, kk)) : 1.f;
+    for (int kk = tid; kk < K; kk += NTH) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
   }
-  __syncthreads();
-
-  // 6. Raw v rows into the (now free) q/k buffers, in flight during W.
-  {
-    const In* v = static_cast<const In*>(p.v);
-    constexpr int SEG = V / E;
-    for (int i = tid; i < C * SEG; i += NTH) {
-      const int r = i / SEG, sg = i % SEG;
-      if (r < len)
-        cp_async16(vraw + r * V + sg * E, v + ((t0 + r) * p.HV + j) * V + sg * E);
-      else
-        *reinterpret_cast<uint4*>(vraw + r * V + sg * E) = make_uint4(0, 0, 0, 0);
+  if constexpr (kKda) {
+    Ts* qg = ws.qg + slot * C * K;
+    Ts* kg = ws.kg + slot * C * K;
+    Ts* kd = ws.kd + slot * C * K;
+    for (int idx = tid; idx < C * K / 2; idx += NTH) {
+      const int c = (2 * idx) / K, kk = (2 * idx) % K;
+      float x[2], y[2], z[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float e = expf(gam(c, kk + h)), el = expf(gam(C - 1, kk + h) - gam(c, kk + h));
+        const float kv = rk[c] * cvt_f(kn[c * LK + kk + h]);
+        x[h] = scale * rq[c] * cvt_f(qn[c * LK + kk + h]) * e;
+        y[h] = kv * e;
+        z[h] = kv * el;
+      }
+      store2(qg + c * K + kk, x[0], x[1]);
+      store2(kg + c * K + kk, y[0], y[1]);
+      store2(kd + c * K + kk, z[0], z[1]);
     }
-    cp_async_commit();
-  }
-  // W = T (beta K ∘ Γ), stored as hi (+ lo).
-  {
-    Ts* w = ws.w + slot * C * K;
-    Ts* wlo = kSplit ? ws.wlo + slot * C * K : nullptr;
-    block_gemm_tn<Ts, C, K, C, nt_for(K / 8)>(
-        tT, LC, xT, kSplit ? xTlo : nullptr, LC, warp, NW,
-        [&](int r, int c, float x0, float x1) {
-          store2(w + r * K + c, x0, x1);
-          if constexpr (kSplit) {
-            const float h0 = cvt_f(cvt_t<Ts>(x0)), h1 = cvt_f(cvt_t<Ts>(x1));
-            store2(wlo + r * K + c, x0 - h0, x1 - h1);
-          }
-        },
-        [](int, int) { return false; });
-  }
-  cp_async_wait_all();
-  __syncthreads();
-  // 7. (beta V)ᵀ as hi (+ lo), then U = T (beta V) in f32.
-  for (int idx = tid; idx < C * V; idx += NTH) {
-    const int c = idx / V, vv = idx % V;  // contiguous reads, 4-way writes
-    const float x = bs[c] * cvt_f(vraw[c * V + vv]);
-    const Ts hi = cvt_t<Ts>(x);
-    xT[vv * LC + c] = hi;
-    if constexpr (kSplit)
-      xTlo[vv * LC + c] = cvt_t<Ts>(x - cvt_f(hi));
-  }
-  __syncthreads();
-  {
-    float* u = ws.u + slot * C * V;
-    block_gemm_tn<Ts, C, V, C, nt_for(V / 8)>(
-        tT, LC, xT, kSplit ? xTlo : nullptr, LC, warp, NW,
-        [&](int r, int c, float x0, float x1) {
-          *reinterpret_cast<float2*>(u + r * V + c) = make_float2(x0, x1);
-        },
-        [](int, int) { return false; });
   }
 }
 

@@ -57,30 +57,29 @@ constexpr int pad(int elem) { return 16 / elem; }
 // compute type, 2 for bf16/f16 inputs, 4 for f32).
 constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
   using namespace chunked_detail;
-  const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem);
-  size_t b = 2 * C * LK * elem;                          // k, q (raw), later v
+  (void)V;
+  const size_t C = chunk, LK = K + pad(elem);
+  size_t b = 2 * C * LK * elem;                            // k, q (raw)
   b += (var == DELTAC_VARIANT_KDA ? C * (K + 4) : C) * 4;  // gate cumsum (kda rows padded)
-  b += 2 * C * (C + 1) * 4;                              // A, T (f32)
-  b += C * LC * elem;                                    // T (compute type)
-  const size_t x = size_t(maxi(K, V)) * LC * elem;
-  b += x;                                                // (beta K decay)^T, then (beta V)^T
-  b += 3 * C * 4;                                        // beta, rq, rk
-  b += size_t(maxi(chunk / 16 - 1, 1)) * 256 * 4;        // block products of the solve
+  b += 2 * C * (C + 1) * 4;                                // A, T (f32)
+  b += 3 * C * 4;                                          // beta, rq, rk
+  b += size_t(maxi(chunk / 16 - 1, 1)) * 256 * 4;          // block products of the solve
   if (var == DELTAC_VARIANT_KDA)
-    b += (32 + (C - 16)) * LK * elem;                    // decayed k / q rows
-  if (elem == 2 && x > 2 * C * (C + 1) * 4)
-    b += x;  // low halves, when they do not fit over A and T
+    b += (32 + (C - 16)) * LK * elem;                      // decayed k / q rows
   return b;
 }
 
 // Shared memory of the scan kernel, in bytes.
-constexpr size_t chunked_scan_smem(int K, int elem, int chunk, int bv, int stages) {
+constexpr size_t chunked_scan_smem(int var, int K, int elem, int chunk, int bv, int stages) {
   using namespace chunked_detail;
-  const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem);
-  const size_t stage = ((elem == 2 ? 3 : 2) * C * LK + size_t(K) * LC + C * LC) * elem +
-                       C * (bv + 4) * 4 + size_t(K) * 4;
-  // Sᵀ (and, for 16-bit types, the low half of S split in two), v'ᵀ.
-  return stage * stages + (size_t(elem == 2 ? 2 : 1) * bv * LK + size_t(bv) * LC) * elem;
+  const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem), LB = bv + pad(elem);
+  // Per stage: q, k (kda: a second k) rows, the v tile, T, Aqk; the row
+  // factors and the chunk decay in f32.
+  const size_t stage =
+      ((var == DELTAC_VARIANT_KDA ? 3 : 2) * C * LK + C * LB + 2 * C * LC) * elem +
+      (4 * C + size_t(K)) * 4;
+  // S (hi, and lo for 16-bit types), the residual, v' and the decayed v'.
+  return stage * stages + (size_t(elem == 2 ? 2 : 1) * K * LB + 3 * C * LB) * elem;
 }
 
 // Whether (chunk, bv, warps, stages) is a legal config for (variant, K, V,
@@ -97,8 +96,6 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
     return false;
   if (V % bv)
     return false;
-  if (V > 2 * (K + chunked_detail::pad(in_bytes)))
-    return false;  // v rows are staged in the q/k buffers of the intra-chunk kernel
   const int nb = bv / 8;
   // Output / v' tiles: chunk / 16 row tiles x bv / 8 column tiles.
   const int mw1 = gcd(warps, chunk / 16), nw1 = warps / mw1;
@@ -113,7 +110,7 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
     return false;
   if (chunked_prep_smem(var, K, V, in_bytes, chunk) > smem)
     return false;
-  if (chunked_scan_smem(K, in_bytes, chunk, bv, stages) > smem)
+  if (chunked_scan_smem(var, K, in_bytes, chunk, bv, stages) > smem)
     return false;
   return true;
 }

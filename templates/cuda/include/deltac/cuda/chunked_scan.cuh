@@ -1,18 +1,17 @@
-// Stage 5 of the chunked forward pass: the sequential scan over the chunks
-// of one sequence, fused with the output. One block per (V tile, value head,
-// sequence) holds the f32 state tile S [K, BV] in registers (tensor-core
-// accumulator layout) and a copy in the compute type in shared memory
-// (Sᵀ, the B operand). Per chunk, with the operands of chunked_prep.cuh:
-//   v' = U - W S                          (the chunk's corrected values; U in
-//                                          f32 and, for 16-bit types,
-//                                          W_hi S_hi + W_hi S_lo + W_lo S_hi:
-//                                          v' is a residual, a rounding of U,
-//                                          W or S would cost several times
-//                                          its size)
-//   o  = Qg S + Aqk v'                    (scale folded into Qg and Aqk)
-//   S  = gamma ∘ S + KdT v'               (gamma per key row)
-// The next chunk's operands are copied with cp.async while this one computes
-// (Stages = 2).
+// The sequential scan over the chunks of one sequence, fused with the
+// output. One block per (V tile, value head, sequence) holds the f32 state
+// tile S [K, BV] in registers (tensor-core accumulator layout) and a copy in
+// the compute type in shared memory (hi + lo halves for 16-bit types). Per
+// chunk, from the raw q, k, v rows (kda: the decayed operands of
+// chunked_prep.cuh) and the intra-chunk T, Aqk and row factors:
+//   r  = fb ∘ V - fa ∘ (K S_hi + K S_lo)   (the residual, in f32: a rounding
+//                                          of K S or S would be amplified by
+//                                          its cancellation; rounded once)
+//   v' = T r
+//   o  = fq ∘ (Q S_hi) + Aqk v'
+//   S  = gamma ∘ S + Kᵀ (fk ∘ v')          (gamma per key row)
+// with the row factors fa, fb, fq, fk applied in f32 per token. The next
+// chunk's rows are copied with cp.async while this one computes (Stages = 2).
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_CUH
 
@@ -25,19 +24,6 @@
 
 namespace deltac::cuda::detail {
 
-// rows x (cols elements of T) from global (row stride gstride) into shared
-// memory (row stride sstride); cols * sizeof(T) is a multiple of 16.
-template <class T>
-__device__ __forceinline__ void copy_tile(T* dst, int sstride, const T* src, int64_t gstride,
-                                          int rows, int cols, int tid, int nth) {
-  constexpr int E = 16 / sizeof(T);
-  const int segs = cols / E;
-  for (int i = tid; i < rows * segs; i += nth) {
-    const int r = i / segs, s = i % segs;
-    cp_async16(dst + r * sstride + s * E, src + r * gstride + s * E);
-  }
-}
-
 template <deltac_variant Var, class Tr>
 __global__ void __launch_bounds__(Tr::kThreads)
     chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
@@ -47,29 +33,35 @@ __global__ void __launch_bounds__(Tr::kThreads)
   using In = typename Tr::In;
   using Op = Mma<Ts>;
   constexpr int C = Tr::C, K = Tr::K, V = Tr::V, BV = Tr::BV;
-  constexpr int LK = Tr::LK, LC = Tr::LC, NTH = Tr::kThreads;
+  constexpr int LK = Tr::LK, LC = Tr::LC, LB = Tr::LB, NTH = Tr::kThreads;
   constexpr int MW1 = Tr::MW1, MT1 = Tr::MT1, NT1 = Tr::NT1;
   constexpr int MW3 = Tr::MW3, MT3 = Tr::MT3, NT3 = Tr::NT3;
-  constexpr bool kSplit = Tr::kSplit;
-  constexpr int LU = BV + 4;  // f32 row of the U tile
-  // Stage: W [C][LK], W_lo [C][LK] (16-bit types), Qg [C][LK], KdT [K][LC],
-  // Aqk [C][LC] (compute type); U [C][LU], gamma [K] (f32).
-  constexpr int kWs = (kSplit ? 3 : 2) * C * LK;  // W, W_lo, Qg
-  constexpr int kStageTs = kWs + K * LC + C * LC;
-  constexpr int kStageBytes = kStageTs * int(sizeof(Ts)) + C * LU * 4 + K * 4;
+  constexpr bool kSplit = Tr::kSplit, kKda = Tr::kKda;
+  constexpr int E = 16 / int(sizeof(Ts));
+  // Stage: q [C][LK], k [C][LK], kda: k for the update [C][LK], v tile
+  // [C][LB], T [C][LC], Aqk [C][LC] (compute type); row factors [4][C] and
+  // gamma [K] (f32).
+  constexpr int kOffV = (kKda ? 3 : 2) * C * LK;
+  constexpr int kOffT = kOffV + C * LB;
+  constexpr int kOffA = kOffT + C * LC;
+  constexpr int kStageTs = kOffA + C * LC;
+  constexpr int kStageBytes = kStageTs * int(sizeof(Ts)) + (4 * C + K) * 4;
   static_assert(kStageBytes % 16 == 0, "stage alignment");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto stage_w = [&](int s) { return reinterpret_cast<Ts*>(smem_raw + s * kStageBytes); };
-  Ts* ST = reinterpret_cast<Ts*>(smem_raw + Tr::kStages * kStageBytes);  // [BV][LK]
-  Ts* STlo = ST + BV * LK;                       // [BV][LK] S - S_hi (16-bit types)
-  Ts* VT = STlo + (kSplit ? BV * LK : 0);        // [BV][LC]
+  auto stage = [&](int s) { return reinterpret_cast<Ts*>(smem_raw + s * kStageBytes); };
+  Ts* SH = reinterpret_cast<Ts*>(smem_raw + Tr::kStages * kStageBytes);  // [K][LB]
+  Ts* SL = SH + K * LB;                     // [K][LB] S - S_hi (16-bit types)
+  Ts* R = SL + (kSplit ? K * LB : 0);       // [C][LB] residual
+  Ts* VP = R + C * LB;                      // [C][LB] v'
+  Ts* VD = VP + C * LB;                     // [C][LB] fk ∘ v'
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t = lane & 3;
   const int v0 = blockIdx.x * BV, j = blockIdx.y, n = blockIdx.z;
   const int wm1 = warp % MW1, wn1 = warp / MW1;
   const int wm3 = warp % MW3, wn3 = warp / MW3;
+  const int hqk = j / (p.HV / p.H);
 
   int64_t s0, s1, first, last;
   seq_bounds(p, n, s0, s1);
@@ -115,89 +107,114 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
       for (int ni = 0; ni < NT3; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const Ts hi = cvt_t<Ts>(S[mi][ni][e]);
-          ST[scol(ni, e) * LK + srow(mi, e)] = hi;
+        for (int h = 0; h < 2; ++h) {
+          const float x0 = S[mi][ni][2 * h], x1 = S[mi][ni][2 * h + 1];
+          const int off = srow(mi, 2 * h) * LB + scol(ni, 0);
+          store2(SH + off, x0, x1);
           if constexpr (kSplit)
-            STlo[scol(ni, e) * LK + srow(mi, e)] = cvt_t<Ts>(S[mi][ni][e] - cvt_f(hi));
+            store2(SL + off, x0 - cvt_f(cvt_t<Ts>(x0)), x1 - cvt_f(cvt_t<Ts>(x1)));
         }
   };
   store_state();
 
-  auto issue = [&](int64_t chunk, int s) {
-    const int64_t slot = chunk * p.HV + j;
-    Ts* b = stage_w(s);
-    copy_tile(b, LK, ws.w + slot * C * K, K, C, K, tid, NTH);
-    copy_tile(b + C * LK, LK, ws.qg + slot * C * K, K, C, K, tid, NTH);
-    if constexpr (kSplit)
-      copy_tile(b + 2 * C * LK, LK, ws.wlo + slot * C * K, K, C, K, tid, NTH);
-    copy_tile(b + kWs, LC, ws.kdt + slot * K * C, C, K, C, tid, NTH);
-    copy_tile(b + kWs + K * LC, LC, ws.aqk + slot * C * C, C, C, C, tid, NTH);
+  // Rows of one chunk into stage s; rows past the sequence are zero.
+  auto issue = [&](int64_t c, int s) {
+    const int64_t slot = (first + c) * p.HV + j;
+    const int64_t t0 = s0 + c * C;
+    const int len = int(s1 - t0 < C ? s1 - t0 : C);
+    Ts* b = stage(s);
+    constexpr int SK = K / E;
+    for (int i = tid; i < C * SK; i += NTH) {
+      const int r = i / SK, sg = i % SK;
+      const bool in = r < len;
+      const int64_t tok = in ? t0 + r : 0;
+      if constexpr (kKda) {
+        const int64_t off = (slot * C + r) * K + sg * E;
+        cp_async16_zfill(b + r * LK + sg * E, ws.qg + off, in);
+        cp_async16_zfill(b + C * LK + r * LK + sg * E, ws.kg + off, in);
+        cp_async16_zfill(b + 2 * C * LK + r * LK + sg * E, ws.kd + off, in);
+      } else {
+        const int64_t off = (tok * p.H + hqk) * K + sg * E;
+        cp_async16_zfill(b + r * LK + sg * E, static_cast<const In*>(p.q) + off, in);
+        cp_async16_zfill(b + C * LK + r * LK + sg * E, static_cast<const In*>(p.k) + off, in);
+      }
+    }
+    constexpr int SB = BV / E;
+    for (int i = tid; i < C * SB; i += NTH) {
+      const int r = i / SB, sg = i % SB;
+      const bool in = r < len;
+      const int64_t tok = in ? t0 + r : 0;
+      cp_async16_zfill(b + kOffV + r * LB + sg * E,
+                       static_cast<const In*>(p.v) + (tok * p.HV + j) * V + v0 + sg * E, in);
+    }
+    constexpr int SC = C / E;
+    for (int i = tid; i < C * SC; i += NTH) {
+      const int r = i / SC, sg = i % SC;
+      cp_async16(b + kOffT + r * LC + sg * E, ws.t + (slot * C + r) * C + sg * E);
+      cp_async16(b + kOffA + r * LC + sg * E, ws.aqk + (slot * C + r) * C + sg * E);
+    }
     float* fb = reinterpret_cast<float*>(b + kStageTs);
-    copy_tile(fb, LU, ws.u + slot * C * V + v0, V, C, BV, tid, NTH);
-    copy_tile(fb + C * LU, K, ws.gamma + slot * K, K, 1, K, tid, NTH);
+    for (int i = tid; i < C + K / 4; i += NTH) {
+      if (i < C)
+        cp_async16(fb + 4 * i, ws.f + slot * 4 * C + 4 * i);
+      else
+        cp_async16(fb + 4 * C + 4 * (i - C), ws.gamma + slot * K + 4 * (i - C));
+    }
     cp_async_commit();
   };
 
   In* o = static_cast<In*>(p.o);
   if (nchunks > 0)
-    issue(first, 0);
+    issue(0, 0);
   for (int64_t c = 0; c < nchunks; ++c) {
     const int s = Tr::kStages == 2 ? int(c & 1) : 0;
     cp_async_wait_all();
     __syncthreads();
     if (Tr::kStages == 2 && c + 1 < nchunks)
-      issue(first + c + 1, s ^ 1);
-    const Ts* sw = stage_w(s);
-    const Ts* sqg = sw + C * LK;
-    const Ts* swlo = sw + 2 * C * LK;
-    const Ts* skdt = sw + kWs;
-    const Ts* saqk = skdt + K * LC;
-    const float* su = reinterpret_cast<const float*>(sw + kStageTs);
-    const float* sgam = su + C * LU;
+      issue(c + 1, s ^ 1);
+    const Ts* sq = stage(s);
+    const Ts* sk = sq + C * LK;
+    const Ts* skd = kKda ? sq + 2 * C * LK : sk;
+    const Ts* sv = sq + kOffV;
+    const Ts* st = sq + kOffT;
+    const Ts* sa = sq + kOffA;
+    const float* fa = reinterpret_cast<const float*>(sq + kStageTs);
+    const float* fbv = fa + C;
+    const float* fq = fa + 2 * C;
+    const float* fk = fa + 3 * C;
+    const float* sgam = fa + 4 * C;
     const int64_t tc0 = s0 + c * C;
     const int len = int(s1 - tc0 < C ? s1 - tc0 : C);
 
-    // Phase 1: acc = W S - U (so v' = -acc), ao = Qg S.
-    float av[MT1][NT1][4], ao[MT1][NT1][4];
+    // Phase 1: X = K S_hi (+ K S_lo), Y = Q S_hi; r = fb V - fa X, o = fq Y.
+    float ax[MT1][NT1][4], al[MT1][NT1][4], ao[MT1][NT1][4];
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi)
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = (wm1 * MT1 + mi) * 16 + g + (e >= 2 ? 8 : 0);
-          const int cl = (wn1 * NT1 + ni) * 8 + 2 * t + (e & 1);
-          av[mi][ni][e] = -su[r * LU + cl];
-          ao[mi][ni][e] = 0.f;
-        }
+        for (int e = 0; e < 4; ++e) ax[mi][ni][e] = al[mi][ni][e] = ao[mi][ni][e] = 0.f;
 #pragma unroll 2
     for (int k0 = 0; k0 < K; k0 += 16) {
-      typename Op::FragB fb[NT1], fl[kSplit ? NT1 : 1];
+      typename Op::FragB fh[NT1], fl[kSplit ? NT1 : 1];
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni) {
-        Op::load_b(fb[ni], ST + (wn1 * NT1 + ni) * 8 * LK + k0, LK);
+        Op::load_b_t(fh[ni], SH + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
         if constexpr (kSplit)
-          Op::load_b(fl[ni], STlo + (wn1 * NT1 + ni) * 8 * LK + k0, LK);
+          Op::load_b_t(fl[ni], SL + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
       }
 #pragma unroll
       for (int mi = 0; mi < MT1; ++mi) {
-        typename Op::FragA fa;
-        Op::load_a(fa, sw + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
+        typename Op::FragA fa_k, fa_q;
+        Op::load_a(fa_k, sk + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
+        Op::load_a(fa_q, sq + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
-          Op::mma(av[mi][ni], fa, fb[ni]);
+          Op::mma(ax[mi][ni], fa_k, fh[ni]);
           if constexpr (kSplit)
-            Op::mma(av[mi][ni], fa, fl[ni]);
+            Op::mma(al[mi][ni], fa_k, fl[ni]);
+          Op::mma(ao[mi][ni], fa_q, fh[ni]);
         }
-        if constexpr (kSplit) {
-          Op::load_a(fa, swlo + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
-#pragma unroll
-          for (int ni = 0; ni < NT1; ++ni) Op::mma(av[mi][ni], fa, fb[ni]);
-        }
-        Op::load_a(fa, sqg + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
-#pragma unroll
-        for (int ni = 0; ni < NT1; ++ni) Op::mma(ao[mi][ni], fa, fb[ni]);
       }
     }
 #pragma unroll
@@ -205,25 +222,61 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = (wm1 * MT1 + mi) * 16 + g + (e >= 2 ? 8 : 0);
-          const int cl = (wn1 * NT1 + ni) * 8 + 2 * t + (e & 1);
-          VT[cl * LC + r] = cvt_t<Ts>(-av[mi][ni][e]);
+        for (int h = 0; h < 2; ++h) {
+          const int r = (wm1 * MT1 + mi) * 16 + g + 8 * h;
+          const int cl = (wn1 * NT1 + ni) * 8 + 2 * t;
+          const float a = fa[r], b = fbv[r], qf = fq[r];
+          const float x0 = ax[mi][ni][2 * h] + al[mi][ni][2 * h];
+          const float x1 = ax[mi][ni][2 * h + 1] + al[mi][ni][2 * h + 1];
+          store2(R + r * LB + cl, b * cvt_f(sv[r * LB + cl]) - a * x0,
+                 b * cvt_f(sv[r * LB + cl + 1]) - a * x1);
+          ao[mi][ni][2 * h] *= qf;
+          ao[mi][ni][2 * h + 1] *= qf;
         }
     __syncthreads();
 
-    // Phase 2: o += Aqk v' (Aqk is lower triangular: k blocks <= row block).
+    // Phase 2: v' = T r (T is lower triangular: k blocks <= row block).
+#pragma unroll
+    for (int mi = 0; mi < MT1; ++mi) {
+      const int rb = wm1 * MT1 + mi;
+      float av[NT1][4];
+#pragma unroll
+      for (int ni = 0; ni < NT1; ++ni) av[ni][0] = av[ni][1] = av[ni][2] = av[ni][3] = 0.f;
+      for (int k0 = 0; k0 <= rb * 16; k0 += 16) {
+        typename Op::FragA fa_t;
+        Op::load_a(fa_t, st + rb * 16 * LC + k0, LC);
+#pragma unroll
+        for (int ni = 0; ni < NT1; ++ni) {
+          typename Op::FragB fb;
+          Op::load_b_t(fb, R + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+          Op::mma(av[ni], fa_t, fb);
+        }
+      }
+#pragma unroll
+      for (int ni = 0; ni < NT1; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = rb * 16 + g + 8 * h;
+          const int off = r * LB + (wn1 * NT1 + ni) * 8 + 2 * t;
+          const float x0 = av[ni][2 * h], x1 = av[ni][2 * h + 1], f = fk[r];
+          store2(VP + off, x0, x1);
+          store2(VD + off, f * x0, f * x1);
+        }
+    }
+    __syncthreads();
+
+    // Phase 3: o += Aqk v' (lower triangular), out.
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi) {
       const int rb = wm1 * MT1 + mi;
       for (int k0 = 0; k0 <= rb * 16; k0 += 16) {
-        typename Op::FragA fa;
-        Op::load_a(fa, saqk + rb * 16 * LC + k0, LC);
+        typename Op::FragA fa_a;
+        Op::load_a(fa_a, sa + rb * 16 * LC + k0, LC);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           typename Op::FragB fb;
-          Op::load_b(fb, VT + (wn1 * NT1 + ni) * 8 * LC + k0, LC);
-          Op::mma(ao[mi][ni], fa, fb);
+          Op::load_b_t(fb, VP + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+          Op::mma(ao[mi][ni], fa_a, fb);
         }
       }
 #pragma unroll
@@ -238,7 +291,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
         }
     }
 
-    // Phase 3: S = gamma ∘ S + KdT v'.
+    // Phase 4: S = gamma ∘ S + Kᵀ (fk ∘ v').
 #pragma unroll
     for (int mi = 0; mi < MT3; ++mi)
 #pragma unroll
@@ -250,19 +303,19 @@ __global__ void __launch_bounds__(Tr::kThreads)
       typename Op::FragB fb[NT3];
 #pragma unroll
       for (int ni = 0; ni < NT3; ++ni)
-        Op::load_b(fb[ni], VT + (wn3 * NT3 + ni) * 8 * LC + k0, LC);
+        Op::load_b_t(fb[ni], VD + k0 * LB + (wn3 * NT3 + ni) * 8, LB);
 #pragma unroll
       for (int mi = 0; mi < MT3; ++mi) {
-        typename Op::FragA fa;
-        Op::load_a(fa, skdt + (wm3 * MT3 + mi) * 16 * LC + k0, LC);
+        typename Op::FragA fa_k;
+        Op::load_a_t(fa_k, skd + k0 * LK + (wm3 * MT3 + mi) * 16, LK);
 #pragma unroll
-        for (int ni = 0; ni < NT3; ++ni) Op::mma(S[mi][ni], fa, fb[ni]);
+        for (int ni = 0; ni < NT3; ++ni) Op::mma(S[mi][ni], fa_k, fb[ni]);
       }
     }
     store_state();
     if (Tr::kStages == 1 && c + 1 < nchunks) {
       __syncthreads();
-      issue(first + c + 1, 0);
+      issue(c + 1, 0);
     }
   }
 

@@ -55,11 +55,9 @@ struct ChunkedTraits {
   static constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
   static constexpr bool kDecay = Var != DELTAC_VARIANT_DELTA;
   static constexpr int kElem = sizeof(Ts);
-  // 16-bit types: hi + lo halves where a rounding would be amplified.
+  // 16-bit types: the state is split into hi + lo halves for K S, where a
+  // rounding would be amplified (the residual beta (V - K S) cancels).
   static constexpr bool kSplit = kElem == 2;
-  // The low halves of the intra-chunk right-hand sides fit over A and T.
-  static constexpr bool kLoAliased =
-      size_t(K > V ? K : V) * (C + 16 / kElem) * kElem <= size_t(2) * C * (C + 1) * 4;
   static constexpr int kPad = 16 / kElem;
   static constexpr int LK = K + kPad, LC = C + kPad, LB = BV + kPad;
   static constexpr int kBlocks = C / 16;  // 16-row blocks of a chunk
@@ -71,12 +69,13 @@ struct ChunkedTraits {
   static constexpr int MW3 = chunked_detail::gcd(kWarps, K / 16), NW3 = kWarps / MW3;
   static constexpr int MT3 = K / 16 / MW3, NT3 = NB / NW3;  // per warp
   static constexpr size_t kPrepSmem = chunked_prep_smem(Var, K, V, kElem, C);
-  static constexpr size_t kScanSmem = chunked_scan_smem(K, kElem, C, BV, kStages);
+  static constexpr size_t kScanSmem = chunked_scan_smem(Var, K, kElem, C, BV, kStages);
   // Gate clamp: exp of any sum that includes it is exactly 0 in f32, so a
   // -inf gate (a full reset) never meets (-inf) - (-inf). NaN stays NaN.
   static constexpr float kGateFloor = -128.f;
-  // Workspace per (chunk, value head): W (and W_lo), Qg [C, K], KdT [K, C],
-  // Aqk [C, C] in Ts; U [C, V] and the chunk decay [K] in f32.
+  // Workspace per (chunk, value head): T and Aqk [C, C] in Ts, four row
+  // factors [4, C] and the chunk decay [K] in f32; kda also the decayed
+  // q, k operands [C, K] in Ts (three).
   static_assert(chunked_legal(Var, K, V, sizeof(InT), C, BV, kWarps, kStages),
                 "illegal ChunkedConfig for this variant, K, V and input type");
 };
