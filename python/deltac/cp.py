@@ -13,8 +13,9 @@ outputs. No rank waits for another's compute; the cost is the K extra columns
 (2x the work at K = V; docs/parallel.md).
 
 Everything is PyTorch ops over deltac's kernels and two differentiable
-collectives, so autograd (once the kernels have a backward) gives the gradients:
-the total loss is the sum of the ranks' losses, as in data-parallel training.
+collectives, so autograd gives the gradients through the kernels' backward (CPU
+today): the total loss is the sum of the ranks' losses, as in data-parallel
+training.
 
     ctx = deltac.cp.context(group, cu_seqlens=cu)        # once per batch, every rank
     o, ht = deltac.cp.chunk_gated_delta_rule(q, k, v, g, beta, cp_context=ctx,

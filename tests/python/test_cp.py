@@ -98,6 +98,26 @@ def _cases(world):
     ]
 
 
+def _grads_match(ctx, variant, lens, rank, world, xs, cu, w_o, w_h, what):
+    full = [None if x is None else x.clone().requires_grad_() for x in xs]
+    o, ht = _call(_OPS[variant], variant, *full[:5], initial_state=full[5],
+                  output_final_state=True, cu_seqlens=cu)
+    ((o * w_o).sum() + (ht * w_h).sum()).backward()
+    loc = [None if x is None else _local(x, ctx, lens, rank).requires_grad_() for x in xs[:5]]
+    h0l = xs[5].clone().requires_grad_()
+    o_c, ht_c = _call(_FNS[variant], variant, *loc, cp_context=ctx, initial_state=h0l,
+                      output_final_state=True)
+    ((o_c * _local(w_o, ctx, lens, rank)).sum() + (ht_c * w_h).sum() / world).backward()
+    for name, a, x in zip(("q", "k", "v", "g", "beta"), loc, full[:5]):
+        if a is not None:
+            e = rel_err(a.grad, _local(x.grad, ctx, lens, rank))
+            assert e <= F32_TOL, f"{what}: deltac kernels, d{name} err {e:.2e}"
+    dh0 = h0l.grad.clone() if h0l.grad is not None else torch.zeros_like(h0l)
+    dist.all_reduce(dh0)
+    e = rel_err(dh0, full[5].grad)
+    assert e <= F32_TOL, f"{what}: deltac kernels, dh0 err {e:.2e}"
+
+
 def _worker(rank, world, init, seed, check_grads):
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
@@ -148,6 +168,9 @@ def _worker(rank, world, init, seed, check_grads):
             dist.all_reduce(dh0)
             e = rel_err(dh0, full[5].grad)
             assert e <= 1e-10, f"{what}: dh0 err {e:.2e}"
+            # the same through deltac's kernels and their backward (f32)
+            _grads_match(ctx, variant, lens, rank, world, (q, k, v, g, beta, h0), cu,
+                         w_o.float(), w_h.float(), what)
     finally:
         dist.destroy_process_group()
 
