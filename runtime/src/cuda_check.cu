@@ -19,6 +19,9 @@ struct CheckArgs {
   const void *q, *k, *v, *h0;
   const float *g, *beta;
   const int64_t *cu;
+  const int32_t *read, *write, *acc; // decode fields (params.h), may be null
+  int32_t num_slots, state_dtype;
+  bool in_place, mtp; // h0 == ht; state_steps or accepted (length limit)
   int64_t nqk, nv, ns, ng, nb;
   int64_t T;
   int32_t N;
@@ -35,6 +38,41 @@ __device__ __forceinline__ bool finiteIn(const void *x, int64_t i, int32_t dtype
   if (dtype == DELTAC_F16)
     return (static_cast<const uint16_t *>(x)[i] & 0x7c00u) != 0x7c00u;
   return isfinite(static_cast<const float *>(x)[i]);
+}
+
+// Tokens of sequence n (cu_seqlens or T).
+__device__ __forceinline__ int64_t seqLen(const CheckArgs &a, int64_t n) {
+  return a.cu ? a.cu[n + 1] - a.cu[n] : a.T;
+}
+
+// The decode rules of check_decode (deltac/check.h) on the device: slots in
+// [-1, num_slots), no slot written twice, with h0 == ht no slot read by a
+// sequence other than its writer, accepted in [0, len], and at most
+// DELTAC_MAX_DECODE_TOKENS tokens with state_steps or accepted. The pair
+// rules look at all N^2 pairs (checking mode only).
+__device__ int32_t checkSlots(const CheckArgs &a, int64_t first, int64_t stride) {
+  const int32_t *ws = a.write ? a.write : a.read;
+  for (int64_t n = first; n < a.N; n += stride) {
+    const int64_t len = a.cu && (a.cu[n + 1] < a.cu[n] || a.cu[a.N] != a.T) ? 0 : seqLen(a, n);
+    if (a.mtp && len > DELTAC_MAX_DECODE_TOKENS)
+      return DELTAC_CHECK_SLOTS;
+    if (a.acc && (a.acc[n] < 0 || a.acc[n] > len))
+      return DELTAC_CHECK_SLOTS;
+    if (!a.read)
+      continue;
+    const int32_t r = a.read[n], w = ws[n];
+    if (r < -1 || r >= a.num_slots || w < -1 || w >= a.num_slots)
+      return DELTAC_CHECK_SLOTS;
+    for (int64_t m = 0; m < a.N; ++m) {
+      if (m == n)
+        continue;
+      if (w >= 0 && ws[m] == w)
+        return DELTAC_CHECK_SLOTS;
+      if (a.in_place && r >= 0 && ws[m] == r)
+        return DELTAC_CHECK_SLOTS;
+    }
+  }
+  return 0;
 }
 
 // Grid-stride over every tensor; an atomicOr from each thread that found
@@ -55,7 +93,7 @@ __global__ void checkKernel(CheckArgs a) {
       bits |= DELTAC_CHECK_V;
   if (a.h0)
     for (int64_t i = first; i < a.ns; i += stride)
-      if (!finiteIn(a.h0, i, DELTAC_F32))
+      if (!finiteIn(a.h0, i, a.state_dtype))
         bits |= DELTAC_CHECK_H0;
   for (int64_t i = first; i < a.ng; i += stride)
     if (!(a.g[i] <= 0.0f)) // NaN or > 0; -inf is a reset
@@ -70,6 +108,7 @@ __global__ void checkKernel(CheckArgs a) {
           (n > 0 && x < a.cu[n - 1]))
         bits |= DELTAC_CHECK_CU_SEQLENS;
     }
+  bits |= checkSlots(a, first, stride);
   if (bits) // rare: only threads that found something touch the flag
     atomicOr(a.flag, bits);
 }
@@ -87,9 +126,16 @@ cudaError_t cuda_check_values(const deltac_fwd_params &p, float beta_max,
   a.g = p.g;
   a.beta = p.beta;
   a.cu = p.cu_seqlens;
+  a.read = p.read_slots;
+  a.write = p.write_slots;
+  a.acc = p.accepted;
+  a.num_slots = p.num_slots;
+  a.state_dtype = p.state_dtype;
+  a.in_place = p.h0 && p.h0 == p.ht;
+  a.mtp = p.state_steps || p.accepted;
   a.nqk = tok * p.H * p.K;
   a.nv = tok * p.HV * p.V;
-  a.ns = int64_t(p.N) * p.HV * p.K * p.V;
+  a.ns = int64_t(p.read_slots ? p.num_slots : p.N) * p.HV * p.K * p.V;
   a.nb = tok * p.HV;
   a.ng = !p.g                                ? 0
          : p.variant == DELTAC_VARIANT_KDA   ? a.nb * p.K
@@ -105,6 +151,8 @@ cudaError_t cuda_check_values(const deltac_fwd_params &p, float beta_max,
     most = a.ns;
   if (a.ng > most)
     most = a.ng;
+  if (a.N > most)
+    most = a.N;
   constexpr int kThreads = 256;
   // Enough blocks to fill the GPU; the grid-stride loops do the rest.
   int64_t blocks = (most + kThreads - 1) / kThreads;

@@ -149,13 +149,16 @@ namespace {
 // Byte sizes and offsets (256-byte aligned) of every tensor of p in one
 // device allocation.
 struct Layout {
-  size_t qk, v, beta, g, state, o, cu;
+  size_t qk, v, beta, g, state, o, cu, slots, steps;
   size_t qOff, kOff, vOff, betaOff, gOff, h0Off, htOff, oOff, cuOff;
+  size_t readOff, writeOff, accOff, stepsOff;
+  bool shared; // h0 == ht: one device pool
   size_t total = 0;
 
   explicit Layout(const deltac_fwd_params &p) {
     const size_t in = p.in_dtype == DELTAC_F32 ? 4 : 2;
     const size_t out = p.out_dtype == DELTAC_F32 ? 4 : 2;
+    const size_t st = p.state_dtype == DELTAC_F32 ? 4 : 2;
     const size_t tok = size_t(p.B) * p.T;
     qk = tok * p.H * p.K * in;
     v = tok * p.HV * p.V * in;
@@ -163,13 +166,22 @@ struct Layout {
     g = p.variant == DELTAC_VARIANT_KDA     ? beta * p.K
         : p.variant == DELTAC_VARIANT_GATED ? beta
                                             : 0;
-    state = size_t(p.N) * p.HV * p.K * p.V * 4;
+    // A pool holds num_slots states, else one per sequence.
+    state = size_t(p.read_slots ? p.num_slots : p.N) * p.HV * p.K * p.V * st;
+    steps = p.state_steps ? tok * p.HV * p.K * p.V * st : 0;
     o = tok * p.HV * p.V * out;
     cu = p.cu_seqlens ? (size_t(p.N) + 1) * 8 : 0;
+    slots = size_t(p.N) * 4;
+    shared = p.h0 && p.h0 == p.ht;
     qOff = place(qk), kOff = place(qk), vOff = place(v);
     betaOff = place(beta), gOff = place(g);
-    h0Off = place(p.h0 ? state : 0), htOff = place(p.ht ? state : 0);
+    h0Off = place(p.h0 ? state : 0);
+    htOff = shared ? h0Off : place(p.ht ? state : 0);
     oOff = place(o), cuOff = place(cu);
+    readOff = place(p.read_slots ? slots : 0);
+    writeOff = place(p.write_slots ? slots : 0);
+    accOff = place(p.accepted ? slots : 0);
+    stepsOff = place(steps);
   }
   size_t place(size_t bytes) {
     const size_t off = total;
@@ -192,6 +204,13 @@ deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
   d.o = base + l.oOff;
   d.cu_seqlens =
       p.cu_seqlens ? reinterpret_cast<const int64_t *>(base + l.cuOff) : nullptr;
+  auto slots = [&](const int32_t *x, size_t off) {
+    return x ? reinterpret_cast<const int32_t *>(base + off) : nullptr;
+  };
+  d.read_slots = slots(p.read_slots, l.readOff);
+  d.write_slots = slots(p.write_slots, l.writeOff);
+  d.accepted = slots(p.accepted, l.accOff);
+  d.state_steps = p.state_steps ? base + l.stepsOff : nullptr;
   return d;
 }
 
@@ -235,10 +254,17 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
     const void *src;
     size_t bytes;
   };
+  // A pool's ht goes in too: the slots no sequence writes come back as
+  // they were.
+  const bool htIn = p.read_slots && p.ht && !l.shared;
   const Copy copies[] = {{l.qOff, p.q, l.qk},       {l.kOff, p.k, l.qk},
                          {l.vOff, p.v, l.v},        {l.betaOff, p.beta, l.beta},
                          {l.gOff, p.g, l.g},        {l.h0Off, p.h0, p.h0 ? l.state : 0},
-                         {l.cuOff, p.cu_seqlens, l.cu}};
+                         {l.cuOff, p.cu_seqlens, l.cu},
+                         {l.htOff, htIn ? p.ht : nullptr, l.state},
+                         {l.readOff, p.read_slots, l.slots},
+                         {l.writeOff, p.write_slots, l.slots},
+                         {l.accOff, p.accepted, l.slots}};
   for (const Copy &cp : copies) {
     if (!cp.src || !cp.bytes)
       continue;
@@ -255,6 +281,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
   e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)
     e = cudaMemcpyAsync(p.ht, d.ht, l.state, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess && p.state_steps)
+    e = cudaMemcpyAsync(p.state_steps, d.state_steps, l.steps,
+                        cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {

@@ -290,13 +290,13 @@ const char *deltac_environment(int32_t device) {
 }
 
 const char *deltac_check_flag_string(int32_t flag) {
-  static const char *const kNames[] = {"q",    "k",    "v",         "h0",
-                                       "g",    "beta", "cu_seqlens"};
+  static const char *const kNames[] = {"q",    "k",    "v",          "h0",
+                                       "g",    "beta", "cu_seqlens", "slots"};
   flagString.clear();
-  for (int i = 0; i < 7; ++i)
+  for (int i = 0; i < 8; ++i)
     if (flag & (1 << i))
       flagString += (flagString.empty() ? "" : ", ") + std::string(kNames[i]);
-  if (flag & ~0x7f)
+  if (flag & ~0xff)
     flagString += (flagString.empty() ? "" : ", ") + std::string("unknown bits");
   return flagString.c_str();
 }

@@ -198,8 +198,11 @@ TEST(RecurrentArgs, RejectsMismatchedParams) {
   p.out_dtype = DELTAC_BF16;
   expect_invalid(p, "o dtype differs from the inputs");
   p = valid_params();
-  p.state_dtype = DELTAC_BF16;
-  expect_invalid(p, "state not f32");
+  p.state_dtype = DELTAC_F16;
+  expect_invalid(p, "state neither f32 nor bf16");
+  p = valid_params();
+  p.num_slots = 4;
+  expect_invalid(p, "num_slots without read_slots");
   p = valid_params();
   p.g = nullptr;
   expect_invalid(p, "gated without g");

@@ -32,7 +32,12 @@ typedef enum deltac_check_bit {
   DELTAC_CHECK_H0 = 8,         /* h0: inf or NaN */
   DELTAC_CHECK_G = 16,         /* g: NaN or > 0 (-inf is allowed: a reset) */
   DELTAC_CHECK_BETA = 32,      /* beta: NaN or outside [0, 1] / [0, 2] */
-  DELTAC_CHECK_CU_SEQLENS = 64 /* cu_seqlens: [0] != 0, decreasing, [N] != T */
+  DELTAC_CHECK_CU_SEQLENS = 64, /* cu_seqlens: [0] != 0, decreasing, [N] != T */
+  /* read_slots / write_slots / accepted break params.h's pool rules (slot out
+   * of range, a slot written twice or read while another sequence writes it
+   * in place, accepted outside [0, len], more than DELTAC_MAX_DECODE_TOKENS
+   * tokens with state_steps or accepted) */
+  DELTAC_CHECK_SLOTS = 128
 } deltac_check_bit;
 
 /* A kernel config by name: a family of the kernel catalogue

@@ -4,10 +4,12 @@
 //   template <deltac_variant Var, int K, int V, class InT>
 //   cudaError_t recurrent(const deltac_fwd_params& p, cudaStream_t stream);
 //
-// p holds device pointers (cu_seqlens too). InT is float or __nv_bfloat16 and
-// is the dtype of q, k, v and o; g, beta and the state are f32, the state in
-// either layout. h0 and ht may be null and may be the same buffer (in-place
-// update). K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
+// p holds device pointers (cu_seqlens, slots and accepted too). InT is float
+// or __nv_bfloat16 and is the dtype of q, k, v and o; g and beta are f32; the
+// state is f32 or bf16 (p.state_dtype), in either layout. h0 and ht may be
+// null and may be the same buffer (in-place update); with read_slots they are
+// state pools (params.h), and state_steps / accepted are honoured. Graph-
+// safe: no allocation, no host synchronisation. K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
 // Returns cudaErrorInvalidValue when p does not match the instantiation
 // (nothing is launched), else the launch's error. The kernel assumes the
 // rest of p was validated (deltac::check_params). The tile width is chosen
@@ -48,7 +50,9 @@ bool matches(const deltac_fwd_params& p) {
   if (p.variant != Var || p.K != K || p.V != V)
     return false;
   if (p.in_dtype != dtype_of<InT>() || p.out_dtype != dtype_of<InT>() ||
-      p.state_dtype != DELTAC_F32)
+      (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16))
+    return false;
+  if (p.read_slots ? p.num_slots <= 0 : p.num_slots != 0)
     return false;
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
     return false;
@@ -68,48 +72,67 @@ bool matches(const deltac_fwd_params& p) {
 // or ht (the runtime's device-side value check sets it). The guard is one
 // uniform branch; the runtime's instances (recurrent_knobs) always use these
 // kernels, so each config is compiled once.
-template <deltac_variant Var, class Tr, class InT>
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads)
     guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                    const int32_t* skip) {
   if (skip && *skip != 0)
     return;
-  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
-template <deltac_variant Var, class Tr, class InT>
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      const int32_t* skip) {
   if (skip && *skip != 0)
     return;
-  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
-// Launches the instance of traits Tr = (K, V, BV, Warps): the guarded
-// kernels when Guarded, else the plain entry kernels of recurrent_kernel.cuh.
-template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
-cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
-                   cudaStream_t stream, const int32_t* skip = nullptr) {
+// Launches the instance of traits Tr = (K, V, BV, Warps) for state type
+// StT: the guarded kernels when Guarded, else the plain entry kernels of
+// recurrent_kernel.cuh.
+template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, class StT,
+          bool PerToken, bool Guarded>
+cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
+                      cudaStream_t stream, const int32_t* skip) {
   using Tr = RecurrentTraits<K, V, BV, Warps>;
   const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
   if (blocks > 0x7fffffff)
     return cudaErrorInvalidConfiguration;
   if constexpr (Guarded) {
     if constexpr (Tr::kThreads > 128)
-      guarded_kernel_2<Var, Tr, InT>
+      guarded_kernel_2<Var, Tr, InT, StT, PerToken>
           <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
     else
-      guarded_kernel<Var, Tr, InT>
+      guarded_kernel<Var, Tr, InT, StT, PerToken>
           <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
   } else if constexpr (Tr::kThreads > 128) {
-    recurrent_kernel_2<Var, Tr, InT>
+    recurrent_kernel_2<Var, Tr, InT, StT, PerToken>
         <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
   } else {
-    recurrent_kernel<Var, Tr, InT>
+    recurrent_kernel<Var, Tr, InT, StT, PerToken>
         <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
   }
   return cudaGetLastError();
+}
+
+// launch_st for p.state_dtype (f32 or bf16) and per-token stores or not.
+template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
+cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
+                   cudaStream_t stream, const int32_t* skip = nullptr) {
+  const bool per_token = p.state_steps || p.accepted;
+  using B16 = __nv_bfloat16;
+  if (p.state_dtype == DELTAC_BF16)
+    return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip)
+                     : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip);
+  return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
+                         p, scale, vec_io, vec_state, stream, skip)
+                   : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
+                         p, scale, vec_io, vec_state, stream, skip);
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
@@ -119,7 +142,9 @@ void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* ve
   // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
   // rows; element-aligned pointers still work through scalar accesses.
   *vec_io = aligned(p.v, 4 * sizeof(InT)) && aligned(p.o, 4 * sizeof(InT));
-  *vec_state = aligned(p.h0, 16) && aligned(p.ht, 16);
+  // The state: 4 elements (16 bytes f32, 8 bytes bf16) in h0, ht, state_steps.
+  const uintptr_t sv = p.state_dtype == DELTAC_BF16 ? 8 : 16;
+  *vec_state = aligned(p.h0, sv) && aligned(p.ht, sv) && aligned(p.state_steps, sv);
 }
 
 // The instance with every knob fixed: tile_v = BV, warps = Warps (legal per

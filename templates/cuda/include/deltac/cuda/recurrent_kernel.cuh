@@ -1,6 +1,7 @@
 // The fused recurrent (token-by-token) delta-rule kernel. One block owns the
 // [K, BV] state tile of one (sequence, value head, V-tile) in registers for
-// the whole sequence: the state is read once and written once.
+// the whole sequence: the state is read once and written once (plus once
+// per token to state_steps when asked).
 #ifndef DELTAC_CUDA_RECURRENT_KERNEL_CUH
 #define DELTAC_CUDA_RECURRENT_KERNEL_CUH
 
@@ -9,15 +10,35 @@
 #include "deltac/params.h"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace deltac::cuda::detail {
+
+// f32 -> the state's element type (round to nearest even for bf16).
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else
+    return __float2bfloat16_rn(x);
+}
 
 // Per token, with h' = a (.) h the decayed state:
 //   hk = h'^T k, hq = h'^T q (one pass over the registers, one block-wide
 //   reduction), u = beta (v - hk), h = h' + k u^T,
 //   o = scale (hq + u (k . q))  ( = scale h^T q, without a second reduction).
-// `vec_io` / `vec_state` say the v/o and h0/ht pointers allow vector access.
-template <deltac_variant Var, class Tr, class InT>
+// `vec_io` / `vec_state` say the v/o and h0/ht/state_steps pointers allow
+// vector access. StT: the state's element type (float or __nv_bfloat16).
+// The decode fields (params.h): the state is read from slot read_slots[n]
+// of h0 and written to slot write_slots[n] of ht (-1 or out of range: the
+// zero state / not written), after accepted[n] tokens (default: all), and
+// after every token to state_steps.
+//
+// PerToken: the instance for calls with state_steps or accepted, which
+// stores inside the token loop; the other writes ht once after it (a store
+// in the loop alone costs ~35 registers per thread with an f32 state: 127
+// instead of 92 at K = V = 128, 4 warps).
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float scale,
                                                bool vec_io, bool vec_state) {
   constexpr int K = Tr::K, V = Tr::V, BV = Tr::BV;
@@ -54,28 +75,6 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
   }
   auto row = [&](int i) { return (i * kWarps + warp) * kStep + rsub; };
 
-  // Initial state.
-  float h[kRows][4];
-  const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
-  const bool vk = p.state_layout == DELTAC_STATE_VK;
-  if (p.h0) {
-    const float* h0 = static_cast<const float*>(p.h0) + sbase;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      if (!vk) {
-        load4(h0 + int64_t(row(i)) * V + v0, vec_state, h[i]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) h[i][c] = h0[int64_t(v0 + c) * K + row(i)];
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kRows; ++i)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) h[i][c] = 0.f;
-  }
-
   const InT* q = static_cast<const InT*>(p.q);
   const InT* k = static_cast<const InT*>(p.k);
   const InT* v = static_cast<const InT*>(p.v);
@@ -101,8 +100,61 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
     if (kGated)
       na = p.g[th];
   };
+  // The first token's inputs before the slot lookup: their latency hides
+  // the dependent load of the slot index (batch 1 with a pool).
   if (t0 < t1)
     prefetch(t0);
+
+
+  // Slots (params.h): without a pool, sequence n's own state.
+  int32_t rs = p.h0 ? n : -1, ws = p.ht ? n : -1;
+  if (p.read_slots) {
+    rs = p.h0 ? p.read_slots[n] : -1;
+    ws = p.ht ? (p.write_slots ? p.write_slots : p.read_slots)[n] : -1;
+    rs = rs >= 0 && rs < p.num_slots ? rs : -1;
+    ws = ws >= 0 && ws < p.num_slots ? ws : -1;
+  }
+  // The state kept in ht: after `acc` tokens (clamped: never out of bounds).
+  int64_t acc = t1 - t0;
+  if (p.accepted) {
+    const int64_t a = p.accepted[n];
+    acc = a < 0 ? 0 : a < acc ? a : acc;
+  }
+
+  // Initial state.
+  float h[kRows][4];
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  auto store_state = [&](StT* dst) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!vk) {
+        store4(dst + int64_t(row(i)) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) dst[int64_t(v0 + c) * K + row(i)] = from_float<StT>(h[i][c]);
+      }
+    }
+  };
+  StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
+  if (rs >= 0) {
+    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      if (!vk) {
+        load4(h0 + int64_t(row(i)) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) h[i][c] = to_float(h0[int64_t(v0 + c) * K + row(i)]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) h[i][c] = 0.f;
+  }
+  if (PerToken && acc == 0 && ht)
+    store_state(ht);
 
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t th = t * p.HV + j;
@@ -187,36 +239,30 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
       for (int c = 0; c < 4; ++c) h[i][c] = fmaf(kr[i], u[c], h[i][c]);
     if (warp == 0 && rsub == 0)
       store4(o + th * V + v0, vec_io, out);
-  }
-
-  // Final state, written once.
-  if (p.ht) {
-    float* ht = static_cast<float*>(p.ht) + sbase;
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      if (!vk) {
-        store4(ht + int64_t(row(i)) * V + v0, vec_state, h[i]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) ht[int64_t(v0 + c) * K + row(i)] = h[i][c];
-      }
+    if constexpr (PerToken) {
+      if (p.state_steps)
+        store_state(static_cast<StT*>(p.state_steps) + th * K * V);
+      if (t - t0 + 1 == acc && ht)  // the state kept: written once
+        store_state(ht);
     }
   }
+  if (!PerToken && ht)  // the final state, written once
+    store_state(ht);
 }
 
 // Entry points. ptxas picks few registers for launch bounds with no
 // minimum, but spilled at 256 threads; asking for 2 blocks per SM there
 // (at most 128 registers) removes the spills.
-template <deltac_variant Var, class Tr, class InT>
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads)
     recurrent_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
-  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
-template <deltac_variant Var, class Tr, class InT>
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     recurrent_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
-  recurrent_body<Var, Tr, InT>(p, scale, vec_io, vec_state);
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
 }  // namespace deltac::cuda::detail

@@ -1,0 +1,233 @@
+// The decode fields of params.h through the C API: which family runs a pool,
+// bf16-state or multi-token-verify call (the chunked families refuse them),
+// host-side rule checks, and on a GPU (skipped without one) the host- and
+// device-pointer paths, the device checking mode's slot bit and agreement
+// with the CPU.
+#include "deltac/check.h"
+#include "deltac/runtime.h"
+#include "test_util.h"
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#if DELTAC_TEST_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace deltac {
+namespace test {
+namespace {
+
+// One gated call, 4 sequences of T tokens, K = V = 64, 2/4 heads, a pool of
+// 6 f32 states updated in place; sequence 1 is padding.
+struct PoolCall {
+  int T;
+  std::vector<float> q, k, v, g, beta, o, pool, steps;
+  std::vector<int32_t> read = {5, -1, 0, 2}, acc;
+  deltac_fwd_params p{};
+  explicit PoolCall(int T_ = 1, uint64_t seed = 7) : T(T_) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::uniform_real_distribution<float> ud(0.f, 1.f);
+    const int N = 4, H = 2, HV = 4, K = 64, V = 64;
+    q.resize(size_t(N) * T * H * K);
+    k.resize(q.size());
+    v.resize(size_t(N) * T * HV * V);
+    g.resize(size_t(N) * T * HV);
+    beta.resize(g.size());
+    o.assign(v.size(), 0.f);
+    pool.resize(size_t(6) * HV * K * V);
+    steps.assign(size_t(N) * T * HV * K * V, 0.f);
+    for (auto *x : {&q, &k, &v, &pool})
+      for (float &e : *x)
+        e = 0.5f * nd(rng);
+    for (float &e : g) e = -ud(rng);
+    for (float &e : beta) e = ud(rng);
+    p.variant = DELTAC_VARIANT_GATED;
+    p.B = N, p.T = T, p.H = H, p.HV = HV, p.K = K, p.V = V, p.N = N;
+    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.g = g.data();
+    p.beta = beta.data(), p.o = o.data();
+    p.h0 = p.ht = pool.data();
+    p.qk_l2norm = 1;
+    p.num_slots = 6;
+    p.read_slots = read.data();
+  }
+};
+
+std::vector<float> runCpu(PoolCall &c, deltac_run_info *info) {
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CPU;
+  EXPECT_EQ(deltac_forward_info(&c.p, &opt, info), 0) << deltac_last_error();
+  return c.pool;
+}
+
+TEST(DecodePoolApi, CpuAutoRunsDecodeFamilyAndMatchesReference) {
+  PoolCall c(1);
+  std::vector<double> o, ht;
+  ref::forward(c.p, &o, &ht);
+  const std::vector<double> want =
+      ref::pool_after(c.p, ht, std::vector<double>(c.pool.begin(), c.pool.end()));
+  const std::vector<float> before = c.pool;
+  deltac_run_info info{};
+  runCpu(c, &info);
+  EXPECT_STREQ(info.family, "cpu_decode");
+  EXPECT_LE(ref::rel_rms(c.o.data(), o), 1e-5);
+  EXPECT_LE(ref::rel_rms(c.pool.data(), want), 1e-5);
+  // Slots 1, 3, 4 (nobody writes them) are bit-identical.
+  const size_t hs = size_t(4) * 64 * 64;
+  for (int s : {1, 3, 4})
+    EXPECT_EQ(std::memcmp(c.pool.data() + s * hs, before.data() + s * hs, hs * 4), 0) << s;
+}
+
+TEST(DecodePoolApi, CpuMultiTokenVerifyRunsRecurrent) {
+  PoolCall c(4);
+  c.acc = {4, 0, 2, 1};
+  c.p.accepted = c.acc.data();
+  c.p.state_steps = c.steps.data();
+  std::vector<double> o, ht, st;
+  ref::forward(c.p, &o, &ht, &st);
+  const std::vector<double> want =
+      ref::pool_after(c.p, ht, std::vector<double>(c.pool.begin(), c.pool.end()));
+  deltac_run_info info{};
+  runCpu(c, &info);
+  EXPECT_STREQ(info.family, "cpu_recurrent");
+  EXPECT_LE(ref::rel_rms(c.o.data(), o), 1e-5);
+  EXPECT_LE(ref::rel_rms(c.pool.data(), want), 1e-5);
+  EXPECT_LE(ref::rel_rms(c.steps.data(), st), 1e-5);
+}
+
+TEST(DecodePoolApi, ChunkedFamiliesRefusePools) {
+  PoolCall c(4);
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CPU;
+  opt.mode = DELTAC_MODE_CHUNKED;
+  EXPECT_NE(deltac_forward(&c.p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("cpu_chunked: state pools"),
+            std::string::npos)
+      << deltac_last_error();
+  opt.mode = DELTAC_MODE_AUTO;
+  opt.config.family = "cpu_chunked";
+  opt.config.chunk = 32;
+  EXPECT_NE(deltac_forward(&c.p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("recurrent families only"),
+            std::string::npos)
+      << deltac_last_error();
+  // A bf16 state too.
+  PoolCall b(4);
+  std::vector<uint16_t> pool16(b.pool.size());
+  b.p.state_dtype = DELTAC_BF16;
+  b.p.h0 = b.p.ht = pool16.data();
+  opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CPU;
+  opt.chunk = 32;
+  EXPECT_NE(deltac_forward(&b.p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("the state must be f32"),
+            std::string::npos)
+      << deltac_last_error();
+}
+
+TEST(DecodePoolApi, BadSlotsAreRejectedNamingTheField) {
+  PoolCall c(1);
+  c.read[3] = 5;  // slot 5 twice, in place
+  EXPECT_NE(deltac_forward(&c.p, nullptr), 0);
+  EXPECT_NE(std::string(deltac_last_error())
+                .find("params.read_slots[3] = 5: slot already written by sequence 0"),
+            std::string::npos)
+      << deltac_last_error();
+  c.read[3] = 6;
+  EXPECT_NE(deltac_forward(&c.p, nullptr), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params.read_slots[3] = 6: expected a slot in [0, 6)"),
+            std::string::npos)
+      << deltac_last_error();
+  EXPECT_STREQ(deltac_check_flag_string(DELTAC_CHECK_SLOTS | DELTAC_CHECK_Q), "q, slots");
+}
+
+#if DELTAC_TEST_HAVE_CUDA
+bool gpu() { return deltac_cuda_available() != 0; }
+
+// The same call on CUDA with host pointers: the pool round-trips (unwritten
+// slots included) and agrees with the CPU.
+TEST(DecodePoolApi, CudaHostPointersAgreeWithCpu) {
+  if (!gpu())
+    GTEST_SKIP() << "no CUDA device";
+  for (int T : {1, 4}) {
+    PoolCall a(T), b(T);
+    if (T == 4) {
+      a.acc = b.acc = {3, 0, 4, 1};
+      a.p.accepted = a.acc.data(), b.p.accepted = b.acc.data();
+      a.p.state_steps = a.steps.data(), b.p.state_steps = b.steps.data();
+    }
+    runCpu(a, nullptr);
+    deltac_options opt = deltac_default_options();
+    opt.device = DELTAC_DEVICE_CUDA;
+    deltac_run_info info{};
+    ASSERT_EQ(deltac_forward_info(&b.p, &opt, &info), 0) << deltac_last_error();
+    EXPECT_STREQ(info.family, "cuda_recurrent");
+    std::vector<double> pa(a.pool.begin(), a.pool.end()), oa(a.o.begin(), a.o.end());
+    EXPECT_LE(ref::rel_rms(b.pool.data(), pa), 1e-5) << "T " << T;
+    EXPECT_LE(ref::rel_rms(b.o.data(), oa), 1e-5) << "T " << T;
+    if (T == 4) {
+      std::vector<double> sa(a.steps.begin(), a.steps.end());
+      EXPECT_LE(ref::rel_rms(b.steps.data(), sa), 1e-5);
+    }
+  }
+}
+
+// Device pointers in checking mode: a slot written twice sets the slots bit
+// on the device and the kernel writes nothing.
+TEST(DecodePoolApi, CudaDeviceCheckFlagsSlots) {
+  if (!gpu())
+    GTEST_SKIP() << "no CUDA device";
+  PoolCall c(1);
+  c.read[3] = 5;
+  auto up = [](const void *h, size_t bytes) {
+    void *d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+    cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    return d;
+  };
+  deltac_fwd_params d = c.p;
+  d.q = up(c.q.data(), c.q.size() * 4);
+  d.k = up(c.k.data(), c.k.size() * 4);
+  d.v = up(c.v.data(), c.v.size() * 4);
+  d.g = static_cast<const float *>(up(c.g.data(), c.g.size() * 4));
+  d.beta = static_cast<const float *>(up(c.beta.data(), c.beta.size() * 4));
+  d.o = up(c.o.data(), c.o.size() * 4);
+  d.h0 = d.ht = up(c.pool.data(), c.pool.size() * 4);
+  d.read_slots = static_cast<const int32_t *>(up(c.read.data(), 16));
+  int32_t *flag = static_cast<int32_t *>(up(std::vector<int32_t>{0}.data(), 4));
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.device_pointers = 1;
+  opt.check_values = 1;
+  opt.check_flag = flag;
+  ASSERT_EQ(deltac_forward(&d, &opt), 0) << deltac_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  int32_t got = 0;
+  cudaMemcpy(&got, flag, 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(got, DELTAC_CHECK_SLOTS) << deltac_check_flag_string(got);
+  std::vector<float> pool(c.pool.size());
+  cudaMemcpy(pool.data(), d.ht, pool.size() * 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(std::memcmp(pool.data(), c.pool.data(), pool.size() * 4), 0)
+      << "the kernel ran despite the flag";
+  // Good slots: the flag stays 0 (a fresh flag), the pool changes.
+  c.read[3] = 2;
+  c.read[2] = 0;
+  cudaMemcpy(const_cast<int32_t *>(d.read_slots), c.read.data(), 16, cudaMemcpyHostToDevice);
+  cudaMemset(flag, 0, 4);
+  ASSERT_EQ(deltac_forward(&d, &opt), 0) << deltac_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(&got, flag, 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(got, 0) << deltac_check_flag_string(got);
+  cudaMemcpy(pool.data(), d.ht, pool.size() * 4, cudaMemcpyDeviceToHost);
+  EXPECT_NE(std::memcmp(pool.data(), c.pool.data(), pool.size() * 4), 0);
+  for (const void *x : {d.q, d.k, d.v, (const void *)d.g, (const void *)d.beta, (const void *)d.o,
+                        d.h0, (const void *)d.read_slots, (const void *)flag})
+    cudaFree(const_cast<void *>(x));
+}
+#endif
+
+} // namespace
+} // namespace test
+} // namespace deltac
