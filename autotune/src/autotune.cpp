@@ -2,7 +2,8 @@
 // catalogue, the reference check, timing and successive halving.
 #include "deltac/autotune.h"
 
-#include "deltac/convert.h"
+#include "bench.h"
+#include "deltac/tune_cuda.h"
 #include "deltac/reference.h"
 #include "deltac/runtime.h"
 
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sys/stat.h>
 #include <thread>
 
@@ -26,104 +28,12 @@ double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// xorshift64*: fast, reproducible inputs (the values only need to be a
-// stable recurrence, not a particular distribution).
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
-  float uni() { return float(next() >> 40) * (1.0f / 16777216.0f); }
-  float sym() { return 2.0f * uni() - 1.0f; }
-};
-
-// One set of host tensors for B sequences of T tokens.
-struct Tensors {
-  int32_t B = 0, T = 0;
-  std::vector<float> q, k, v, g, beta, h0, o, ht;
-  std::vector<uint16_t> qb, kb, vb, ob;
-
-  size_t bytes() const {
-    return 4 * (q.size() + k.size() + v.size() + g.size() + beta.size() +
-                h0.size() + o.size() + ht.size()) +
-           2 * (qb.size() + kb.size() + vb.size() + ob.size());
-  }
-};
-
-Tensors makeTensors(const Spec &sp, int32_t B, int32_t T, uint64_t seed) {
-  Tensors t;
-  t.B = B, t.T = T;
-  Rng rng(seed);
-  const size_t rows = size_t(B) * T;
-  auto unitRows = [&](std::vector<float> &x) {
-    x.resize(rows * sp.H * sp.K);
-    for (size_t r = 0; r < x.size() / sp.K; ++r) {
-      double s = 0;
-      for (int i = 0; i < sp.K; ++i) {
-        const float z = rng.sym();
-        x[r * sp.K + i] = z;
-        s += double(z) * z;
-      }
-      const float inv = float(1.0 / std::sqrt(s + 1e-12));
-      for (int i = 0; i < sp.K; ++i)
-        x[r * sp.K + i] *= inv;
-    }
-  };
-  unitRows(t.q);
-  unitRows(t.k);
-  t.v.resize(rows * sp.HV * sp.V);
-  for (float &x : t.v)
-    x = 1.7f * rng.sym();
-  t.beta.resize(rows * sp.HV);
-  for (float &x : t.beta)
-    x = rng.uni();
-  if (sp.variant != DELTAC_VARIANT_DELTA) {
-    t.g.resize(rows * sp.HV * (sp.variant == DELTAC_VARIANT_KDA ? sp.K : 1));
-    for (float &x : t.g)
-      x = -0.2f * rng.uni();
-  }
-  t.h0.resize(size_t(B) * sp.HV * sp.K * sp.V);
-  for (float &x : t.h0)
-    x = 0.3f * rng.sym();
-  t.ht.assign(t.h0.size(), 0.0f);
-  if (sp.in_dtype == DELTAC_BF16) {
-    auto toBf16 = [](const std::vector<float> &x, std::vector<uint16_t> &y) {
-      y.resize(x.size());
-      for (size_t i = 0; i < x.size(); ++i)
-        y[i] = f32_to_bf16(x[i]);
-    };
-    toBf16(t.q, t.qb), toBf16(t.k, t.kb), toBf16(t.v, t.vb);
-    std::vector<float>().swap(t.q);
-    std::vector<float>().swap(t.k);
-    std::vector<float>().swap(t.v);
-  }
-  if (sp.out_dtype == DELTAC_BF16)
-    t.ob.assign(rows * sp.HV * sp.V, 0);
-  else
-    t.o.assign(rows * sp.HV * sp.V, 0.0f);
-  return t;
-}
-
-deltac_fwd_params paramsOf(const Spec &sp, Tensors &t) {
-  deltac_fwd_params p{};
-  p.variant = sp.variant;
-  p.B = t.B, p.T = t.T, p.H = sp.H, p.HV = sp.HV, p.K = sp.K, p.V = sp.V;
-  p.N = t.B;
-  p.in_dtype = sp.in_dtype, p.out_dtype = sp.out_dtype;
-  p.state_dtype = DELTAC_F32, p.state_layout = DELTAC_STATE_KV;
-  const bool bf = sp.in_dtype == DELTAC_BF16;
-  p.q = bf ? (const void *)t.qb.data() : t.q.data();
-  p.k = bf ? (const void *)t.kb.data() : t.k.data();
-  p.v = bf ? (const void *)t.vb.data() : t.v.data();
-  p.g = t.g.empty() ? nullptr : t.g.data();
-  p.beta = t.beta.data();
-  p.h0 = t.h0.data();
-  p.o = sp.out_dtype == DELTAC_BF16 ? (void *)t.ob.data() : t.o.data();
-  p.ht = t.ht.data();
-  p.qk_l2norm = sp.qk_l2norm ? 1 : 0;
-  return p;
+// Whether a candidate of config c can run: the CPU runtime's instances take
+// any K, V; CUDA candidates are the tuner's own instances (deltac/tune_cuda.h).
+bool compiled(const Spec &sp, const KernelConfig &c, const Problem &prob) {
+  if (sp.device == Device::CPU)
+    return precompiled(c, prob);
+  return cuda::find(sp.variant, sp.K, sp.V, sp.in_dtype, c) != nullptr;
 }
 
 Problem problemOf(const Spec &sp, int64_t tokens, int32_t batch) {
@@ -132,12 +42,14 @@ Problem problemOf(const Spec &sp, int64_t tokens, int32_t batch) {
   p.in_dtype = sp.in_dtype, p.out_dtype = sp.out_dtype;
   p.seqs = batch;
   p.max_seqlen = tokens;
+  if (sp.device == Device::CUDA) // the default rule reads the SM count
+    cuda::usable(&p.sm_count);
   return p;
 }
 
 // Runs c on t through the C API; "" or the runtime's error.
 std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
-  deltac_fwd_params p = paramsOf(sp, t);
+  deltac_fwd_params p = params_of(sp, t);
   p.threads = c.threads;
   deltac_options opt = deltac_default_options();
   opt.device = sp.device == Device::CPU ? DELTAC_DEVICE_CPU : DELTAC_DEVICE_CUDA;
@@ -186,21 +98,17 @@ double median(std::vector<double> x) {
 // One bucket's measurement state: rotating input sets (together larger than
 // L2, so no call finds its inputs cached from the previous one) and the
 // number of calls per sample of each candidate.
-class Bench {
+class CpuBench : public Bench {
 public:
-  Bench(const Spec &sp, const Settings &s, int32_t B, int32_t T)
+  CpuBench(const Spec &sp, const Settings &s, int32_t B, int32_t T)
       : sp_(sp), s_(s) {
-    sets_.push_back(makeTensors(sp, B, T, s.seed));
+    sets_.push_back(make_tensors(sp, B, T, s.seed));
     const size_t one = std::max<size_t>(sets_[0].bytes(), 1);
     const size_t want = std::min<size_t>((2 * l2Bytes() + one - 1) / one, 8);
     for (size_t i = 1; i < want; ++i)
       sets_.push_back(sets_[0]);
   }
-  size_t sets() const { return sets_.size(); }
-
-  // Warm-up call and the calls per sample: enough to last min_sample_s.
-  // *us: the warm-up call's time.
-  std::string warm(const Candidate &c, int32_t *calls, double *us = nullptr) {
+  std::string warm(const Candidate &c, int32_t *calls, double *us) override {
     auto t0 = Clock::now();
     std::string err = runOnce(sp_, next(), c);
     if (!err.empty())
@@ -213,10 +121,7 @@ public:
     return "";
   }
 
-  // One sample: microseconds per call, over `calls` calls.
-  // A call that fails (it passed the check, so it should not) makes the
-  // sample infinite: a failure is never fast.
-  double sample(const Candidate &c, int32_t calls) {
+  double sample(const Candidate &c, int32_t calls) override {
     bool failed = false;
     auto t0 = Clock::now();
     for (int i = 0; i < calls; ++i)
@@ -238,19 +143,18 @@ private:
 };
 
 // The float64 reference of one small problem per bucket; checks candidates.
-class Checker {
+class CpuChecker : public Checker {
 public:
-  Checker(const Spec &sp, const Settings &s, int64_t tokens)
+  CpuChecker(const Spec &sp, const Settings &s, int64_t tokens)
       : sp_(sp), s_(s) {
     const int32_t B = tokens == 1 ? 4 : 2;
     const int32_t T = int32_t(std::min<int64_t>(tokens, 80));
-    t_ = makeTensors(sp, B, T, s.seed + 7);
-    deltac_fwd_params p = paramsOf(sp, t_);
+    t_ = make_tensors(sp, B, T, s.seed + 7);
+    deltac_fwd_params p = params_of(sp, t_);
     ref::forward(p, &o_, &ht_);
   }
 
-  // "" when c's output matches the reference (errors in *eo, *eh).
-  std::string check(const Candidate &c, double *eo, double *eh) {
+  std::string check(const Candidate &c, double *eo, double *eh) override {
     std::fill(t_.o.begin(), t_.o.end(), 0.0f);
     std::fill(t_.ob.begin(), t_.ob.end(), uint16_t(0));
     std::fill(t_.ht.begin(), t_.ht.end(), 0.0f);
@@ -266,9 +170,7 @@ public:
     *eo = t_.ob.empty() ? ref::rel_rms(t_.o.data(), o_)
                         : ref::rel_rms(t_.ob.data(), o_);
     *eh = ref::rel_rms(t_.ht.data(), ht_);
-    // The tolerances of the kernel tests (tests/cpu/harness.cpp).
-    const double tolO = sp_.out_dtype == DELTAC_BF16 ? 5e-3 : 1e-5;
-    const double tolH = 1e-5;
+    const double tolO = tolerance_o(sp_), tolH = tolerance_ht(sp_);
     char buf[160];
     if (!(*eo <= tolO) || !(*eh <= tolH)) {
       std::snprintf(buf, sizeof buf,
@@ -490,7 +392,8 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
     Candidate d;
     d.config = default_config(df, prob);
     d.is_default = true;
-    out.push_back(d);
+    if (compiled(spec, d.config, prob))
+      out.push_back(d);
   }
   const std::vector<int32_t> threads =
       spec.device == Device::CPU ? threadList(s) : std::vector<int32_t>{0};
@@ -516,7 +419,7 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
       configs.swap(next);
     }
     for (const KernelConfig &c : configs) {
-      if (!check_config(c, prob).empty() || !precompiled(c, prob))
+      if (!check_config(c, prob).empty() || !compiled(spec, c, prob))
         continue;
       for (int32_t t : threads) {
         // The default config on all cores is what the default candidate
@@ -585,6 +488,12 @@ TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped) {
 bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
             std::vector<VerifyResult> *out, std::string *error) {
   out->clear();
+  if (spec.device != Device::CPU) {
+    *error = "--verify runs through the runtime's own choice, which ships only the "
+             "default CUDA configs: CPU only (a tuned CUDA schedule is checked by the "
+             "package `deltac generate --tuning-db` builds)";
+    return false;
+  }
   if (deltac_load_tuning_db(db_path.c_str()) != 0) {
     *error = deltac_last_error();
     return false;
@@ -595,10 +504,10 @@ bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
     VerifyResult v;
     v.tokens = tokens;
     v.batch = tokens == 1 ? s.decode_batch : s.batch;
-    Bench bench(spec, s, v.batch, int32_t(tokens));
+    CpuBench bench(spec, s, v.batch, int32_t(tokens));
     {
-      Tensors t = makeTensors(spec, v.batch, int32_t(std::min<int64_t>(tokens, 80)), 3);
-      deltac_fwd_params p = paramsOf(spec, t);
+      Tensors t = make_tensors(spec, v.batch, int32_t(std::min<int64_t>(tokens, 80)), 3);
+      deltac_fwd_params p = params_of(spec, t);
       deltac_options opt = deltac_default_options();
       opt.device = DELTAC_DEVICE_CPU;
       deltac_run_info info{}, plain{};
@@ -643,10 +552,13 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
           std::vector<BucketResult> *results, std::string *error,
           const std::function<void(const Progress &)> &progress) {
   results->clear();
-  if (spec.device != Device::CPU) {
-    *error = "target cuda: not tuned yet (the CUDA tuner comes with the CUDA "
-             "chunked kernel; docs/autotune.md)";
-    return false;
+  if (spec.device == Device::CUDA) {
+    int32_t sms = 0;
+    std::string why = cuda::usable(&sms);
+    if (!why.empty()) {
+      *error = "target cuda: " + why;
+      return false;
+    }
   }
   Problem base = problemOf(spec, 1, 1);
   std::string why = check_problem(base);
@@ -711,6 +623,9 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     if (cands[bi].empty() || !cands[bi][0].is_default) {
       *error = "bucket " + std::to_string(b.tokens) + ": no kernel of " +
                device_name(spec.device) + " runs this spec";
+      if (spec.device == Device::CUDA)
+        *error += std::string(" in this build (its CUDA tuner instances: \"") + cuda::specs() +
+                  "\"; configure with -DDELTAC_TUNE_CUDA_SPECS=variant:K:V:dtype)";
       return false;
     }
     const auto t0 = Clock::now();
@@ -719,11 +634,19 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
     meter.p.bucket = b.tokens;
     meter.p.best.clear();
     meter.p.best_us = 0;
-    Checker checker(spec, s, b.tokens);
+    std::unique_ptr<Checker> checker;
+    std::unique_ptr<Bench> bench;
+    if (spec.device == Device::CPU) {
+      checker = std::make_unique<CpuChecker>(spec, s, b.tokens);
+      bench = std::make_unique<CpuBench>(spec, s, b.batch, int32_t(b.tokens));
+    } else {
+      checker = cuda_checker(spec, s, b.tokens);
+      bench = cuda_bench(spec, s, b.batch, int32_t(b.tokens));
+    }
     for (const Candidate &c : cands[bi]) {
       Measurement m;
       m.cand = c;
-      m.why = checker.check(c, &m.err_o, &m.err_ht);
+      m.why = checker->check(c, &m.err_o, &m.err_ht);
       m.ok = m.why.empty();
       auto it = prevRatio.find(candidate_string(c));
       if (m.ok && s.prune > 0 && !c.is_default && it != prevRatio.end() &&
@@ -742,13 +665,12 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       b.all.push_back(m);
     }
     b.default_index = 0;
-    Bench bench(spec, s, b.batch, int32_t(b.tokens));
-    searchBucket(spec, s, bench, &b, &meter, w);
+    searchBucket(spec, s, *bench, &b, &meter, w);
     if (b.winner < 0) {
       *error = "bucket " + std::to_string(b.tokens) + ": no candidate ran";
       return false;
     }
-    guardDefault(s, bench, &b);
+    guardDefault(s, *bench, &b);
     b.tune_s = secondsSince(t0);
     // What the next, longer bucket prunes by: only a bucket whose calls
     // take 20 ms or more, where thread start-up and cache effects no longer
@@ -773,7 +695,7 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       Settings es = s;
       es.search = Search::Exhaustive;
       const auto saved = meter.p;
-      searchBucket(spec, es, bench, &ex, &meter, w);
+      searchBucket(spec, es, *bench, &ex, &meter, w);
       meter.p.best = saved.best, meter.p.best_us = saved.best_us;
       for (size_t i = 0; i < b.all.size(); ++i)
         b.all[i].exhaustive_us = ex.all[i].ok ? ex.all[i].median_us : 0;
@@ -784,13 +706,13 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
         std::vector<double> tp, te;
         int32_t cp = 1, ce = 1;
         double us = 0;
-        bench.warm(b.all[b.winner].cand, &cp, &us);
-        bench.warm(b.all[ex.winner].cand, &ce);
+        bench->warm(b.all[b.winner].cand, &cp, &us);
+        bench->warm(b.all[ex.winner].cand, &ce);
         cp = ce = std::max(cp, ce);
         const int reps = scaledReps(std::max(5, s.repeats), us * cp);
         for (int r = 0; r < reps; ++r) {
-          tp.push_back(bench.sample(b.all[b.winner].cand, cp));
-          te.push_back(bench.sample(b.all[ex.winner].cand, ce));
+          tp.push_back(bench->sample(b.all[b.winner].cand, cp));
+          te.push_back(bench->sample(b.all[ex.winner].cand, ce));
         }
         b.gap = median(tp) / median(te) - 1;
       }

@@ -16,7 +16,7 @@ using namespace deltac;
 const char *kUsage =
     "usage: deltac-tune --variant=delta|gated|kda --heads=H [--v-heads=HV]\n"
     "                   --key-dim=K --value-dim=V [--in-dtype=f32|bf16]\n"
-    "                   [--out-dtype=f32|bf16] [--qk-l2norm] [--target=cpu]\n"
+    "                   [--out-dtype=f32|bf16] [--qk-l2norm] [--target=cpu|cuda]\n"
     "                   [-o DB.json] [--report=FILE.html|FILE.svg]\n"
     "                   [--buckets=1,64,1024,8192] [--decode-batch=8] [--batch=1]\n"
     "                   [--threads=1,2,..] [--families=cpu_recurrent,..]\n"
@@ -38,7 +38,12 @@ const char *kUsage =
     "and reports how far the search's pick is from the exhaustive best.\n"
     "--verify times each bucket through the runtime's own choice with DB.json\n"
     "loaded and without it (the default rule), interleaved.\n"
-    "--corrupt=CONFIG (testing) corrupts that candidate's output.\n";
+    "--corrupt=CONFIG (testing) corrupts that candidate's output.\n"
+    "--target=cuda tunes on the GPU present the instances this build compiled\n"
+    "(CMake -DDELTAC_TUNE_CUDA_SPECS=variant:K:V:dtype;..., every legal config\n"
+    "of each; o takes the input dtype unless --out-dtype says otherwise);\n"
+    "the runtime ships only default CUDA configs,\n"
+    "so a tuned one reaches a program through `deltac generate --tuning-db`.\n";
 
 [[noreturn]] void die(const std::string &msg) {
   std::fprintf(stderr, "deltac-tune: %s\n", msg.c_str());
@@ -130,7 +135,7 @@ int main(int argc, char **argv) {
   std::string out, report, target = "cpu", verifyDb;
   bool merge = false, quiet = false, env = false, haveVariant = false;
   bool haveHeads = false, haveK = false, haveV = false, haveHV = false;
-  bool fast = false;
+  bool fast = false, haveOut = false;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -182,7 +187,7 @@ int main(int argc, char **argv) {
         haveV = true;
         spec.V = int32_t(toInt(key, val, 1, 4096));
       } else if (key == "--in-dtype") spec.in_dtype = dtypeOf(key, val);
-      else if (key == "--out-dtype") spec.out_dtype = dtypeOf(key, val);
+      else if (key == "--out-dtype") spec.out_dtype = dtypeOf(key, val), haveOut = true;
       else if (key == "--target") target = val;
       else if (key == "--report") report = val;
       else if (key == "--buckets") s.buckets = intList(key, val, 1, 1 << 20);
@@ -217,6 +222,8 @@ int main(int argc, char **argv) {
   if (target != "cpu" && target != "cuda")
     die("--target=" + target + ": expected cpu or cuda");
   spec.device = target == "cuda" ? Device::CUDA : Device::CPU;
+  if (spec.device == Device::CUDA && !haveOut)
+    spec.out_dtype = spec.in_dtype; // the CUDA families write o in the input dtype
   if (env) {
     std::printf("%s\n", deltac_environment(spec.device == Device::CUDA
                                                ? DELTAC_DEVICE_CUDA

@@ -5,10 +5,12 @@
 // the report draws every candidate.
 #include "deltac/autotune.h"
 #include "deltac/runtime.h"
+#include "deltac/tune_cuda.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <algorithm>
@@ -280,17 +282,132 @@ TEST(Report, DrawsEveryCandidate) {
   }
 }
 
-TEST(Tune, RefusesCudaForNowAndBadSpecs) {
+TEST(Tune, RefusesBadSpecs) {
   Spec sp = smallSpec();
   std::vector<BucketResult> r;
   std::string err;
-  sp.device = Device::CUDA;
-  EXPECT_FALSE(tune(sp, fast(), "", &r, &err));
-  EXPECT_NE(err.find("cuda"), std::string::npos) << err;
-  sp = smallSpec();
   sp.K = 60;
   EXPECT_FALSE(tune(sp, fast(), "", &r, &err));
   EXPECT_NE(err.find("K = 60"), std::string::npos) << err;
+}
+
+// CUDA: without a GPU the tune says so; with one, a spec this build has no
+// instances of names the CMake option that compiles them.
+TEST(TuneCuda, NeedsAGpuAndCompiledInstances) {
+  Spec sp = smallSpec();
+  sp.device = Device::CUDA;
+  sp.K = sp.V = 32; // never in DELTAC_TUNE_CUDA_SPECS here
+  sp.out_dtype = sp.in_dtype;
+  std::vector<BucketResult> r;
+  std::string err;
+  EXPECT_FALSE(tune(sp, fast(), "", &r, &err));
+  int32_t sms = 0;
+  if (!cuda::usable(&sms).empty())
+    EXPECT_NE(err.find("target cuda: "), std::string::npos) << err;
+  else
+    EXPECT_NE(err.find("DELTAC_TUNE_CUDA_SPECS"), std::string::npos) << err;
+}
+
+// The instances of every compiled spec are exactly the legal configs of the
+// catalogue's CUDA families (one per config).
+TEST(TuneCuda, InstancesAreEveryLegalConfig) {
+  const std::vector<cuda::Instance> &all = cuda::instances();
+  if (all.empty())
+    GTEST_SKIP() << "this build compiled no CUDA tuner instances "
+                    "(DELTAC_TUNE_CUDA_SPECS is empty)";
+  std::set<std::string> specs;
+  for (const cuda::Instance &in : all)
+    specs.insert(std::to_string(in.variant) + ":" + std::to_string(in.K) + ":" +
+                 std::to_string(in.V) + ":" + std::to_string(in.in_dtype));
+  for (const std::string &key : specs) {
+    int var, K, V, dt;
+    ASSERT_EQ(std::sscanf(key.c_str(), "%d:%d:%d:%d", &var, &K, &V, &dt), 4);
+    Problem p;
+    p.variant = var, p.K = K, p.V = V, p.H = 1, p.HV = 1, p.in_dtype = dt,
+    p.out_dtype = dt, p.seqs = 1, p.max_seqlen = 4096;
+    size_t legal = 0;
+    for (const FamilyInfo &f : kFamilies) {
+      if (f.device != Device::CUDA || !check_family(f.family, p).empty())
+        continue;
+      std::vector<KernelConfig> cs(1);
+      cs[0].family = f.family;
+      for (int k = 0; k < kKnobCount; ++k) {
+        if (!(f.knobs & (1u << k)))
+          continue;
+        std::vector<KernelConfig> next;
+        for (const KernelConfig &c : cs)
+          for (int j = 0; j < f.values[k].n; ++j) {
+            KernelConfig x = c;
+            x.knob(k) = f.values[k].v[j];
+            next.push_back(x);
+          }
+        cs.swap(next);
+      }
+      for (const KernelConfig &c : cs) {
+        if (!check_config(c, p).empty())
+          continue;
+        ++legal;
+        EXPECT_NE(cuda::find(var, K, V, dt, c), nullptr)
+            << key << ": " << candidate_string(Candidate{c});
+      }
+    }
+    const size_t have = size_t(std::count_if(all.begin(), all.end(), [&](const cuda::Instance &in) {
+      return in.variant == var && in.K == K && in.V == V && in.in_dtype == dt;
+    }));
+    EXPECT_EQ(have, legal) << key;
+  }
+}
+
+// On the GPU: a tune of the first compiled spec checks every candidate
+// against float64, a corrupted candidate never wins, and the pick is never
+// slower than the default in the final A/B.
+TEST(TuneCuda, TunesACompiledSpecOnTheGpu) {
+  int32_t sms = 0;
+  const std::string why = cuda::usable(&sms);
+  if (!why.empty())
+    GTEST_SKIP() << why;
+  if (cuda::instances().empty())
+    GTEST_SKIP() << "no CUDA tuner instances in this build (DELTAC_TUNE_CUDA_SPECS)";
+  const cuda::Instance &first = cuda::instances()[0];
+  Spec sp;
+  sp.device = Device::CUDA;
+  sp.variant = first.variant, sp.K = first.K, sp.V = first.V;
+  sp.H = 2, sp.HV = 8;
+  sp.in_dtype = sp.out_dtype = first.in_dtype;
+  sp.qk_l2norm = true;
+  Settings s = fast();
+  s.buckets = {1, 64, 2048};
+  s.decode_batch = 16;
+  s.batch = 2;
+  // corrupt a non-default chunked candidate
+  for (const Candidate &c : enumerate(sp, s, 2048, 2))
+    if (!c.is_default && c.config.family == Family::CudaChunked) {
+      s.corrupt = candidate_string(c);
+      break;
+    }
+  TempDir dir;
+  std::vector<BucketResult> r;
+  std::string err;
+  ASSERT_TRUE(tune(sp, s, dir.file("db.json"), &r, &err)) << err;
+  ASSERT_EQ(r.size(), 3u);
+  for (const BucketResult &b : r) {
+    ASSERT_GE(b.winner, 0);
+    EXPECT_LE(b.winner_us, b.default_us) << "bucket " << b.tokens;
+    for (const Measurement &m : b.all)
+      if (candidate_string(m.cand) == s.corrupt && b.tokens == 2048) {
+        EXPECT_FALSE(m.ok) << s.corrupt;
+        EXPECT_NE(m.why.find("wrong answer"), std::string::npos) << m.why;
+      }
+    EXPECT_NE(candidate_string(b.all[b.winner].cand), s.corrupt);
+    std::printf("bucket %lld: %zu candidates, default %.1f us, pick %s %.1f us\n",
+                (long long)b.tokens, b.all.size(), b.default_us,
+                candidate_string(b.all[b.winner].cand).c_str(), b.winner_us);
+  }
+  TuningDB db;
+  ASSERT_TRUE(load_tuning_db(dir.file("db.json"), &db, &err)) << err;
+  EXPECT_EQ(db.records.size(), 3u);
+  for (const TuningRecord &rec : db.records)
+    EXPECT_EQ(rec.env.at("device"), "cuda");
 }
 
 } // namespace
