@@ -828,7 +828,7 @@ def chunk_kda(
     dt_bias)`` (``A_log`` [HV], ``dt_bias`` [HV * K], keywords as in fla), or
     ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` with ``lower_bound``.
     ``safe_gate`` and ``disable_recompute`` change nothing here (no chunk-local
-    cumulative sums overflow in deltac's kernels; no backward);
+    cumulative sums overflow in deltac's kernels; the backward recomputes states);
     ``return_intermediate_states=True`` is not supported.
     """
     fn = "chunk_kda"

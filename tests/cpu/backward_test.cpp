@@ -361,7 +361,7 @@ TEST_P(BackwardKernel, F32MatchesReference) {
   const uint64_t seed = deltac::test_seed();
   SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
   Errs e = kernel_vs_ref(c, seed, run_kernel);
-  EXPECT_LE(e.max(), 2e-5) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
+  EXPECT_LE(e.max(), 1e-5) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
                            << e.dbeta << " " << e.dh0;
 }
 
@@ -403,7 +403,7 @@ TEST(BackwardKernelLong, StrongDecayStaysFinite) {
     const uint64_t seed = deltac::test_seed();
     SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
     Errs e = kernel_vs_ref(c, seed, run_runtime);
-    EXPECT_LE(e.max(), 1e-4);
+    EXPECT_LE(e.max(), 1e-5);
   }
 }
 

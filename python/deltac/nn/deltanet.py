@@ -87,9 +87,9 @@ class DeltaNetAttention(nn.Module):
       values raise ValueError at construction.
     * the kernels take float32 or bfloat16: other dtypes (float16) run the recurrence
       in float32 and cast back. The state is float32.
-    * forward only: with parameters that require grad and grad mode on, the kernel
-      call raises NotImplementedError (use ``torch.no_grad()`` /
-      ``torch.inference_mode()`` until the backward lands).
+    * trainable on the CPU: ``loss.backward()`` runs deltac's CPU backward kernel
+      (``deltac.ops``; CUDA tensors raise NotImplementedError in the backward for now).
+      The decoder's one-token in-place step has no backward.
     """
 
     def __init__(self, config):

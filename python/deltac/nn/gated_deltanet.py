@@ -169,7 +169,8 @@ class GatedDeltaNet(nn.Module):
     * ``attention_mask`` (batch, seq) zeroes padded positions of the input, as
       transformers' ``apply_mask_to_padding_states`` does.
     * activations: the kernel takes float32 or bfloat16; float16 runs it in float32.
-    * forward only (see ``deltac.ops``).
+    * trainable on the CPU (deltac's backward kernel, see ``deltac.ops``); CUDA
+      backward not implemented yet.
 
     Observation hook: ``register_kernel_hook(fn, per_token_states=False)`` calls
     ``fn(module, call)`` after each kernel call with a ``KernelCall`` (the values at

@@ -25,13 +25,50 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #ifndef DELTAC_CPU_NS
 #define DELTAC_CPU_NS isa_default
 #endif
 
+// 32-byte vectors below never cross a library boundary (inline helpers).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace bwd {
+
+// 32-byte vectors of Real (GCC/Clang vector extensions) for the register-
+// tiled loops: 8 floats or 4 doubles.
+template <class R>
+struct Vec;
+template <>
+struct Vec<float> {
+  typedef float type __attribute__((vector_size(32)));
+  static constexpr int n = 8;
+};
+template <>
+struct Vec<double> {
+  typedef double type __attribute__((vector_size(32)));
+  static constexpr int n = 4;
+};
+template <class VT, class R>
+inline VT vld(const R* p) {
+  VT v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class VT, class R>
+inline void vst(R* p, VT v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class R, class VT>
+inline R vsum(VT v) {
+  R s = 0;
+  for (int i = 0; i < Vec<R>::n; ++i) s += v[i];
+  return s;
+}
 
 template <class R>
 inline R load(const void* base, int32_t dt, int64_t i) {
@@ -50,10 +87,26 @@ inline void store(void* base, int32_t dt, int64_t i, R x) {
     static_cast<float*>(base)[i] = float(x);
 }
 
+// dst[0..n) = elements off.. of a tensor of dtype dt (the branch outside the loop).
+template <class R>
+inline void load_row(R* dst, const void* base, int32_t dt, int64_t off, int n) {
+  if (dt == DELTAC_BWD_F64) {
+    const double* x = static_cast<const double*>(base) + off;
+    for (int i = 0; i < n; ++i) dst[i] = R(x[i]);
+  } else if (dt == DELTAC_BF16) {
+    const uint16_t* x = static_cast<const uint16_t*>(base) + off;
+    for (int i = 0; i < n; ++i) dst[i] = R(deltac::bf16_to_f32(x[i]));
+  } else {
+    const float* x = static_cast<const float*>(base) + off;
+    for (int i = 0; i < n; ++i) dst[i] = R(x[i]);
+  }
+}
+
 // x *= 1 / sqrt(sum x^2 + 1e-6) (the sum in double, as the forward).
 template <class R>
 inline void l2norm(R* x, int n) {
   double s = 0.0;
+#pragma omp simd reduction(+ : s)
   for (int i = 0; i < n; ++i) s += double(x[i]) * x[i];
   const R r = R(1.0 / std::sqrt(s + 1e-6));
   for (int i = 0; i < n; ++i) x[i] *= r;
@@ -74,6 +127,7 @@ struct Work {
   std::vector<R> q, k, a, beta, v, dout;  // one chunk's token data
   std::vector<R> r, u;                    // v - hp^T k and beta r per token
   std::vector<R> h, dh, w, du, du2, dka, dka2;
+  std::vector<R> part;  // per key row: 4 vectors of partial sums (sweep)
 };
 
 template <class R>
@@ -99,28 +153,33 @@ struct Task {
     for (int i = 0; i < len; ++i) {
       const int64_t tt = t + i, th = tt * HV + j, qo = (tt * H + hk) * K;
       R* k = &wk.k[size_t(i) * K];
-      for (int c = 0; c < K; ++c) k[c] = load<R>(p.k, p.in_dtype, qo + c);
+      load_row(k, p.k, p.in_dtype, qo, K);
       if (p.qk_l2norm) l2norm(k, K);
       R* a = &wk.a[size_t(i) * K];
       if constexpr (Var == DELTAC_VARIANT_GATED) {
         const R g = load<R>(p.g, ft, th);
         a[0] = g == R(-INFINITY) ? R(0) : std::exp(g);
       } else if constexpr (Var == DELTAC_VARIANT_KDA) {
-        for (int c = 0; c < K; ++c) {
-          const R g = load<R>(p.g, ft, th * K + c);
-          a[c] = g == R(-INFINITY) ? R(0) : std::exp(g);
-        }
+        load_row(a, p.g, ft, th * K, K);
+        for (int c = 0; c < K; ++c) a[c] = a[c] == R(-INFINITY) ? R(0) : std::exp(a[c]);
       }
       wk.beta[i] = load<R>(p.beta, ft, th);
-      R* v = &wk.v[size_t(i) * V];
-      for (int c = 0; c < V; ++c) v[c] = load<R>(p.v, p.in_dtype, th * V + c);
+      load_row(&wk.v[size_t(i) * V], p.v, p.in_dtype, th * V, V);
       if (!all) continue;
       R* q = &wk.q[size_t(i) * K];
-      for (int c = 0; c < K; ++c) q[c] = load<R>(p.q, p.in_dtype, qo + c);
+      load_row(q, p.q, p.in_dtype, qo, K);
       if (p.qk_l2norm) l2norm(q, K);
-      R* d = &wk.dout[size_t(i) * V];
-      for (int c = 0; c < V; ++c) d[c] = load<R>(p.dout, p.out_dtype, th * V + c);
+      load_row(&wk.dout[size_t(i) * V], p.dout, p.out_dtype, th * V, V);
     }
+  }
+
+  // The decays of token i: decay(ai, c) is key row c's (locals, so that the
+  // compiler need not reload members after the memcpy-based vector stores).
+  const R* decays(int i) const { return &wk.a[size_t(i) * K]; }
+  static R decay(const R* ai, int c) {
+    if constexpr (Var == DELTAC_VARIANT_GATED) return ai[0];
+    else if constexpr (Var == DELTAC_VARIANT_KDA) return ai[c];
+    else return R(1);
   }
 
   R decay_of(int i, int c) const {
@@ -129,29 +188,10 @@ struct Task {
     else return R(1);
   }
 
-  // Token i of the chunk buffers: dst = hp + k u^T with hp = a (.) src (dst
-  // may be src; null: only r and u), r = v - hp^T k, u = beta r.
-  void step(int i, const R* src, R* dst) {
-    const R* k = &wk.k[size_t(i) * K];
-    R* w = wk.w.data();
-    std::fill(w, w + V, R(0));
-    for (int c = 0; c < K; ++c) {
-      const R a = decay_of(i, c), kc = k[c];
-      const R* s = src + size_t(c) * V;
-      if (dst) {
-        R* d = dst + size_t(c) * V;
-#pragma omp simd
-        for (int e = 0; e < V; ++e) {
-          const R x = a * s[e];
-          d[e] = x;
-          w[e] += kc * x;
-        }
-      } else {
-#pragma omp simd
-        for (int e = 0; e < V; ++e) w[e] += kc * (a * s[e]);
-      }
-    }
+  // r = v - w and u = beta r of token i from w = hp^T k (in wk.w).
+  void finish_w(int i) {
     const R b = wk.beta[i];
+    const R* w = wk.w.data();
     R* r = &wk.r[size_t(i) * V];
     R* u = &wk.u[size_t(i) * V];
     const R* v = &wk.v[size_t(i) * V];
@@ -159,12 +199,66 @@ struct Task {
       r[e] = v[e] - w[e];
       u[e] = b * r[e];
     }
-    if (!dst) return;
+  }
+
+  // w = (a (.) S)^T k of token i, then its r and u.
+  void first_w(int i, const R* S) {
+    const R* k = &wk.k[size_t(i) * K];
+    R* w = wk.w.data();
+    std::fill(w, w + V, R(0));
     for (int c = 0; c < K; ++c) {
-      const R kc = k[c];
-      R* d = dst + size_t(c) * V;
+      const R ka = k[c] * decay_of(i, c);
+      const R* s = S + size_t(c) * V;
 #pragma omp simd
-      for (int e = 0; e < V; ++e) d[e] += kc * u[e];
+      for (int e = 0; e < V; ++e) w[e] += ka * s[e];
+    }
+    finish_w(i);
+  }
+
+  // The state after token i, dst = a_i (.) src + k_i u_i^T (dst may be src),
+  // and in the same pass w of token i + 1 (then its r and u). Tiles of NT
+  // vectors along V, w and u of the tile in registers.
+  void step(int i, const R* src, R* dst) {
+    if (V % (4 * Vec<R>::n) == 0)
+      step_tiled<4>(i, src, dst);
+    else
+      step_tiled<2>(i, src, dst);
+    finish_w(i + 1);
+  }
+
+  template <int NT>
+  void step_tiled(int i, const R* src, R* dst) {
+    using VT = typename Vec<R>::type;
+    constexpr int n = Vec<R>::n;
+    const int K = this->K, V = this->V;
+    const R* k = &wk.k[size_t(i) * K];
+    const R* kn = &wk.k[size_t(i + 1) * K];
+    const R* u = &wk.u[size_t(i) * V];
+    const R *ai = decays(i), *an = decays(i + 1);
+    R* w = wk.w.data();
+    for (int e0 = 0; e0 < V; e0 += NT * n) {
+      // Two sets of w accumulators (even and odd rows): twice the FMA
+      // chains, so their latency does not bound the loop. K is even.
+      VT ut[NT], wt[NT], wt2[NT];
+      for (int j = 0; j < NT; ++j) {
+        ut[j] = vld<VT>(u + e0 + j * n);
+        wt[j] = wt2[j] = VT{};
+      }
+      for (int c = 0; c < K; c += 2) {
+        const R a = decay(ai, c), kc = k[c], ka = kn[c] * decay(an, c);
+        const R a2 = decay(ai, c + 1), kc2 = k[c + 1], ka2 = kn[c + 1] * decay(an, c + 1);
+        const R* sp = src + size_t(c) * V + e0;
+        R* dp = dst + size_t(c) * V + e0;
+        for (int j = 0; j < NT; ++j) {
+          const VT x = a * vld<VT>(sp + j * n) + kc * ut[j];
+          vst(dp + j * n, x);
+          wt[j] += ka * x;
+          const VT x2 = a2 * vld<VT>(sp + V + j * n) + kc2 * ut[j];
+          vst(dp + V + j * n, x2);
+          wt2[j] += ka2 * x2;
+        }
+      }
+      for (int j = 0; j < NT; ++j) vst(w + e0 + j * n, wt[j] + wt2[j]);
     }
   }
 
@@ -223,46 +317,97 @@ struct Task {
     const R uo = dot(u, d, V);
     const R* kn = Next ? &wk.k[size_t(i - 1) * K] : nullptr;
     const R* un = Next ? &wk.u[size_t(i - 1) * V] : nullptr;
-    if (Next) std::fill(dun, dun + V, R(0));
     R* dq = dqn + size_t(th) * K;
     R* dk = dkn + size_t(th) * K;
     R* dh = wk.dh.data();
     R dgs = 0;
-    for (int c = 0; c < K; ++c) {
-      const R a = decay_of(i, c), kc = k[c], sq = scale * q[c];
-      const R* s = S + size_t(c) * V;
-      R* row = dh + size_t(c) * V;
-      R sdo = 0, sdw = 0, sg = 0, su = 0;
-      if (Next) {
-        const R knc = kn[c];
-#pragma omp simd reduction(+ : sdo, sdw, sg, su)
-        for (int e = 0; e < V; ++e) {
-          const R hp = a * s[e];
-          const R x = row[e] + sq * d[e] + kc * dw[e];
-          sdo += hp * d[e];
-          sdw += hp * dw[e];
-          sg += x * hp;
-          const R y = a * x;
-          row[e] = y;
-          dun[e] += knc * y;
-          su += y * un[e];
+    if constexpr (Next) {
+      // Tiles of 2 vectors along V: do, dw, u of token i - 1 and du of
+      // token i - 1 in registers; the sums over V per key row gather in
+      // wk.part as vectors (4 per row), reduced once after the last tile.
+      using VT = typename Vec<R>::type;
+      constexpr int n = Vec<R>::n;
+      const int K = this->K, V = this->V;
+      const R* ai = decays(i);
+      const R sc = scale;
+      R* part = wk.part.data();
+      // NT vectors per tile: 4 when V allows (fewer partial-sum updates).
+      auto tiles = [&](auto nt) {
+        constexpr int NT = decltype(nt)::value;
+        for (int e0 = 0; e0 < V; e0 += NT * n) {
+          VT dt[NT], dwt[NT], unt[NT], acc[NT];
+          for (int j = 0; j < NT; ++j) {
+            dt[j] = vld<VT>(d + e0 + j * n);
+            dwt[j] = vld<VT>(dw + e0 + j * n);
+            unt[j] = vld<VT>(un + e0 + j * n);
+            acc[j] = VT{};
+          }
+          for (int c = 0; c < K; ++c) {
+            const R a = decay(ai, c), kc = k[c], sq = sc * q[c], knc = kn[c] * a;
+            const R* sp = S + size_t(c) * V + e0;
+            R* row = dh + size_t(c) * V + e0;
+            VT pdo = VT{}, pdw = VT{}, pg = VT{}, pu = VT{};
+            for (int j = 0; j < NT; ++j) {
+              const VT sv = vld<VT>(sp + j * n);
+              const VT x = vld<VT>(row + j * n) + sq * dt[j] + kc * dwt[j];
+              pdo += sv * dt[j];
+              pdw += sv * dwt[j];
+              pg += x * sv;
+              pu += x * unt[j];
+              vst(row + j * n, a * x);
+              acc[j] += knc * x;
+            }
+            R* P = part + size_t(c) * 4 * n;
+            if (e0 > 0) {
+              pdo += vld<VT>(P);
+              pdw += vld<VT>(P + n);
+              pg += vld<VT>(P + 2 * n);
+              pu += vld<VT>(P + 3 * n);
+            }
+            vst(P, pdo);
+            vst(P + n, pdw);
+            vst(P + 2 * n, pg);
+            vst(P + 3 * n, pu);
+          }
+          for (int j = 0; j < NT; ++j) vst(dun + e0 + j * n, acc[j]);
         }
-        dkan[c] = su;
-      } else {
+      };
+      if (V % (4 * n) == 0)
+        tiles(std::integral_constant<int, 4>{});
+      else
+        tiles(std::integral_constant<int, 2>{});
+      for (int c = 0; c < K; ++c) {
+        const R a = decay(ai, c), kc = k[c];
+        const R* P = part + size_t(c) * 4 * n;
+        const R sdo = a * vsum<R>(vld<VT>(P)), sdw = a * vsum<R>(vld<VT>(P + n));
+        const R sg = a * vsum<R>(vld<VT>(P + 2 * n));
+        dkan[c] = a * vsum<R>(vld<VT>(P + 3 * n));
+        dq[c] = sc * (sdo + kc * uo);
+        dk[c] = dka[c] + sdw;
+        if constexpr (Var == DELTAC_VARIANT_KDA) store<R>(p.dg, ft, th * K + c, sg);
+        dgs += sg;
+      }
+    } else {
+      for (int c = 0; c < K; ++c) {
+        // hp = a s; the sums over s are scaled by a once per row.
+        const R a = decay_of(i, c), kc = k[c], sq = scale * q[c];
+        const R* s = S + size_t(c) * V;
+        R* row = dh + size_t(c) * V;
+        R sdo = 0, sdw = 0, sg = 0;
 #pragma omp simd reduction(+ : sdo, sdw, sg)
         for (int e = 0; e < V; ++e) {
-          const R hp = a * s[e];
           const R x = row[e] + sq * d[e] + kc * dw[e];
-          sdo += hp * d[e];
-          sdw += hp * dw[e];
-          sg += x * hp;
+          sdo += s[e] * d[e];
+          sdw += s[e] * dw[e];
+          sg += x * s[e];
           row[e] = a * x;
         }
+        sdo *= a, sdw *= a, sg *= a;
+        dq[c] = scale * (sdo + kc * uo);
+        dk[c] = dka[c] + sdw;
+        if constexpr (Var == DELTAC_VARIANT_KDA) store<R>(p.dg, ft, th * K + c, sg);
+        dgs += sg;
       }
-      dq[c] = scale * (sdo + kc * uo);
-      dk[c] = dka[c] + sdw;
-      if constexpr (Var == DELTAC_VARIANT_KDA) store<R>(p.dg, ft, th * K + c, sg);
-      dgs += sg;
     }
     if constexpr (Var == DELTAC_VARIANT_GATED) store<R>(p.dg, ft, th, dgs);
     if (Next) finish_prepass(i - 1, dun, dkan);
@@ -282,18 +427,20 @@ struct Task {
     };
     grow(wk.ckpt, size_t(std::max<int64_t>(nc, 1)) * kv);
     grow(wk.states, size_t(C) * kv);
-    grow(wk.q, size_t(C) * K);
-    grow(wk.k, size_t(C) * K);
-    grow(wk.a, size_t(C) * K);
-    grow(wk.beta, size_t(C));
-    for (auto* x : {&wk.v, &wk.dout, &wk.r, &wk.u}) grow(*x, size_t(C) * V);
+    grow(wk.q, size_t(C + 1) * K);
+    grow(wk.k, size_t(C + 1) * K);
+    grow(wk.a, size_t(C + 1) * K);
+    grow(wk.beta, size_t(C + 1));
+    for (auto* x : {&wk.v, &wk.dout, &wk.r, &wk.u}) grow(*x, size_t(C + 1) * V);
     grow(wk.h, kv);
     grow(wk.dh, kv);
     for (auto* x : {&wk.w, &wk.du, &wk.du2}) grow(*x, size_t(V));
     grow(wk.dka, size_t(K));
     grow(wk.dka2, size_t(K));
+    grow(wk.part, size_t(K) * 4 * Vec<R>::n);
 
-    // 1. Forward, saving the chunk starts.
+    // 1. Forward, saving the chunk starts. The buffers hold one chunk and
+    // the next chunk's first token (step() forms its w).
     R* h = wk.h.data();
     for (int c = 0; c < K; ++c)
       for (int e = 0; e < V; ++e)
@@ -301,7 +448,10 @@ struct Task {
     for (int64_t ci = 0; ci < nc; ++ci) {
       std::memcpy(&wk.ckpt[size_t(ci) * kv], h, kv * sizeof(R));
       if (ci == nc - 1) break;  // the last chunk's end state is not needed
-      load_tokens(t0 + ci * C, C, j, false);
+      const int64_t ts = t0 + ci * C;
+      load_tokens(ts, int(std::min<int64_t>(C + 1, t1 - ts)), j, false);
+      if (ci == 0) first_w(0, h);
+      else finish_w(0);  // w of token 0: the last step of the previous chunk
       for (int i = 0; i < C; ++i) step(i, h, h);
     }
 
@@ -321,8 +471,8 @@ struct Task {
       auto state = [&](int i) -> R* {
         return i == 0 ? const_cast<R*>(start) : &wk.states[size_t(i) * kv];
       };
+      first_w(0, start);
       for (int i = 0; i + 1 < len; ++i) step(i, state(i), state(i + 1));
-      step(len - 1, state(len - 1), nullptr);
       prepass(len - 1, du, dka);
       for (int i = len - 1; i >= 0; --i) {
         const int64_t th = (ts + i) * HV + j;
@@ -349,8 +499,8 @@ void backward_real(const deltac_bwd_params& p) {
   const int nt = p.threads > 0 ? p.threads : omp_get_max_threads();
   const R scale = p.scale != 0.0f ? R(p.scale) : R(1.0 / std::sqrt(double(K)));
   const int32_t ft = p.in_dtype == DELTAC_BWD_F64 ? DELTAC_BWD_F64 : DELTAC_F32;
-  // Tokens outside every sequence (varlen) keep zero gradients.
-  std::unique_ptr<R[]> dqn(new R[size_t(tokens) * HV * K]()), dkn(new R[size_t(tokens) * HV * K]());
+  // Written for every token (the sequences cover all B*T tokens).
+  std::unique_ptr<R[]> dqn(new R[size_t(tokens) * HV * K]), dkn(new R[size_t(tokens) * HV * K]);
   const int64_t tasks = int64_t(N) * HV;
 #pragma omp parallel num_threads(nt)
   {
