@@ -16,11 +16,12 @@ using bf16 = __nv_bfloat16;
 using deltac::cuda::ChunkedConfig;
 using deltac::cuda::DefaultChunkedConfig;
 
-// Configs the benchmark can force on GDN K = V = 128 (index 0: the default).
-using Sweep = std::tuple<ChunkedConfig<64, 16, 4, 2>, ChunkedConfig<64, 16, 4, 1>,
-                         ChunkedConfig<64, 16, 2, 2>, ChunkedConfig<64, 32, 8, 2>,
-                         ChunkedConfig<64, 64, 8, 2>, ChunkedConfig<32, 32, 4, 2>,
-                         ChunkedConfig<32, 16, 2, 1>>;
+// Configs the benchmark can force on GDN and KDA K = V = 128 (index 0: the
+// default).
+using Sweep = std::tuple<ChunkedConfig<64, 32, 8, 3>, ChunkedConfig<64, 32, 8, 2>,
+                         ChunkedConfig<64, 64, 8, 1>, ChunkedConfig<32, 64, 8, 3>,
+                         ChunkedConfig<64, 32, 4, 3>, ChunkedConfig<64, 64, 4, 2>,
+                         ChunkedConfig<32, 64, 8, 2>>;
 constexpr int kSweep = std::tuple_size_v<Sweep>;
 
 struct Call {
@@ -42,14 +43,25 @@ cudaError_t run(const Call& c) {
                                                                    c.stream, c.stages);
 }
 
+// Config I of the sweep where it is legal for this variant and shape.
+template <deltac_variant Var, int K, int V, size_t I>
+cudaError_t run_sweep(const Call& c) {
+  using Cf = std::tuple_element_t<I, Sweep>;
+  if constexpr (deltac::cuda::chunked_legal(Var, K, V, 2, Cf::kChunk, Cf::kBV, Cf::kWarps,
+                                            Cf::kStages))
+    return run<Var, K, V, Cf>(c);
+  return cudaErrorInvalidValue;
+}
+
 template <deltac_variant Var, int K, int V>
 cudaError_t run_cfg(const Call& c, int cfg) {
   if (cfg == 0)
     return run<Var, K, V, DefaultChunkedConfig<Var, K, V, bf16>>(c);
-  if constexpr (Var == DELTAC_VARIANT_GATED && K == 128 && V == 128) {
+  if constexpr ((Var == DELTAC_VARIANT_GATED || Var == DELTAC_VARIANT_KDA) && K == 128 &&
+                V == 128) {
     cudaError_t e = cudaErrorInvalidValue;
     [&]<size_t... I>(std::index_sequence<I...>) {
-      ((cfg == int(I) + 1 ? (e = run<Var, K, V, std::tuple_element_t<I, Sweep>>(c)) : e), ...);
+      ((cfg == int(I) + 1 ? (e = run_sweep<Var, K, V, I>(c)) : e), ...);
     }(std::make_index_sequence<kSweep>{});
     return e;
   }
@@ -92,7 +104,8 @@ int deltac_bench_chunked(const deltac_fwd_params* p, void* ws, size_t ws_bytes, 
   return int(dispatch(c, cfg));
 }
 
-// Configs deltac_bench_chunked takes for GDN K = V = 128 (1..n; 0 default).
+// Configs deltac_bench_chunked takes for GDN and KDA K = V = 128 (1..n; 0
+// default).
 int deltac_bench_sweep_size() { return kSweep; }
 
 // sizeof(deltac_fwd_params), for the Python side to check its layout.

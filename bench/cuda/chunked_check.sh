@@ -2,7 +2,9 @@
 # The chunked kernel's GPU round trip in one call (tests, sanitizers, the
 # prefill benchmark next to fla). Usage, on the GPU machine:
 #   bash bench/cuda/chunked_check.sh BUILD_DIR [full|quick] [prefill_bench.py options]
-# (quick: no sanitizers, fewer timing repeats)
+# (quick: no sanitizers, fewer timing repeats; BENCH_TIMEOUT=s stops the
+# benchmark after s seconds, keeping the rows printed so far; SAN_TIMEOUT=s
+# bounds each sanitizer run)
 # BUILD_DIR holds tests/cuda/deltac_cuda_tests and
 # bench/cuda/libdeltac_chunked_bench.so; .peer/fla is the peer. Logs: $OUT.
 set -u
@@ -21,19 +23,21 @@ echo "== chunked tests: exit $r"; [ $r -eq 0 ] || rc=1
 grep -E '^\[  (PASSED|FAILED) ' "$OUT/recurrent_tests.log" | head -20
 echo "== recurrent tests: exit $r"; [ $r -eq 0 ] || rc=1
 if [ "$MODE" = full ] && command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
+  san=(); [ "${SAN_TIMEOUT:-0}" -gt 0 ] && san=(timeout "$SAN_TIMEOUT")
+  ${san[@]+"${san[@]}"} compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
     --gtest_filter='Cuda/Chunked.*/*T65:Cuda/Chunked.*/*varlen:Cuda/Chunked.*/*K48_V80:Cuda/Chunked.*/*config*:Cuda/Chunked.*/*vk_layout:Cuda/Chunked.*/*inplace' \
     >"$OUT/memcheck.log" 2>&1; r=$?
   echo "== memcheck: exit $r ($(grep -o 'ERROR SUMMARY: [0-9]* errors' "$OUT/memcheck.log" | tail -1))"
   [ $r -eq 0 ] || rc=1
-  compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
-    --gtest_filter='Cuda/Chunked.*/gated_bf16_T65:Cuda/Chunked.*/kda_bf16_T65:Cuda/Chunked.*/*f32_T65:Cuda/Chunked.*/*config1:Cuda/Chunked.*/*config3' \
+  ${san[@]+"${san[@]}"} compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
+    --gtest_filter='Cuda/Chunked.*/gated_bf16_T65:Cuda/Chunked.*/kda_bf16_T65:Cuda/Chunked.*/*f32_T65:Cuda/Chunked.*/*config1:Cuda/Chunked.*/*config3:Cuda/Chunked.*/*config4' \
     >"$OUT/racecheck.log" 2>&1; r=$?
   echo "== racecheck: exit $r ($(grep -o 'RACECHECK SUMMARY: [0-9]* hazard[s]*' "$OUT/racecheck.log" | tail -1))"
   [ $r -eq 0 ] || rc=1
 fi
 if [ -d .peer/fla ]; then
-  PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/.peer python3 bench/cuda/prefill_bench.py \
+  to=(); [ "${BENCH_TIMEOUT:-0}" -gt 0 ] && to=(timeout "$BENCH_TIMEOUT")
+  PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/.peer ${to[@]+"${to[@]}"} python3 bench/cuda/prefill_bench.py \
     "$B/bench/cuda/libdeltac_chunked_bench.so" $([ "$MODE" = quick ] && echo --quick) "$@" 2>&1 |
     tee "$OUT/prefill_bench.log"
 fi

@@ -13,7 +13,8 @@ Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
            build-cuda/b/bench/cuda/libdeltac_chunked_bench.so [--quick] [--ours-only]
            [--sweep] [--rows=i,j,...]
 --sweep also times, on the first GDN K=V=128 row and the first KDA row, the
-intra-chunk kernel and the scan apart and every config of the library's sweep.
+intra-chunk kernel and the scan apart and every config of the library's sweep
+(--sweep-all: on every GDN K=V=128 row).
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
 """
@@ -97,7 +98,8 @@ def main():
                                          ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
                                          ctypes.c_int]
     ours_only = "--ours-only" in sys.argv
-    sweep = "--sweep" in sys.argv
+    sweep_all = "--sweep-all" in sys.argv
+    sweep = "--sweep" in sys.argv or sweep_all
     rows = ROWS
     for a in sys.argv:
         if a.startswith("--rows="):
@@ -162,9 +164,9 @@ def main():
             continue
         ours, ws = make_ours(0, 3)
         key = (var, D)
-        if sweep and key in ((GATED, 128), (KDA, 128)) and key not in swept:
+        if sweep and key in ((GATED, 128), (KDA, 128)) and (key not in swept or sweep_all):
             swept.add(key)
-            n_cfg = lib.deltac_bench_sweep_size() if key == (GATED, 128) else 0
+            n_cfg = lib.deltac_bench_sweep_size()
             for cfg in range(n_cfg + 1):
                 try:
                     full, buf = make_ours(cfg, 3)

@@ -111,9 +111,10 @@ std::vector<Case> all_cases() {
       c.K = s.K, c.V = s.V, c.T = 150;
       cs.push_back(c);
     }
-    // Other configs (chunk 32/16, BV 16/64, 2/8 warps, 1 stage).
+    // Other configs (chunk 32/16, BV 16/64, 2/8 warps, 1 or 3 stages) and the
+    // default's V tiles forced (widest, half).
     for (int cfg = 1; cfg < kChunkedConfigs; ++cfg) {
-      if (var != DELTAC_VARIANT_DELTA) {
+      if (var != DELTAC_VARIANT_DELTA || cfg >= 4) {
         Case c = make(var, BF16, "config" + std::to_string(cfg));
         c.config = cfg, c.T = 300;
         c.cu_seqlens = {0, 1, 40, 300};
@@ -278,7 +279,7 @@ TEST(ChunkedRules, DefaultsAreLegalEverywhereTheyExist) {
           ASSERT_NE(c.chunk, 0) << var << " " << bytes << " " << K << " " << V;
           EXPECT_TRUE(chunked_legal(var, K, V, bytes, c.chunk, c.bv, c.warps, c.stages));
           EXPECT_TRUE(in(c.chunk, kChunkedChunks, 3) && in(c.bv, kChunkedBVs, 3) &&
-                      in(c.warps, kChunkedWarps, 3) && in(c.stages, kChunkedStages, 2));
+                      in(c.warps, kChunkedWarps, 3) && in(c.stages, kChunkedStages, 3));
           EXPECT_LE(chunked_prep_smem(var, K, V, bytes, c.chunk), kChunkedSmemSm90);
           EXPECT_LE(chunked_scan_smem(var, K, bytes, c.chunk, c.bv, c.stages), kChunkedSmemSm90);
         }
@@ -286,7 +287,7 @@ TEST(ChunkedRules, DefaultsAreLegalEverywhereTheyExist) {
   EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 128, 32, 4, 2));
   EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 48, 4, 2));
   EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 3, 2));
-  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 3));
+  EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 4));
   EXPECT_FALSE(chunked_legal(1, 128, 80, 2, 64, 32, 4, 2));
   // Shared memory: the sm_90 default does not fit 99 KB; a smaller one does.
   EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 2, 101376));

@@ -38,22 +38,42 @@ ChunkedFns fns() {
   return f;
 }
 
+// Cfg with the scan's V tile forced to BV (no run-time choice).
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
+cudaError_t run_bv(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                   const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, BV);
+}
+
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
+ChunkedFns fns_bv() {
+  ChunkedFns f;
+  f.run = &run_bv<Var, K, V, InT, Cfg, BV>;
+  f.ws = &cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>;
+  return f;
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
     return {};
   if (config == 0)
     return fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
-  constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16> &&
-                            Var != DELTAC_VARIANT_DELTA) ||
+  constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16>) ||
                            (K == 64 && V == 64 && std::is_same_v<InT, float>);
   if constexpr (kForced) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
     if (config == 1)
-      return fns<Var, K, V, InT, cuda::ChunkedConfig<32, 16, 2, 1>>();
+      return fns_bv<Var, K, V, InT, cuda::ChunkedConfig<32, 16, 2, 3>, 16>();
     if (config == 2)
-      return fns<Var, K, V, InT, cuda::ChunkedConfig<16, 64, 8, 2>>();
+      return fns_bv<Var, K, V, InT, cuda::ChunkedConfig<16, 64, 8, 2>, 64>();
     if (config == 3)
-      return fns<Var, K, V, InT, cuda::ChunkedConfig<64, 64, 8, 1>>();
+      return fns_bv<Var, K, V, InT, cuda::ChunkedConfig<64, 64, 8, 1>, 64>();
+    if (config == 4)
+      return fns_bv<Var, K, V, InT, D, D::kBV>();
+    if constexpr (cuda::detail::chunked_bv_ok<Var, K, V, InT, D>(D::kBV / 2))
+      if (config == 5)
+        return fns_bv<Var, K, V, InT, D, D::kBV / 2>();
   }
   return {};
 }

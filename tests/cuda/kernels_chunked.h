@@ -17,9 +17,11 @@ struct ChunkedFns {
   size_t (*ws)(const deltac_fwd_params&) = nullptr;
 };
 
-// Configs under test (kernels_chunked.cuh): 0 is the default of each shape;
-// 1..3 force other knobs (gated and kda, bf16, K = V = 128; f32 K = V = 64).
-inline constexpr int kChunkedConfigs = 4;
+// Configs under test (kernels_chunked.cuh): 0 is the default of each shape
+// (the scan's V tile chosen at run time); 1..3 force other knobs and their
+// V tile, 4 and 5 the default's widest V tile and half of it (bf16
+// K = V = 128; f32 K = V = 64).
+inline constexpr int kChunkedConfigs = 6;
 
 // The instantiation for (variant, K, V, in_dtype, config), or empty.
 ChunkedFns find_chunked_delta(int K, int V, int dtype, int config);

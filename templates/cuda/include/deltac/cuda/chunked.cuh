@@ -145,13 +145,64 @@ size_t chunked_workspace_bytes(const deltac_fwd_params& p) {
 
 namespace detail {
 
+// The scan with V tiles of BVe columns (a legal width for Cfg's other knobs).
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int BVe>
+cudaError_t chunked_scan_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
+                                cudaStream_t stream) {
+  using Tr = ChunkedTraits<Var, K, V, InT,
+                           ChunkedConfig<Cfg::kChunk, BVe, Cfg::kWarps, Cfg::kStages>>;
+  auto scan = chunked_scan_kernel<Var, Tr>;
+  cudaError_t e = cudaFuncSetAttribute(scan, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(Tr::kScanSmem));
+  if (e != cudaSuccess)
+    return e;
+  scan<<<dim3(V / BVe, unsigned(p.HV), unsigned(p.N)), Tr::kThreads, Tr::kScanSmem, stream>>>(
+      p, ws);
+  return cudaGetLastError();
+}
+
+// Whether the scan can run Cfg with V tiles of bv columns instead of Cfg's.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+constexpr bool chunked_bv_ok(int bv) {
+  return bv >= 16 && V % bv == 0 &&
+         chunked_legal(Var, K, V, sizeof(InT), Cfg::kChunk, bv, Cfg::kWarps, Cfg::kStages);
+}
+
+// The V tile the scan runs: Cfg's BV (the widest), halved (once or twice,
+// where legal) while the grid would leave more than 1/8 of the
+// multiprocessors idle. force_bv: that width if legal (tests), 0: choose.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
+  constexpr int B0 = Cfg::kBV;
+  constexpr bool ok1 = chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 2);
+  constexpr bool ok2 = ok1 && chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4);
+  if (force_bv)
+    return force_bv == B0 || (force_bv == B0 / 2 && ok1) || (force_bv == B0 / 4 && ok2)
+               ? force_bv
+               : 0;
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms = 0;
+  const int64_t want = int64_t(sms) * 7 / 8;
+  auto blocks = [&](int bv) { return int64_t(V / bv) * p.HV * p.N; };
+  int bv = B0;
+  if (ok1 && blocks(bv) < want)
+    bv = B0 / 2;
+  if (ok2 && bv == B0 / 2 && blocks(bv) < want)
+    bv = B0 / 4;
+  return bv;
+}
+
 // chunked() with a choice of launches, for benchmarks that time the stages
 // apart: bit 0 the chunk index and the intra-chunk kernel, bit 1 the scan
 // (which reads the workspace an earlier call wrote). skip: a device flag or
 // null; when it is nonzero the scan writes nothing (o and ht untouched).
+// force_bv: the scan's V tile (tests; 0: chunked_pick_bv chooses).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
-                           cudaStream_t stream, int stages, const int32_t* skip = nullptr) {
+                           cudaStream_t stream, int stages, const int32_t* skip = nullptr,
+                           int force_bv = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
@@ -161,6 +212,9 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   const size_t need = detail::chunked_carve<Tr>(p, nullptr, nullptr);
   if (!workspace || workspace_bytes < need || !detail::chunked_aligned(workspace, 256))
     return cudaErrorInvalidValue;
+  const int bv = chunked_pick_bv<Var, K, V, InT, Cfg>(p, force_bv);
+  if (bv == 0)
+    return cudaErrorInvalidValue;
   detail::ChunkedWs<Ts> ws;
   detail::chunked_carve<Tr>(p, workspace, &ws);
   ws.skip = skip;
@@ -169,16 +223,10 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
 
   auto prep = detail::chunked_prep_kernel<Var, Tr>;
-  auto scan = detail::chunked_scan_kernel<Var, Tr>;
   cudaError_t e = cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(Tr::kPrepSmem));
   if (e != cudaSuccess)
     return e;
-  e = cudaFuncSetAttribute(scan, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(Tr::kScanSmem));
-  if (e != cudaSuccess)
-    return e;
-
   if (p.cu_seqlens && (stages & 1)) {
     detail::chunked_index_kernel<Tr::C><<<1, 1024, 0, stream>>>(p, ws.offsets, ws.max_chunks);
     if ((e = cudaGetLastError()) != cudaSuccess)
@@ -190,10 +238,16 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     if ((e = cudaGetLastError()) != cudaSuccess)
       return e;
   }
-  if (stages & 2)
-    scan<<<dim3(V / Tr::BV, unsigned(p.HV), unsigned(p.N)), Tr::kThreads, Tr::kScanSmem,
-           stream>>>(p, ws);
-  return cudaGetLastError();
+  if (!(stages & 2))
+    return cudaSuccess;
+  constexpr int B0 = Cfg::kBV;
+  if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
+    if (bv == B0 / 4)
+      return chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, stream);
+  if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 2))
+    if (bv == B0 / 2)
+      return chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, stream);
+  return chunked_scan_launch<Var, K, V, InT, Cfg, B0>(p, ws, stream);
 }
 
 }  // namespace detail

@@ -101,6 +101,13 @@ __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 #endif
 }
+// Waits until at most N of this thread's cp.async groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if DELTAC_MMA_OK
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 __device__ __forceinline__ void cp_async_wait_all() {
 #if DELTAC_MMA_OK
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
@@ -284,6 +291,61 @@ struct Mma<float> {
       mma1(c, a.lo[h], b.hi[h]);
       mma1(c, a.hi[h], b.lo[h]);
       mma1(c, a.hi[h], b.hi[h]);
+    }
+  }
+};
+
+// A shared-memory operand of row stride LD (elements) for the scan's inner
+// loops: the lane's ldmatrix row addresses are formed once, and every load
+// takes a compile-time element offset (16-bit types: one ldmatrix at
+// [reg + imm]; f32: the scalar loads of Mma<float>).
+//   la(f, off):  A fragment of a [m][k] tile at element offset off
+//   lat(f, off): A fragment of a [k][m] tile (transposed storage)
+//   lbt(f, off): B fragment of a [k][n] tile
+template <class Ts, int LD>
+struct Tile {
+  using Op = Mma<Ts>;
+  const Ts* p;
+  uint32_t a, at, bt;
+  __device__ __forceinline__ explicit Tile(const Ts* base) : p(base) {
+    const int lane = threadIdx.x & 31;
+    const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+    constexpr uint32_t B = sizeof(Ts);
+    a = s + ((lane & 15) * LD + (lane >> 4) * 8) * B;
+    at = s + (((lane & 7) + ((lane >> 4) & 1) * 8) * LD + ((lane >> 3) & 1) * 8) * B;
+    bt = s + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD * B;
+  }
+  __device__ __forceinline__ void la(typename Op::FragA& f, int off) const {
+    if constexpr (sizeof(Ts) == 2) {
+#if DELTAC_MMA_OK
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
+                   : "r"(a + off * 2));
+#endif
+    } else {
+      Op::load_a(f, p + off, LD);
+    }
+  }
+  __device__ __forceinline__ void lat(typename Op::FragA& f, int off) const {
+    if constexpr (sizeof(Ts) == 2) {
+#if DELTAC_MMA_OK
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
+                   : "r"(at + off * 2));
+#endif
+    } else {
+      Op::load_a_t(f, p + off, LD);
+    }
+  }
+  __device__ __forceinline__ void lbt(typename Op::FragB& f, int off) const {
+    if constexpr (sizeof(Ts) == 2) {
+#if DELTAC_MMA_OK
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                   : "=r"(f.r[0]), "=r"(f.r[1])
+                   : "r"(bt + off * 2));
+#endif
+    } else {
+      Op::load_b_t(f, p + off, LD);
     }
   }
 };

@@ -277,37 +277,54 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
   // Decay from token jj to token i (i >= jj), gated / delta.
   auto decay = [&](int i, int jj) -> float {
     if constexpr (Tr::kGated)
-      return expf(G[i] - G[jj]);
+      return __expf(G[i] - G[jj]);
     else
       return 1.f;
   };
 
   // 3. A (into Af) and Aqk (staged in Tf).
   if constexpr (!kKda) {
-    constexpr int NT = nt_for(C / 8);
-    block_gemm_tn<Ts, C, C, K, NT>(
-        kn, LK, kn, nullptr, LK, warp, NW,
-        [&](int i, int jj, float x0, float x1) {
-          const float f = bs[i] * rk[i];
-          Af[i * (C + 1) + jj] = i > jj ? f * rk[jj] * decay(i, jj) * x0 : 0.f;
-          Af[i * (C + 1) + jj + 1] = i > jj + 1 ? f * rk[jj + 1] * decay(i, jj + 1) * x1 : 0.f;
-        },
-        [](int, int) { return false; });
-    block_gemm_tn<Ts, C, C, K, NT>(
-        qn, LK, kn, nullptr, LK, warp, NW,
-        [&](int i, int jj, float x0, float x1) {
-          const float f = scale * rq[i];
-          Tf[i * (C + 1) + jj] = i >= jj ? f * rk[jj] * decay(i, jj) * x0 : 0.f;
-          Tf[i * (C + 1) + jj + 1] =
-              i >= jj + 1 ? f * rk[jj + 1] * decay(i, jj + 1) * x1 : 0.f;
-        },
-        [](int, int) { return false; });
+    // The 16 x 16 blocks on and below the diagonal of K Kᵀ and Q Kᵀ, spread
+    // over all warps (the blocks above are never read).
+    using Op = Mma<Ts>;
+    constexpr int NU = NBLK * (NBLK + 1) / 2;
+    const int g = lane >> 2, t = lane & 3;
+    for (int u = warp; u < 2 * NU; u += NW) {
+      const bool isq = u >= NU;
+      int I = 0, J = isq ? u - NU : u;
+      while (J > I) J -= ++I;
+      float acc[2][4] = {};
+      const Ts* X = (isq ? qn : kn) + 16 * I * LK;
+#pragma unroll 4
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        typename Op::FragA fa;
+        Op::load_a(fa, X + k0, LK);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          typename Op::FragB fb;
+          Op::load_b(fb, kn + (16 * J + 8 * h) * LK + k0, LK);
+          Op::mma(acc[h], fa, fb);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = 16 * I + g + (e >= 2 ? 8 : 0), jj = 16 * J + 8 * h + 2 * t + (e & 1);
+          const float x = acc[h][e] * rk[jj] * decay(i, jj);
+          if (isq)
+            Tf[i * (C + 1) + jj] = i >= jj ? scale * rq[i] * x : 0.f;
+          else
+            Af[i * (C + 1) + jj] = i > jj ? bs[i] * rk[i] * x : 0.f;
+        }
+    }
   } else {
     // Diagonal 16 x 16 blocks: exact per-channel decays, one lane per (i, jj)
     // pair, each lane starting at its own channel (no bank conflicts).
     const int rot = lane % K;
-    for (int b = warp; b < NBLK; b += NW) {
-      for (int pidx = lane; pidx < 136; pidx += 32) {
+    for (int w = tid; w < NBLK * 136; w += NTH) {
+      {
+        const int b = w / 136, pidx = w % 136;
         int i = int((sqrtf(8.f * pidx + 1.f) - 1.f) * 0.5f);
         while ((i + 1) * (i + 2) / 2 <= pidx) ++i;
         while (i * (i + 1) / 2 > pidx) --i;
@@ -318,7 +335,7 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
           int c = c0 + rot;
           if (c >= K)
             c -= K;
-          const float d = expf(G[ii * LG + c] - G[j2 * LG + c]);
+          const float d = __expf(G[ii * LG + c] - G[j2 * LG + c]);
           const float kj = cvt_f(kn[j2 * LK + c]) * d;
           sa = fmaf(cvt_f(kn[ii * LK + c]), kj, sa);
           sq = fmaf(cvt_f(qn[ii * LK + c]), kj, sq);
@@ -342,14 +359,14 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
       const int bnd = 16 * I - 1;
       for (int idx = tid; idx < 16 * K; idx += NTH) {
         const int r = idx / K, c = idx % K, i = 16 * I + r;
-        const float e = expf(G[i * LG + c] - G[bnd * LG + c]);
+        const float e = __expf(G[i * LG + c] - G[bnd * LG + c]);
         left[r * LK + c] = cvt_t<Ts>(cvt_f(kn[i * LK + c]) * e);
         qleft[r * LK + c] = cvt_t<Ts>(cvt_f(qn[i * LK + c]) * e);
       }
       for (int idx = tid; idx < 16 * I * K; idx += NTH) {
         const int r = idx / K, c = idx % K;
         right[r * LK + c] =
-            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * expf(G[bnd * LG + c] - G[r * LG + c]));
+            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * __expf(G[bnd * LG + c] - G[r * LG + c]));
       }
       __syncthreads();
       if constexpr (C > 16) {
@@ -382,7 +399,9 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     Ts* aqk = ws.aqk + slot * C * C;
     for (int idx = tid; idx < C * C / 2; idx += NTH) {
       const int i = (2 * idx) / C, jj = (2 * idx) % C;
-      store2(aqk + i * C + jj, Tf[i * (C + 1) + jj], Tf[i * (C + 1) + jj + 1]);
+      const bool low = jj / 16 <= i / 16;  // blocks above the diagonal: zero
+      store2(aqk + i * C + jj, low ? Tf[i * (C + 1) + jj] : 0.f,
+             low ? Tf[i * (C + 1) + jj + 1] : 0.f);
     }
   }
   __syncthreads();
@@ -412,30 +431,49 @@ __global__ void __launch_bounds__(Tr::kPrepThreads)
     }
   }
   __syncthreads();
-  // Off-diagonal blocks by distance d = I - J:
+  // Off-diagonal blocks by distance d = I - J, one warp per block (I, J), on
+  // tensor cores in f32 (three TF32 products per step):
   //   T_IJ = -T_II sum_{L = J}^{I - 1} A_IL T_LJ.
-  for (int d = 1; d < NBLK; ++d) {
-    for (int idx = tid; idx < (NBLK - d) * 256; idx += NTH) {
-      const int qb = idx / 256, e = idx % 256, r = e / 16, cc = e % 16;
-      const int I = d + qb, J = qb;
-      float s = 0.f;
-      for (int L = J; L < I; ++L)
-#pragma unroll 4
-        for (int m = 0; m < 16; ++m)
-          s = fmaf(Af[(16 * I + r) * (C + 1) + 16 * L + m], Tf[(16 * L + m) * (C + 1) + 16 * J + cc], s);
-      P[idx] = s;
+  {
+    using Of = Mma<float>;
+    const int g = lane >> 2, t = lane & 3;
+    for (int d = 1; d < NBLK; ++d) {
+      if (warp < NBLK - d) {
+        const int I = d + warp, J = warp;
+        float acc[2][4] = {};
+        for (int L = J; L < I; ++L) {
+          typename Of::FragA fa;
+          Of::load_a(fa, Af + 16 * I * (C + 1) + 16 * L, C + 1);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            typename Of::FragB fb;
+            Of::load_b_t(fb, Tf + 16 * L * (C + 1) + 16 * J + 8 * h, C + 1);
+            Of::mma(acc[h], fa, fb);
+          }
+        }
+        float* pw = P + warp * 256;  // [16][16], this warp's
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            pw[(g + (e >= 2 ? 8 : 0)) * 16 + 8 * h + 2 * t + (e & 1)] = acc[h][e];
+        __syncwarp();
+        typename Of::FragA ft;
+        Of::load_a(ft, Tf + 16 * I * (C + 1) + 16 * I, C + 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float o[4] = {0.f, 0.f, 0.f, 0.f};
+          typename Of::FragB fb;
+          Of::load_b_t(fb, pw + 8 * h, 16);
+          Of::mma(o, ft, fb);
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            Tf[(16 * I + g + (e >= 2 ? 8 : 0)) * (C + 1) + 16 * J + 8 * h + 2 * t + (e & 1)] =
+                -o[e];
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
-    for (int idx = tid; idx < (NBLK - d) * 256; idx += NTH) {
-      const int qb = idx / 256, e = idx % 256, r = e / 16, cc = e % 16;
-      const int I = d + qb, J = qb;
-      float s = 0.f;
-#pragma unroll 4
-      for (int m = 0; m < 16; ++m)
-        s = fmaf(Tf[(16 * I + r) * (C + 1) + 16 * I + m], P[qb * 256 + m * 16 + cc], s);
-      Tf[(16 * I + r) * (C + 1) + 16 * J + cc] = -s;
-    }
-    __syncthreads();
   }
 
   // 5. T, the row factors and the chunk decay (kda: the decayed q, k

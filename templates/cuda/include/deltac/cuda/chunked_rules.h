@@ -14,11 +14,14 @@ namespace deltac::cuda {
 
 // Chunk: tokens per chunk (16, 32 or 64): the intra-chunk matrices are
 //   Chunk x Chunk; the scan kernel walks a sequence one chunk at a time.
-// BV: value columns per block of the scan kernel (16, 32 or 64; divides V).
-//   Grid of the scan: V / BV x value heads x sequences.
+// BV: the widest V tile of the scan kernel (16, 32 or 64; divides V). The
+//   scan runs BV, or BV / 2 or BV / 4 where those are legal too, halving
+//   while V / BV x value heads x sequences blocks would leave more than 1/8
+//   of the multiprocessors idle (chunked.cuh, chunked_pick_bv).
 // Warps: warps per block of the scan kernel (2, 4 or 8).
 // Stages: shared-memory buffers of the scan kernel's chunk loads (1: load,
-//   then compute; 2: chunk c + 1 is copied with cp.async while c computes).
+//   then compute; S > 1: chunks c + 1 .. c + S - 1 are copied with cp.async
+//   while c computes).
 template <int Chunk_, int BV_, int Warps_, int Stages_>
 struct ChunkedConfig {
   static constexpr int kChunk = Chunk_;
@@ -32,7 +35,7 @@ struct ChunkedConfig {
 inline constexpr int kChunkedChunks[] = {16, 32, 64};
 inline constexpr int kChunkedBVs[] = {16, 32, 64};
 inline constexpr int kChunkedWarps[] = {2, 4, 8};
-inline constexpr int kChunkedStages[] = {1, 2};
+inline constexpr int kChunkedStages[] = {1, 2, 3};
 // Shared memory one block may use (sm_90: 227 KB). sm_80 allows 163 KB and
 // sm_120 99 KB: pass the device's cudaDevAttrMaxSharedMemoryPerBlockOptin.
 inline constexpr size_t kChunkedSmemSm90 = 232448;
@@ -92,7 +95,7 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
   if (K < 16 || K > 256 || K % 16 || V < 16 || V > 256 || V % 16)
     return false;
   if (!one_of(chunk, kChunkedChunks, 3) || !one_of(bv, kChunkedBVs, 3) ||
-      !one_of(warps, kChunkedWarps, 3) || !one_of(stages, kChunkedStages, 2))
+      !one_of(warps, kChunkedWarps, 3) || !one_of(stages, kChunkedStages, 3))
     return false;
   if (V % bv)
     return false;
@@ -119,16 +122,19 @@ struct ChunkedChoice {
   int chunk, bv, warps, stages;
 };
 
-// The default config: chunk 64 before 32 before 16, BV 32 before 16 before
-// 64, 4 warps before 8 before 2, 2 stages before 1; the first legal one.
+// The default config: chunk 64 before 32 before 16 (kda: 32 first, its
+// intra-chunk kernel is half as costly per token at 32: H200, 2026-12-01),
+// then BV 64 before 32 before 16 (the scan narrows it at run time), 2 stages
+// before 1 (3 measured no faster), 8 warps before 4 before 2; the first
+// legal one.
 constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
                                         size_t smem = kChunkedSmemSm90) {
-  const int chunks[] = {64, 32, 16}, bvs[] = {32, 16, 64}, warps[] = {4, 8, 2},
-            stages[] = {2, 1};
-  for (int c : chunks)
+  const int chunks[] = {64, 32, 16}, chunks_kda[] = {32, 64, 16}, bvs[] = {64, 32, 16},
+            warps[] = {8, 4, 2}, stages[] = {2, 1};
+  for (int c : var == DELTAC_VARIANT_KDA ? chunks_kda : chunks)
     for (int b : bvs)
-      for (int w : warps)
-        for (int s : stages)
+      for (int s : stages)
+        for (int w : warps)
           if (chunked_legal(var, K, V, in_bytes, c, b, w, s, smem))
             return {c, b, w, s};
   return {0, 0, 0, 0};

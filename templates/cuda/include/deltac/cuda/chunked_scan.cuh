@@ -11,7 +11,7 @@
 //   o  = fq ∘ (Q S_hi) + Aqk v'
 //   S  = gamma ∘ S + Kᵀ (fk ∘ v')          (gamma per key row)
 // with the row factors fa, fb, fq, fk applied in f32 per token. The next
-// chunk's rows are copied with cp.async while this one computes (Stages = 2).
+// Stages - 1 chunks' rows are copied with cp.async while one computes.
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_CUH
 
@@ -23,6 +23,38 @@
 #include <cstdint>
 
 namespace deltac::cuda::detail {
+
+// Rows [0, C) of SEGS 16-byte segments each, from global (row stride
+// gstride elements) into shared memory (row stride LD), by cp.async over the
+// block's NTH threads; with ZFILL, rows >= len are zero (and not read).
+template <int C, int NTH, int SEGS, int LD, bool ZFILL, class Ts>
+__device__ __forceinline__ void copy_rows(Ts* dst, const Ts* src, int64_t gstride, int len,
+                                          int tid) {
+  constexpr int E = 16 / int(sizeof(Ts));
+  if constexpr (NTH % SEGS == 0 && (C * SEGS) % NTH == 0) {
+    constexpr int RS = NTH / SEGS, N = C * SEGS / NTH;  // row step, items per thread
+    const int r0 = tid / SEGS, sg = tid % SEGS;
+    const Ts* g0 = src + r0 * gstride + sg * E;
+    Ts* d0 = dst + r0 * LD + sg * E;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+      const int r = r0 + m * RS;
+      if constexpr (ZFILL)
+        cp_async16_zfill(d0 + m * RS * LD, r < len ? g0 + m * RS * gstride : src, r < len);
+      else
+        cp_async16(d0 + m * RS * LD, g0 + m * RS * gstride);
+    }
+  } else {
+    for (int i = tid; i < C * SEGS; i += NTH) {
+      const int r = i / SEGS, sg = i % SEGS;
+      if constexpr (ZFILL)
+        cp_async16_zfill(dst + r * LD + sg * E, r < len ? src + r * gstride + sg * E : src,
+                         r < len);
+      else
+        cp_async16(dst + r * LD + sg * E, src + r * gstride + sg * E);
+    }
+  }
+}
 
 template <deltac_variant Var, class Tr>
 __global__ void __launch_bounds__(Tr::kThreads)
@@ -118,41 +150,27 @@ __global__ void __launch_bounds__(Tr::kThreads)
   store_state();
 
   // Rows of one chunk into stage s; rows past the sequence are zero.
+  const Ts* qsrc = static_cast<const Ts*>(p.q);
+  const Ts* ksrc = static_cast<const Ts*>(p.k);
+  const Ts* vsrc = static_cast<const Ts*>(p.v);
   auto issue = [&](int64_t c, int s) {
     const int64_t slot = (first + c) * p.HV + j;
     const int64_t t0 = s0 + c * C;
     const int len = int(s1 - t0 < C ? s1 - t0 : C);
     Ts* b = stage(s);
-    constexpr int SK = K / E;
-    for (int i = tid; i < C * SK; i += NTH) {
-      const int r = i / SK, sg = i % SK;
-      const bool in = r < len;
-      const int64_t tok = in ? t0 + r : 0;
-      if constexpr (kKda) {
-        const int64_t off = (slot * C + r) * K + sg * E;
-        cp_async16_zfill(b + r * LK + sg * E, ws.qg + off, in);
-        cp_async16_zfill(b + C * LK + r * LK + sg * E, ws.kg + off, in);
-        cp_async16_zfill(b + 2 * C * LK + r * LK + sg * E, ws.kd + off, in);
-      } else {
-        const int64_t off = (tok * p.H + hqk) * K + sg * E;
-        cp_async16_zfill(b + r * LK + sg * E, static_cast<const In*>(p.q) + off, in);
-        cp_async16_zfill(b + C * LK + r * LK + sg * E, static_cast<const In*>(p.k) + off, in);
-      }
+    if constexpr (kKda) {
+      copy_rows<C, NTH, K / E, LK, true>(b, ws.qg + slot * C * K, K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + C * LK, ws.kg + slot * C * K, K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + 2 * C * LK, ws.kd + slot * C * K, K, len, tid);
+    } else {
+      const int64_t off = (t0 * p.H + hqk) * K;
+      copy_rows<C, NTH, K / E, LK, true>(b, qsrc + off, int64_t(p.H) * K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + C * LK, ksrc + off, int64_t(p.H) * K, len, tid);
     }
-    constexpr int SB = BV / E;
-    for (int i = tid; i < C * SB; i += NTH) {
-      const int r = i / SB, sg = i % SB;
-      const bool in = r < len;
-      const int64_t tok = in ? t0 + r : 0;
-      cp_async16_zfill(b + kOffV + r * LB + sg * E,
-                       static_cast<const In*>(p.v) + (tok * p.HV + j) * V + v0 + sg * E, in);
-    }
-    constexpr int SC = C / E;
-    for (int i = tid; i < C * SC; i += NTH) {
-      const int r = i / SC, sg = i % SC;
-      cp_async16(b + kOffT + r * LC + sg * E, ws.t + (slot * C + r) * C + sg * E);
-      cp_async16(b + kOffA + r * LC + sg * E, ws.aqk + (slot * C + r) * C + sg * E);
-    }
+    copy_rows<C, NTH, BV / E, LB, true>(b + kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                                        int64_t(p.HV) * V, len, tid);
+    copy_rows<C, NTH, C / E, LC, false>(b + kOffT, ws.t + slot * C * C, C, C, tid);
+    copy_rows<C, NTH, C / E, LC, false>(b + kOffA, ws.aqk + slot * C * C, C, C, tid);
     float* fb = reinterpret_cast<float*>(b + kStageTs);
     for (int i = tid; i < C + K / 4; i += NTH) {
       if (i < C)
@@ -163,28 +181,45 @@ __global__ void __launch_bounds__(Tr::kThreads)
     cp_async_commit();
   };
 
+  // Per-thread tile origins (elements) of the warp tilings.
+  const int m1 = wm1 * MT1 * 16, n1 = wn1 * NT1 * 8;  // phases 1-3: C x BV
+  const int m3 = wm3 * MT3 * 16, n3 = wn3 * NT3 * 8;  // phase 4: K x BV
+  const Tile<Ts, LB> tSH(SH), tSL(SL), tR(R), tVP(VP), tVD(VD);
   In* o = static_cast<In*>(p.o);
-  if (nchunks > 0)
-    issue(0, 0);
-  for (int64_t c = 0; c < nchunks; ++c) {
-    const int s = Tr::kStages == 2 ? int(c & 1) : 0;
-    cp_async_wait_all();
+  const int64_t ostride = int64_t(p.HV) * V;  // o row stride
+  In* orow = o + (s0 + m1 + g) * ostride + int64_t(j) * V + v0 + n1 + 2 * t;
+  // Stages S > 1: chunks c + 1 .. c + S - 1 are in flight while c computes
+  // (one cp.async group per chunk, empty past the last).
+  constexpr int NS = Tr::kStages;
+  for (int i = 0; i < (NS > 1 ? NS - 1 : 1); ++i) {
+    if (i < nchunks)
+      issue(i, i);
+    else
+      cp_async_commit();
+  }
+  for (int64_t c = 0; c < nchunks; ++c, orow += C * ostride) {
+    const int s = NS > 1 ? int(c % NS) : 0;
+    if constexpr (NS > 1)
+      cp_async_wait<NS - 2>();
+    else
+      cp_async_wait_all();
     __syncthreads();
-    if (Tr::kStages == 2 && c + 1 < nchunks)
-      issue(c + 1, s ^ 1);
+    if constexpr (NS > 1) {
+      if (c + NS - 1 < nchunks)
+        issue(c + NS - 1, int((c + NS - 1) % NS));
+      else
+        cp_async_commit();
+    }
     const Ts* sq = stage(s);
-    const Ts* sk = sq + C * LK;
-    const Ts* skd = kKda ? sq + 2 * C * LK : sk;
+    const Tile<Ts, LK> tQ(sq), tK(sq + C * LK), tKd(kKda ? sq + 2 * C * LK : sq + C * LK);
+    const Tile<Ts, LC> tT(sq + kOffT), tA(sq + kOffA);
     const Ts* sv = sq + kOffV;
-    const Ts* st = sq + kOffT;
-    const Ts* sa = sq + kOffA;
     const float* fa = reinterpret_cast<const float*>(sq + kStageTs);
     const float* fbv = fa + C;
     const float* fq = fa + 2 * C;
     const float* fk = fa + 3 * C;
     const float* sgam = fa + 4 * C;
-    const int64_t tc0 = s0 + c * C;
-    const int len = int(s1 - tc0 < C ? s1 - tc0 : C);
+    const int len = int(s1 - (s0 + c * C) < C ? s1 - (s0 + c * C) : C);
 
     // Phase 1: X = K S_hi (+ K S_lo), Y = Q S_hi; r = fb V - fa X, o = fq Y.
     float ax[MT1][NT1][4], al[MT1][NT1][4], ao[MT1][NT1][4];
@@ -194,20 +229,20 @@ __global__ void __launch_bounds__(Tr::kThreads)
       for (int ni = 0; ni < NT1; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) ax[mi][ni][e] = al[mi][ni][e] = ao[mi][ni][e] = 0.f;
-#pragma unroll 2
+#pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
       typename Op::FragB fh[NT1], fl[kSplit ? NT1 : 1];
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni) {
-        Op::load_b_t(fh[ni], SH + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+        tSH.lbt(fh[ni], k0 * LB + n1 + ni * 8);
         if constexpr (kSplit)
-          Op::load_b_t(fl[ni], SL + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+          tSL.lbt(fl[ni], k0 * LB + n1 + ni * 8);
       }
 #pragma unroll
       for (int mi = 0; mi < MT1; ++mi) {
         typename Op::FragA fa_k, fa_q;
-        Op::load_a(fa_k, sk + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
-        Op::load_a(fa_q, sq + (wm1 * MT1 + mi) * 16 * LK + k0, LK);
+        tK.la(fa_k, (m1 + mi * 16) * LK + k0);
+        tQ.la(fa_q, (m1 + mi * 16) * LK + k0);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           Op::mma(ax[mi][ni], fa_k, fh[ni]);
@@ -220,12 +255,12 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NT1; ++ni)
+      for (int h = 0; h < 2; ++h) {
+        const int r = m1 + mi * 16 + g + 8 * h;
+        const float a = fa[r], b = fbv[r], qf = fq[r];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = (wm1 * MT1 + mi) * 16 + g + 8 * h;
-          const int cl = (wn1 * NT1 + ni) * 8 + 2 * t;
-          const float a = fa[r], b = fbv[r], qf = fq[r];
+        for (int ni = 0; ni < NT1; ++ni) {
+          const int cl = n1 + ni * 8 + 2 * t;
           const float x0 = ax[mi][ni][2 * h] + al[mi][ni][2 * h];
           const float x1 = ax[mi][ni][2 * h + 1] + al[mi][ni][2 * h + 1];
           store2(R + r * LB + cl, b * cvt_f(sv[r * LB + cl]) - a * x0,
@@ -233,6 +268,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
           ao[mi][ni][2 * h] *= qf;
           ao[mi][ni][2 * h + 1] *= qf;
         }
+      }
     __syncthreads();
 
     // Phase 2: v' = T r (T is lower triangular: k blocks <= row block).
@@ -242,26 +278,31 @@ __global__ void __launch_bounds__(Tr::kThreads)
       float av[NT1][4];
 #pragma unroll
       for (int ni = 0; ni < NT1; ++ni) av[ni][0] = av[ni][1] = av[ni][2] = av[ni][3] = 0.f;
-      for (int k0 = 0; k0 <= rb * 16; k0 += 16) {
+#pragma unroll
+      for (int kb = 0; kb < C / 16; ++kb) {
+        if (kb > rb)
+          break;
         typename Op::FragA fa_t;
-        Op::load_a(fa_t, st + rb * 16 * LC + k0, LC);
+        tT.la(fa_t, rb * 16 * LC + kb * 16);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           typename Op::FragB fb;
-          Op::load_b_t(fb, R + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+          tR.lbt(fb, kb * 16 * LB + n1 + ni * 8);
           Op::mma(av[ni], fa_t, fb);
         }
       }
 #pragma unroll
-      for (int ni = 0; ni < NT1; ++ni)
+      for (int h = 0; h < 2; ++h) {
+        const int r = rb * 16 + g + 8 * h;
+        const float f = fk[r];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = rb * 16 + g + 8 * h;
-          const int off = r * LB + (wn1 * NT1 + ni) * 8 + 2 * t;
-          const float x0 = av[ni][2 * h], x1 = av[ni][2 * h + 1], f = fk[r];
+        for (int ni = 0; ni < NT1; ++ni) {
+          const int off = r * LB + n1 + ni * 8 + 2 * t;
+          const float x0 = av[ni][2 * h], x1 = av[ni][2 * h + 1];
           store2(VP + off, x0, x1);
           store2(VD + off, f * x0, f * x1);
         }
+      }
     }
     __syncthreads();
 
@@ -269,51 +310,58 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi) {
       const int rb = wm1 * MT1 + mi;
-      for (int k0 = 0; k0 <= rb * 16; k0 += 16) {
+#pragma unroll
+      for (int kb = 0; kb < C / 16; ++kb) {
+        if (kb > rb)
+          break;
         typename Op::FragA fa_a;
-        Op::load_a(fa_a, sa + rb * 16 * LC + k0, LC);
+        tA.la(fa_a, rb * 16 * LC + kb * 16);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           typename Op::FragB fb;
-          Op::load_b_t(fb, VP + k0 * LB + (wn1 * NT1 + ni) * 8, LB);
+          tVP.lbt(fb, kb * 16 * LB + n1 + ni * 8);
           Op::mma(ao[mi][ni], fa_a, fb);
         }
       }
 #pragma unroll
-      for (int ni = 0; ni < NT1; ++ni)
+      for (int h = 0; h < 2; ++h) {
+        const int r = m1 + mi * 16 + g + 8 * h;
+        if (r < len) {
+          In* orr = orow + (mi * 16 + 8 * h) * ostride;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = rb * 16 + g + 8 * h;
-          const int cl = (wn1 * NT1 + ni) * 8 + 2 * t;
-          if (r < len)
-            store2(o + ((tc0 + r) * p.HV + j) * V + v0 + cl, ao[mi][ni][2 * h],
-                   ao[mi][ni][2 * h + 1]);
+          for (int ni = 0; ni < NT1; ++ni)
+            store2(orr + ni * 8, ao[mi][ni][2 * h], ao[mi][ni][2 * h + 1]);
         }
+      }
     }
 
     // Phase 4: S = gamma ∘ S + Kᵀ (fk ∘ v').
 #pragma unroll
     for (int mi = 0; mi < MT3; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NT3; ++ni)
+      for (int h = 0; h < 2; ++h) {
+        const float gm = sgam[m3 + mi * 16 + g + 8 * h];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) S[mi][ni][e] *= sgam[srow(mi, e)];
+        for (int ni = 0; ni < NT3; ++ni) {
+          S[mi][ni][2 * h] *= gm;
+          S[mi][ni][2 * h + 1] *= gm;
+        }
+      }
 #pragma unroll
     for (int k0 = 0; k0 < C; k0 += 16) {
       typename Op::FragB fb[NT3];
 #pragma unroll
-      for (int ni = 0; ni < NT3; ++ni)
-        Op::load_b_t(fb[ni], VD + k0 * LB + (wn3 * NT3 + ni) * 8, LB);
+      for (int ni = 0; ni < NT3; ++ni) tVD.lbt(fb[ni], k0 * LB + n3 + ni * 8);
 #pragma unroll
       for (int mi = 0; mi < MT3; ++mi) {
         typename Op::FragA fa_k;
-        Op::load_a_t(fa_k, skd + k0 * LK + (wm3 * MT3 + mi) * 16, LK);
+        tKd.lat(fa_k, k0 * LK + m3 + mi * 16);
 #pragma unroll
         for (int ni = 0; ni < NT3; ++ni) Op::mma(S[mi][ni], fa_k, fb[ni]);
       }
     }
     store_state();
-    if (Tr::kStages == 1 && c + 1 < nchunks) {
+    if (NS == 1 && c + 1 < nchunks) {
       __syncthreads();
       issue(c + 1, 0);
     }
