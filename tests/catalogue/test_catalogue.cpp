@@ -165,8 +165,9 @@ TEST(Catalogue, CheckProblemRejectsBadDims) {
   p.HV = 3;
   EXPECT_NE(check_problem(p), "");
   p = problem(128, 128);
-  p.state_dtype = DELTAC_BF16;
-  EXPECT_NE(check_family(Family::CpuRecurrent, p), "");
+  p.state_dtype = DELTAC_BF16; // recurrent families only (decode fields)
+  EXPECT_NE(check_family(Family::CpuChunked, p), "");
+  EXPECT_EQ(check_family(Family::CpuRecurrent, p), "");
   p = problem(128, 128);
   p.out_dtype = DELTAC_F32;
   p.in_dtype = DELTAC_BF16;
