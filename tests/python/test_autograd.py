@@ -17,6 +17,20 @@ from deltac import ops
 from reference import rel_err
 
 VARIANTS = ["delta", "gated", "kda"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(request):
+    """One torch (and so kernel) thread, except in the long tests (the kernel's
+    OpenMP loop over heads): tiny tensors, and 2-thread regions on a busy 2-core
+    machine wait for the scheduler."""
+    if request.node.name.startswith("test_grads_vs_reference_long"):
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 CHUNK = {"delta": ops.chunk_delta_rule, "gated": ops.chunk_gated_delta_rule, "kda": ops.chunk_kda}
 
 
