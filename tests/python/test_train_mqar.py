@@ -185,6 +185,8 @@ def test_mqar_trains_and_matches_the_float64_reference(seed):
     print(f"deltac: {t1 - t0:.1f} s, recall {recall:.3f}, final loss {losses[-1]:.4f}")
     print(f"float64 reference: {t2 - t1:.1f} s, recall {ref_recall:.3f}, "
           f"final loss {ref_losses[-1]:.4f}")
+    print(f"largest per-step loss difference: "
+          f"{max(abs(a - b) for a, b in zip(losses, ref_losses)):.2e}")
     for s, x, y, d, lim in rows:
         print(f"steps {s}-{s + WINDOW - 1}: loss {x:.4f} vs {y:.4f}, |diff| {d:.4f} <= {lim:.4f}")
     assert recall >= 0.9, recall
