@@ -212,9 +212,11 @@ TEST(Catalogue, FamilyOrderPerDeviceAndMode) {
   p.max_seqlen = 0;
   ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
   EXPECT_EQ(f, Family::CudaChunked);
-  // Where chunked has no legal config, auto falls back to the recurrence.
-  p = problem(16, 128, DELTAC_BF16);
+  // Where chunked cannot run (here: a state pool, recurrent families only),
+  // auto falls back to the recurrence.
+  p = problem(128, 128, DELTAC_BF16);
   p.max_seqlen = 4096;
+  p.pool = true;
   ASSERT_TRUE(default_family(Device::CUDA, Mode::Auto, p, &f, &why));
   EXPECT_EQ(f, Family::CudaRecurrent);
   EXPECT_FALSE(default_family(Device::CUDA, Mode::Chunked, p, &f, &why));
