@@ -9,12 +9,12 @@
 // length. Knobs are the catalogue's default_config: tile_v 32 where it
 // divides V (K <= 128 for cpu_recurrent), CUDA warps from the row-group
 // rule, cuda_chunked's from chunked_rules.h's chunked_default (f32 K = V =
-// 128: chunk 64, tile_v 32, 4 warps, 1 stage).
+// 128: chunk 64, tile_v 64, 8 warps, 1 stage).
 // CPU-LABEL: delta.layer @auto_mode
 // CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
 // CPU-NOT: cpu_chunked
 // CUDA-LABEL: delta.layer @auto_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
 // ALL-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", {{.*}}, #delta.schedule<target = cpu, family = "cpu_recurrent", {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_recurrent", {{.*}}, max_tokens = 16, {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_chunked", {{.*}}, max_tokens = 0, source = "default">]
 delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128}
@@ -58,18 +58,18 @@ delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, va
 
 // -----
 
-// Auto on CUDA where cuda_chunked cannot run the shape (V = 256 > about 2K
-// for K = 64): the catalogue lists cuda_recurrent again, unbounded, as the
-// fallback; the kernel set is that one unbounded kernel (its bounded slot
-// is replaced, not doubled).
-// CUDA-LABEL: delta.layer @chunked_cannot
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
-delta.layer @chunked_cannot {variant = #delta.variant<gated>, heads = 4, key_dim = 64, value_dim = 256}
+// Auto on CUDA for K = 64, V = 256: once beyond the chunked kernel (V at most
+// about 2K), now chunked beyond 16 tokens like every shape (the scan reads
+// raw v rows). Where a call cannot run chunked (a state pool) the runtime
+// falls back to the recurrence: tests/catalogue, FamilyOrderPerDeviceAndMode.
+// CUDA-LABEL: delta.layer @wide_v
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
+delta.layer @wide_v {variant = #delta.variant<gated>, heads = 4, key_dim = 64, value_dim = 256}
 
 // -----
 
 // Auto on CUDA with f16 inputs: the generated code converts f16 q/k/v to
 // f32 around the call (templateInType), so the f32 kernels and defaults.
 // CUDA-LABEL: delta.layer @half
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 delta.layer @half {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<f16>}

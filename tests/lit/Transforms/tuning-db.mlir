@@ -41,5 +41,5 @@ delta.layer @gdn_f32 {variant = #delta.variant<gated>, heads = 16, v_heads = 32,
 // recurrent kernel's calls under auto (at most 16 tokens); no cuda_chunked
 // record for it: defaults.
 // CHECK-SAME: #delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 16 : i64, warps = 2 : i64}, max_tokens = 16, source = "tuning-db">
-// CHECK-SAME: #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, stages = 2 : i64, tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">
+// CHECK-SAME: #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 32 : i64, stages = 2 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">
 delta.layer @kda {variant = #delta.variant<kda>, heads = 2, key_dim = 64, value_dim = 64}
