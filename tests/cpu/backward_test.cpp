@@ -28,6 +28,7 @@ struct Case {
   float g_spike = 0.0f;  // < 0: each gate is this with probability 1/8
   int chunk = 0;
   float scale = 0.0f;
+  int threads = 0;
 };
 
 std::string describe(const Case& c) {
@@ -152,6 +153,7 @@ void setup(const Data& d, Call& call) {
   p.scale = c.scale;
   p.qk_l2norm = c.l2;
   p.chunk = c.chunk;
+  p.threads = c.threads;
   const size_t nqk = d.q.size(), nv = d.v.size(), ns = size_t(d.N) * c.HV * c.K * c.V;
   if (c.dtype == DELTAC_BWD_F64) {
     call.q64 = to64(d.q), call.k64 = to64(d.k), call.v64 = to64(d.v), call.do64 = to64(d.dout);
@@ -346,6 +348,12 @@ std::vector<Case> cases() {
     e.B = 1;
     e.H = e.HV = 3;
     out.push_back(e);
+    Case w = c;  // extreme head dims (vector tiles of 2 and 4)
+    w.K = 256, w.V = 16, w.T = 9, w.chunk = 4;
+    out.push_back(w);
+    Case x = c;
+    x.K = 16, x.V = 256, x.T = 9, x.HV = 2, x.threads = 1;
+    out.push_back(x);
     Case s = c;  // resets and near-underflow gates
     s.g_spike = var == DELTAC_VARIANT_DELTA ? 0.0f : -INFINITY;
     s.g_lo = -30.0f;
