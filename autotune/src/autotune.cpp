@@ -383,6 +383,24 @@ std::string candidate_string(const Candidate &c) {
   return s;
 }
 
+std::vector<KernelConfig> knob_product(const FamilyInfo &f) {
+  std::vector<KernelConfig> configs(1);
+  configs[0].family = f.family;
+  for (int k = 0; k < kKnobCount; ++k) {
+    if (!(f.knobs & (1u << k)))
+      continue;
+    std::vector<KernelConfig> next;
+    for (const KernelConfig &c : configs)
+      for (int j = 0; j < f.values[k].n; ++j) {
+        KernelConfig x = c;
+        x.knob(k) = f.values[k].v[j];
+        next.push_back(x);
+      }
+    configs.swap(next);
+  }
+  return configs;
+}
+
 std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
                                  int64_t tokens, int32_t batch) {
   const Problem prob = problemOf(spec, tokens, batch);
@@ -403,22 +421,7 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
     if (!s.families.empty() &&
         std::find(s.families.begin(), s.families.end(), f.name) == s.families.end())
       continue;
-    // Every combination of the listed values of the knobs f reads.
-    std::vector<KernelConfig> configs(1);
-    configs[0].family = f.family;
-    for (int k = 0; k < kKnobCount; ++k) {
-      if (!(f.knobs & (1u << k)))
-        continue;
-      std::vector<KernelConfig> next;
-      for (const KernelConfig &c : configs)
-        for (int j = 0; j < f.values[k].n; ++j) {
-          KernelConfig x = c;
-          x.knob(k) = f.values[k].v[j];
-          next.push_back(x);
-        }
-      configs.swap(next);
-    }
-    for (const KernelConfig &c : configs) {
+    for (const KernelConfig &c : knob_product(f)) {
       if (!check_config(c, prob).empty() || !compiled(spec, c, prob))
         continue;
       for (int32_t t : threads) {

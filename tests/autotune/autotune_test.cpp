@@ -329,21 +329,7 @@ TEST(TuneCuda, InstancesAreEveryLegalConfig) {
     for (const FamilyInfo &f : kFamilies) {
       if (f.device != Device::CUDA || !check_family(f.family, p).empty())
         continue;
-      std::vector<KernelConfig> cs(1);
-      cs[0].family = f.family;
-      for (int k = 0; k < kKnobCount; ++k) {
-        if (!(f.knobs & (1u << k)))
-          continue;
-        std::vector<KernelConfig> next;
-        for (const KernelConfig &c : cs)
-          for (int j = 0; j < f.values[k].n; ++j) {
-            KernelConfig x = c;
-            x.knob(k) = f.values[k].v[j];
-            next.push_back(x);
-          }
-        cs.swap(next);
-      }
-      for (const KernelConfig &c : cs) {
+      for (const KernelConfig &c : knob_product(f)) {
         if (!check_config(c, p).empty())
           continue;
         ++legal;

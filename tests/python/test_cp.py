@@ -85,6 +85,15 @@ def _local(x, ctx, T_r, r):
     return x[:, sum(T_r[:r]):sum(T_r[:r + 1])].contiguous()
 
 
+def _layout(layout, lens):
+    """(B, T, sequences, global cu_seqlens, context) of a case: batch (2
+    sequences, lens = tokens per rank) or varlen (lens = sequence lengths)."""
+    if layout == "batch":
+        return 2, sum(lens), 2, None, cp.context()
+    cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))])
+    return 1, sum(lens), len(lens), cu, cp.context(cu_seqlens=cu)
+
+
 def _cases(world):
     # (variant, layout, H, HV, K, V, lengths): batch lengths = tokens per rank
     return [
@@ -124,13 +133,7 @@ def _worker(rank, world, init, seed, check_grads):
         torch.set_num_threads(1)
         for ci, (variant, layout, H, HV, K, V, lens) in enumerate(_cases(world)):
             gen = torch.Generator().manual_seed(seed + ci)
-            if layout == "batch":
-                B, T, nseq, cu = 2, sum(lens), 2, None
-                ctx = cp.context()
-            else:
-                B, T, nseq = 1, sum(lens), len(lens)
-                cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))])
-                ctx = cp.context(cu_seqlens=cu)
+            B, T, nseq, cu, ctx = _layout(layout, lens)
             q, k, v, g, beta, h0 = _inputs(gen, variant, B, T, H, HV, K, V, nseq)
             what = f"case {ci} {variant} {layout} lens {lens} rank {rank}/{world}"
             # the whole batch in one process: deltac's kernels
@@ -235,13 +238,7 @@ def _gpu_worker(rank, world, init, seed, backend):
                  ("delta", "varlen", 4, 8, 64, 64, [257, 0, 31], torch.float32)]
         for ci, (variant, layout, H, HV, K, V, lens, dtype) in enumerate(cases):
             gen = torch.Generator().manual_seed(seed + ci)
-            if layout == "batch":
-                B, T, nseq, cu = 2, sum(lens), 2, None
-                ctx = cp.context()
-            else:
-                B, T, nseq = 1, sum(lens), len(lens)
-                cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))])
-                ctx = cp.context(cu_seqlens=cu)
+            B, T, nseq, cu, ctx = _layout(layout, lens)
             host = _inputs(gen, variant, B, T, H, HV, K, V, nseq, dtype)
             q, k, v, g, beta, h0 = (None if x is None else x.to(dev) for x in host)
             what = f"cuda case {ci} {variant} {layout} {dtype} rank {rank}/{world} ({backend})"

@@ -106,6 +106,10 @@ struct Progress {
   double elapsed_s = 0, left_s = 0;
 };
 
+// Every combination of the listed values of the knobs family f reads
+// (before any legality rule).
+std::vector<KernelConfig> knob_product(const FamilyInfo &f);
+
 // The candidates of spec on its device for a problem of `tokens`-long
 // sequences: every family, every combination of listed knob values that
 // check_config accepts, times the thread counts (CPU); the default config
