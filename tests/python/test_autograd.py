@@ -233,3 +233,30 @@ def test_runtime_names_the_bad_field():
     p = _lib.BwdParams()
     assert _lib.lib.deltac_backward(ctypes.byref(p), None) != 0
     assert b"params.B" in _lib.lib.deltac_backward_last_error()
+
+
+FUSED = {"delta": ops.fused_recurrent_delta_rule, "gated": ops.fused_recurrent_gated_delta_rule,
+         "kda": ops.fused_recurrent_kda}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fused_recurrent_grads_equal_chunk(variant, seed):
+    """The fused_recurrent_* functions take the same backward (their forward kernel
+    differs): gradients equal the chunk_* ones; fla's gate/beta pre-processing
+    (use_beta_sigmoid_in_kernel) differentiates through PyTorch."""
+    q, k, v, g, beta, h0 = make(variant, 2, 11, 1, 2, 32, 32, torch.float32)
+    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True,
+              use_beta_sigmoid_in_kernel=True)
+    ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
+    grads = []
+    for fn in (FUSED[variant], CHUNK[variant]):
+        if variant == "delta":  # no sigmoid option in fla's delta-rule signatures
+            o, ht = fn(q, k, v, torch.sigmoid(beta), initial_state=h0,
+                       output_final_state=True, use_qk_l2norm_in_kernel=True)
+        elif fn is ops.fused_recurrent_gated_delta_rule:
+            o, ht = fn(q, k, v, g, beta=beta, **kw)
+        else:
+            o, ht = fn(q, k, v, g, beta, **kw)
+        grads.append(torch.autograd.grad((o * o).sum() + ht.sum(), ins))
+    for a, b in zip(*grads):
+        assert rel_err(a, b) <= 1e-6
