@@ -171,8 +171,6 @@ def _load():
     lib.deltac_last_error.restype = c_char_p
     lib.deltac_backward.argtypes = [POINTER(BwdParams), c_void_p]
     lib.deltac_backward.restype = c_int
-    lib.deltac_backward_last_error.argtypes = []
-    lib.deltac_backward_last_error.restype = c_char_p
     lib.deltac_cuda_available.argtypes = []
     lib.deltac_cuda_available.restype = c_int
     lib.deltac_cuda_supports.argtypes = [c_int32, c_int32, c_int32, c_int32]
@@ -207,7 +205,7 @@ def backward(params: BwdParams) -> None:
     runtime's message."""
     if lib.deltac_backward(byref(params), None) != 0:
         raise DeltacError("deltac runtime: "
-                          + lib.deltac_backward_last_error().decode("utf-8", "replace"))
+                          + _last_error().decode("utf-8", "replace"))
 
 
 def last_run(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,

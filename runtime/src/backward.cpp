@@ -5,6 +5,7 @@
 
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
+#include "dispatch.h"
 
 #include <cmath>
 #include <exception>
@@ -22,12 +23,7 @@ void cpu_backward_bwd_avx512(const deltac_bwd_params&);
 
 namespace {
 
-thread_local std::string bwdError;
-
-int fail(const std::string& msg) {
-  bwdError = msg;
-  return 1;
-}
+int fail(const std::string& msg) { return deltac::rt::set_last_error(msg); }
 
 std::string field(const char* name, long long got, const char* expected) {
   std::ostringstream os;
@@ -111,7 +107,7 @@ void run_cpu(const deltac_bwd_params& p) {
 extern "C" {
 
 int deltac_backward(const deltac_bwd_params* pp, const deltac_options* optp) {
-  bwdError.clear();
+  deltac::rt::set_last_error("");
   if (!pp) return fail("deltac_backward: params is null");
   const deltac_options opt = optp ? *optp : deltac_default_options();
   if (opt.device == DELTAC_DEVICE_CUDA)
@@ -134,6 +130,5 @@ int deltac_backward(const deltac_bwd_params* pp, const deltac_options* optp) {
   return 0;
 }
 
-const char* deltac_backward_last_error(void) { return bwdError.c_str(); }
 
 }  // extern "C"

@@ -13,6 +13,10 @@
 namespace deltac {
 namespace rt {
 
+// Sets this thread's deltac_last_error() message (runtime.cpp); returns 1,
+// the C API's error status. For C API calls outside runtime.cpp.
+int set_last_error(const std::string &msg);
+
 // CPU: runs the validated host-pointer params p with config c (a CPU family,
 // legal for p). Returns false when no instance exists for c (nothing ran);
 // *specialized says whether a compile-time K/V instance ran. One per variant,

@@ -27,6 +27,12 @@ int failWith(const std::string &msg) {
   return 1;
 }
 
+} // namespace
+
+int deltac::rt::set_last_error(const std::string &msg) { return failWith(msg); }
+
+namespace {
+
 std::string validateOptions(const deltac_options &opt) {
   auto bad = [](const char *field, int32_t got, const char *expected) {
     return std::string("options.") + field + " = " + std::to_string(got) +

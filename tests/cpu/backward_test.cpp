@@ -248,7 +248,7 @@ void run_kernel(const deltac_bwd_params& p) {
 }
 
 void run_runtime(const deltac_bwd_params& p) {
-  ASSERT_EQ(deltac_backward(&p, nullptr), 0) << deltac_backward_last_error();
+  ASSERT_EQ(deltac_backward(&p, nullptr), 0) << deltac_last_error();
 }
 
 // L = sum o . dout + ht . dht, by ref::forward (inputs f32 as given).
@@ -443,18 +443,18 @@ TEST(BackwardRuntime, ChecksArguments) {
     deltac_bwd_params p = valid(d, call);
     b.edit(p);
     EXPECT_NE(deltac_backward(&p, nullptr), 0) << b.field;
-    EXPECT_NE(std::string(deltac_backward_last_error()).find(b.field), std::string::npos)
-        << deltac_backward_last_error();
+    EXPECT_NE(std::string(deltac_last_error()).find(b.field), std::string::npos)
+        << deltac_last_error();
   }
   deltac_bwd_params p = valid(d, call);
   deltac_options opt = deltac_default_options();
   opt.device = DELTAC_DEVICE_CUDA;
   EXPECT_NE(deltac_backward(&p, &opt), 0);
-  EXPECT_NE(std::string(deltac_backward_last_error()).find("not implemented on CUDA"),
+  EXPECT_NE(std::string(deltac_last_error()).find("not implemented on CUDA"),
             std::string::npos)
-      << deltac_backward_last_error();
-  EXPECT_EQ(deltac_backward(&p, nullptr), 0) << deltac_backward_last_error();
-  EXPECT_STREQ(deltac_backward_last_error(), "");
+      << deltac_last_error();
+  EXPECT_EQ(deltac_backward(&p, nullptr), 0) << deltac_last_error();
+  EXPECT_STREQ(deltac_last_error(), "");
   EXPECT_NE(deltac_backward(nullptr, nullptr), 0);
 }
 

@@ -232,7 +232,7 @@ def test_runtime_names_the_bad_field():
     from deltac import _lib
     p = _lib.BwdParams()
     assert _lib.lib.deltac_backward(ctypes.byref(p), None) != 0
-    assert b"params.B" in _lib.lib.deltac_backward_last_error()
+    assert b"params.B" in _lib.lib.deltac_last_error()
 
 
 FUSED = {"delta": ops.fused_recurrent_delta_rule, "gated": ops.fused_recurrent_gated_delta_rule,

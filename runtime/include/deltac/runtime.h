@@ -210,11 +210,8 @@ extern "C" {
  * opt may be NULL; options.device must be auto or cpu: CUDA is not
  * implemented yet (an error saying so); the other options are ignored.
  * Returns 0 on success, nonzero on error with the message in
- * deltac_backward_last_error() (not deltac_last_error()). */
+ * deltac_last_error(). */
 int deltac_backward(const deltac_bwd_params *p, const deltac_options *opt);
-
-/* Message of the last failing deltac_backward on this thread ("" if none). */
-const char *deltac_backward_last_error(void);
 
 #ifdef __cplusplus
 }
