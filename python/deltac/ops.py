@@ -519,13 +519,10 @@ def _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
     return beta
 
 
-def _no_extra(fn, kwargs, ignored=("chunk_indices", "cu_seqlens_cpu")):
+def _no_extra(fn, kwargs, ignored=("chunk_indices", "cu_seqlens_cpu", "cp_context")):
     for key in list(kwargs):
         if key in ignored:
             kwargs.pop(key)
-    if kwargs.get("cp_context") is not None:
-        _fail(fn, "cp_context (context parallelism) is not supported", NotImplementedError)
-    kwargs.pop("cp_context", None)
     if kwargs:
         _fail(fn, f"unexpected argument(s) {sorted(kwargs)}", TypeError)
 
@@ -643,6 +640,21 @@ def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
 # --------------------------------------------------------------------------
 
 
+def _context_parallel(fn, cp_context, cu_seqlens, args, kwargs):
+    """The chunk_* function `fn` over the ranks of cp_context (deltac.cp)."""
+    from . import cp
+
+    if not isinstance(cp_context, cp.CPContext):
+        _fail(fn, f"cp_context must be a deltac.cp.CPContext (deltac.cp.context()), got "
+                  f"{type(cp_context).__name__}", TypeError)
+    if cu_seqlens is not None:
+        _fail(fn, "with cp_context, pass the global cu_seqlens to deltac.cp.context(), "
+                  "not to the call")
+    for key in ("chunk_indices", "cu_seqlens_cpu"):
+        kwargs.pop(key, None)
+    return getattr(cp, fn)(*args, cp_context=cp_context, **kwargs)
+
+
 def chunk_delta_rule(
     q: Tensor,
     k: Tensor,
@@ -656,8 +668,15 @@ def chunk_delta_rule(
     cu_seqlens_cpu: Optional[Tensor] = None,
     **kwargs,
 ) -> Tuple[Tensor, Optional[Tensor]]:
-    """DeltaNet (a_t = 1). fla.ops.delta_rule.chunk_delta_rule's signature; returns (o, final_state)."""
+    """DeltaNet (a_t = 1). fla.ops.delta_rule.chunk_delta_rule's signature; returns (o, final_state).
+    ``cp_context`` (keyword): a deltac.cp.CPContext runs the call over its ranks."""
     fn = "chunk_delta_rule"
+    if kwargs.get("cp_context") is not None:
+        ctx = kwargs.pop("cp_context")
+        return _context_parallel(fn, ctx, cu_seqlens, (q, k, v, beta), dict(
+            kwargs, scale=scale, initial_state=initial_state,
+            output_final_state=output_final_state,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel))
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
     _no_extra(fn, kwargs)
     return _call(fn, VARIANT_DELTA, mode, chunk, q, k, v, None, beta, scale, initial_state,
@@ -718,8 +737,16 @@ def chunk_gated_delta_rule(
 
     ``use_gate_in_kernel=True`` (keyword, as in fla) reads g as the gate input and
     computes ``g = -exp(A_log) * softplus(g + dt_bias)`` (``A_log``, ``dt_bias``: [HV]).
+    ``cp_context``: a deltac.cp.CPContext runs the call over its ranks (docs/parallel.md).
     """
     fn = "chunk_gated_delta_rule"
+    if cp_context is not None:
+        return _context_parallel(fn, cp_context, cu_seqlens, (q, k, v, g, beta), dict(
+            kwargs, scale=scale, initial_state=initial_state,
+            output_final_state=output_final_state,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+            allow_neg_eigval=allow_neg_eigval, state_v_first=state_v_first))
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
     use_gate = kwargs.pop("use_gate_in_kernel", False)
     A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
@@ -829,9 +856,21 @@ def chunk_kda(
     ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` with ``lower_bound``.
     ``safe_gate`` and ``disable_recompute`` change nothing here (no chunk-local
     cumulative sums overflow in deltac's kernels; the backward recomputes states);
-    ``return_intermediate_states=True`` is not supported.
+    ``return_intermediate_states=True`` is not supported. ``cp_context``: a
+    deltac.cp.CPContext runs the call over its ranks (docs/parallel.md).
     """
     fn = "chunk_kda"
+    if cp_context is not None:
+        if return_intermediate_states:
+            _fail(fn, "return_intermediate_states=True is not supported", NotImplementedError)
+        return _context_parallel(fn, cp_context, cu_seqlens, (q, k, v, g, beta), dict(
+            kwargs, scale=scale, initial_state=initial_state,
+            output_final_state=output_final_state,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+            use_gate_in_kernel=use_gate_in_kernel,
+            use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+            allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+            state_v_first=state_v_first))
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
     A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
     if return_intermediate_states:

@@ -146,6 +146,10 @@ def _worker(rank, world, init, seed, check_grads):
             e_h = rel_err(ht, ht_all)
             assert o.shape == loc[2].shape, f"{what}: o shape {tuple(o.shape)}"
             assert e_o <= F32_TOL and e_h <= F32_TOL, f"{what}: err o {e_o:.2e} ht {e_h:.2e}"
+            # fla's keyword on deltac.ops reaches the same code
+            o2, ht2 = _call(_OPS[variant], variant, *loc, cp_context=ctx, initial_state=h0,
+                            output_final_state=True)
+            assert torch.equal(o2, o) and torch.equal(ht2, ht), f"{what}: ops(cp_context=...)"
             if not check_grads:
                 continue
             # gradients through the collectives, with the float64 reference kernel
@@ -202,6 +206,11 @@ def test_cp_errors():
                 cp.chunk_delta_rule(q, q, q, torch.ones(1, 4, 1), cp_context=ctx)
             with pytest.raises(TypeError, match="cp_context must be"):
                 cp.chunk_delta_rule(q, q, q, torch.ones(1, 4, 1), cp_context=None)
+            with pytest.raises(TypeError, match="cp_context must be a deltac.cp.CPContext"):
+                ops.chunk_delta_rule(q, q, q, torch.ones(1, 4, 1), cp_context=object())
+            with pytest.raises(ValueError, match="global cu_seqlens to deltac.cp.context"):
+                ops.chunk_gated_delta_rule(q, q, q, torch.zeros(1, 4, 1), torch.ones(1, 4, 1),
+                                           cp_context=ctx, cu_seqlens=torch.tensor([0, 4]))
         finally:
             dist.destroy_process_group()
 

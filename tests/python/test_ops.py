@@ -250,7 +250,7 @@ BAD = [
     ("scale_negative", lambda a: a.update(scale=-1.0), ValueError, "scale = -1.0"),
     ("scale_nan", lambda a: a.update(scale=float("nan")), ValueError, "scale = nan"),
     ("unknown_kwarg", lambda a: a.update(head_first=True), TypeError, "unexpected argument"),
-    ("cp_context", lambda a: a.update(cp_context=object()), NotImplementedError, "cp_context"),
+    ("cp_context", lambda a: a.update(cp_context=object()), TypeError, "deltac.cp.CPContext"),
     ("neg_eigval_without_sigmoid", lambda a: a.update(allow_neg_eigval=True), ValueError,
      "allow_neg_eigval=True requires"),
     ("chunk_size", lambda a: a.update(chunk_size=128), ValueError, "chunk_size = 128"),
