@@ -31,16 +31,17 @@ struct Call {
   cudaStream_t stream;
   int stages;  // bit 0 prep, bit 1 scan
   size_t* ws_out;  // non-null: workspace query only
+  int split = 0;   // segments per sequence forced (0: the rule)
 };
 
 template <deltac_variant Var, int K, int V, class Cfg>
 cudaError_t run(const Call& c) {
   if (c.ws_out) {
-    *c.ws_out = deltac::cuda::chunked_workspace_bytes<Var, K, V, bf16, Cfg>(*c.p);
+    *c.ws_out = deltac::cuda::chunked_workspace_bytes<Var, K, V, bf16, Cfg>(*c.p, c.split);
     return cudaSuccess;
   }
-  return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(*c.p, c.ws, c.bytes,
-                                                                   c.stream, c.stages);
+  return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(
+      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, 0, c.split);
 }
 
 // Config I of the sweep where it is legal for this variant and shape.
@@ -68,7 +69,12 @@ cudaError_t run_cfg(const Call& c, int cfg) {
   return cudaErrorInvalidValue;
 }
 
-cudaError_t dispatch(const Call& c, int cfg) {
+// cfg 100 S + i: config i (0: the default) with the sequence split forced
+// to S segments.
+cudaError_t dispatch(const Call& c0, int cfg) {
+  Call c = c0;
+  if (cfg >= 100)
+    c.split = cfg / 100, cfg %= 100;
   const int var = c.p->variant, K = c.p->K, V = c.p->V;
   if (var == DELTAC_VARIANT_GATED && K == 128 && V == 128)
     return run_cfg<DELTAC_VARIANT_GATED, 128, 128>(c, cfg);
@@ -96,8 +102,10 @@ size_t deltac_bench_chunked_ws(const deltac_fwd_params* p, int cfg) {
   return dispatch(c, cfg) == cudaSuccess ? bytes : 0;
 }
 
-// Launches the chunked forward on `stream` (stages: 3 all, 1 prep, 2 scan)
-// under config `cfg` (0: the default); returns the cudaError_t.
+// Launches the chunked forward on `stream` (stages: 3 all, 1 prep, 2 scan
+// with the split's fold and fix-up, 4 the fold and fix-up alone)
+// under config `cfg` (0: the default; 100 S + i: config i with S segments
+// per sequence, 100: the default with no split); returns the cudaError_t.
 int deltac_bench_chunked(const deltac_fwd_params* p, void* ws, size_t ws_bytes, void* stream,
                          int cfg, int stages) {
   Call c{p, ws, ws_bytes, static_cast<cudaStream_t>(stream), stages, nullptr};

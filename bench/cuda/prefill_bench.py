@@ -15,6 +15,9 @@ Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
 --sweep also times, on the first GDN K=V=128 row and the first KDA row, the
 intra-chunk kernel and the scan apart and every config of the library's sweep
 (--sweep-all: on every GDN K=V=128 row).
+--split=S[:CFG],... also times deltac with the sequence split forced to S
+segments (1: none; CFG: a config of the sweep, default 0) on every row, and the intra-chunk kernel, the rest
+(scan, fold, fix-up) and the fold + fix-up alone apart.
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
 """
@@ -183,6 +186,27 @@ def main():
                     del buf
                 except Exception as e:  # noqa: BLE001
                     print(f"  sweep {name} cfg {cfg}: failed: {e}")
+
+        for sp in [x for a in sys.argv if a.startswith("--split=") for x in a[8:].split(",")]:
+            cfg = 100 * int(sp.split(":")[0]) + (int(sp.split(":")[1]) if ":" in sp else 0)
+            try:
+                full, buf = make_ours(cfg, 3)
+                t_full = time_graph(full, reps)
+                t_prep = time_graph(lambda: lib.deltac_bench_chunked(
+                    ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                    torch.cuda.current_stream().cuda_stream, cfg, 1), reps)
+                t_scan = time_graph(lambda: lib.deltac_bench_chunked(
+                    ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                    torch.cuda.current_stream().cuda_stream, cfg, 2), reps)
+                t_fix = time_graph(lambda: lib.deltac_bench_chunked(
+                    ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                    torch.cuda.current_stream().cuda_stream, cfg, 4), reps)
+                print(f"  split {name} S={sp}: total {t_full:.3f} ms, intra-chunk "
+                      f"{t_prep:.3f} ms, scan + fold + fix {t_scan:.3f} ms, fold + fix "
+                      f"{t_fix:.3f} ms", flush=True)
+                del buf
+            except Exception as e:  # noqa: BLE001
+                print(f"  split {name} S={sp}: failed: {e}")
 
         out = {}
 

@@ -124,6 +124,41 @@ std::vector<Case> all_cases() {
       c.K = c.V = 64, c.config = cfg, c.T = 300;
       cs.push_back(c);
     }
+    // The sequence split (configs 6 / 7 / 8: 2 / 4 / 8 segments forced; bf16
+    // K = V = 128 and f32 K = V = 64, GVA 2): lengths of 1, 2, 16 and 65
+    // chunks (fewer chunks than segments: fewer segments), varlen with
+    // 1-token and empty sequences, in place, VK state, no ht, chunk 32 with
+    // BV 32, and the default rule on one head (T = 4097: it picks 4).
+    for (Dt dt : {BF16, F32}) {
+      const int D = dt == BF16 ? 128 : 64;
+      for (int cfg : kChunkedSplitConfigs) {
+        const std::string sp = "split" + std::to_string(1 << (cfg - 5)) + "_";
+        for (int T : {1, 65, 1000, 4097}) {
+          Case c = make(var, dt, sp + "T" + std::to_string(T));
+          c.K = c.V = D, c.config = cfg, c.T = T;
+          cs.push_back(c);
+        }
+        Case c = make(var, dt, sp + "varlen");
+        c.K = c.V = D, c.config = cfg;
+        c.cu_seqlens = {0, 1, 65, 1065, 1065, 1068, 2100};
+        cs.push_back(c);
+      }
+      Case c = make(var, dt, "split4_inplace");
+      c.K = c.V = D, c.config = 7, c.inplace = true, c.T = 1000;
+      cs.push_back(c);
+      c = make(var, dt, "split4_vk_layout");
+      c.K = c.V = D, c.config = 7, c.layout = DELTAC_STATE_VK, c.T = 1000;
+      cs.push_back(c);
+      c = make(var, dt, "split2_no_ht");
+      c.K = c.V = D, c.config = 6, c.ht = false, c.T = 700;
+      cs.push_back(c);
+      c = make(var, dt, "split4_narrow");
+      c.K = c.V = D, c.config = kChunkedSplitNarrow, c.T = 1000;
+      cs.push_back(c);
+      c = make(var, dt, "split_default_rule");
+      c.K = c.V = D, c.H = c.HV = 1, c.T = 4097;
+      cs.push_back(c);
+    }
   }
   return cs;
 }
@@ -177,6 +212,38 @@ TEST(ChunkedVsRecurrent, SameInputsSameOutputs) {
       EXPECT_LE(rel_diff(a.ht, b.ht), tol) << vname(var) << (bf16 ? " bf16" : " f32") << " ht";
       std::printf("  %s %s chunked vs recurrent: o %.2e ht %.2e\n", vname(var),
                   bf16 ? "bf16" : "f32", rel_diff(a.o, b.o), rel_diff(a.ht, b.ht));
+    }
+  }
+}
+
+// The split and the unsplit kernel agree on the same inputs (o and ht):
+// f32 to the reference tolerance; bf16 to twice it, since each rounds
+// differently and each is within 5e-3 of float64 (the cases above; delta
+// bf16 measured 3.7-5.0e-3 apart, T = 1500, H200).
+TEST(ChunkedSplit, SplitMatchesNoSplit) {
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = test_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (deltac_variant var : kVars) {
+    for (bool bf16 : {false, true}) {
+      for (int cfg : kChunkedSplitConfigs) {
+        Case c = make(var, bf16 ? BF16 : F32, "split_vs_none");
+        c.K = c.V = bf16 ? 128 : 64, c.T = 1500, c.config = cfg;
+        Case rc = c;
+        rc.config = kChunkedNoSplit;
+        Result a = run_case(c, seed), b = run_case(rc, seed);
+        ASSERT_TRUE(a.error.empty()) << a.error;
+        ASSERT_TRUE(b.error.empty()) << b.error;
+        const double tol = bf16 ? 1e-2 : 1e-4;
+        EXPECT_LE(rel_diff(a.o, b.o), tol) << vname(var) << " config " << cfg << " o";
+        EXPECT_LE(rel_diff(a.ht, b.ht), tol) << vname(var) << " config " << cfg << " ht";
+        EXPECT_LE(a.o_err, tol / 2) << vname(var) << " config " << cfg << " o vs float64";
+        EXPECT_LE(a.ht_err, tol / 2) << vname(var) << " config " << cfg << " ht vs float64";
+        std::printf("  %s %s config %d vs no split: o %.2e ht %.2e\n", vname(var),
+                    bf16 ? "bf16" : "f32", cfg, rel_diff(a.o, b.o), rel_diff(a.ht, b.ht));
+      }
     }
   }
 }
@@ -292,6 +359,20 @@ TEST(ChunkedRules, DefaultsAreLegalEverywhereTheyExist) {
   // Shared memory: the sm_90 default does not fit 99 KB; a smaller one does.
   EXPECT_FALSE(chunked_legal(1, 128, 128, 2, 64, 32, 4, 2, 101376));
   EXPECT_NE(chunked_default(1, 128, 128, 2, 101376).chunk, 0);
+}
+
+// The default sequence split (host only): (K, V, heads x sequences, chunks
+// per sequence, the unsplit V tile, the split's V tile, multiprocessors).
+TEST(ChunkedRules, DefaultSplit) {
+  using deltac::cuda::chunked_default_split;
+  EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 16, 64, 132), 4);   // GDN 2/8 1x32768
+  EXPECT_EQ(chunked_default_split(128, 128, 32, 512, 32, 64, 132), 1);  // 16/32: grid full
+  EXPECT_EQ(chunked_default_split(128, 128, 12, 512, 16, 64, 132), 1);  // only S = 2 fits
+  EXPECT_EQ(chunked_default_split(128, 128, 1, 512, 16, 64, 132), 16);  // one head
+  EXPECT_EQ(chunked_default_split(128, 128, 1, 65, 16, 64, 132), 4);    // >= 16 chunks each
+  EXPECT_EQ(chunked_default_split(128, 128, 1, 40, 16, 64, 132), 1);    // too short
+  EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 16, 0, 132), 1);    // no V tile divides K
+  EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 16, 64, 0), 1);     // unknown device
 }
 
 }  // namespace

@@ -30,11 +30,33 @@ constexpr int dtype_id() {
                                        : DELTAC_BF16;
 }
 
+// Workspace for Cfg with `Split` segments forced (0: the rule).
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
+size_t ws_split(const deltac_fwd_params& p) {
+  return cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, Split);
+}
+
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 ChunkedFns fns() {
   ChunkedFns f;
   f.run = &cuda::chunked<Var, K, V, InT, Cfg>;
-  f.ws = &cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>;
+  f.ws = &ws_split<Var, K, V, InT, Cfg, 0>;
+  return f;
+}
+
+// Cfg with the sequence split forced to Split segments (1: none).
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
+cudaError_t run_split(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                      const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0,
+                                                           Split);
+}
+
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
+ChunkedFns fns_split() {
+  ChunkedFns f;
+  f.run = &run_split<Var, K, V, InT, Cfg, Split>;
+  f.ws = &ws_split<Var, K, V, InT, Cfg, Split>;
   return f;
 }
 
@@ -49,7 +71,7 @@ template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
 ChunkedFns fns_bv() {
   ChunkedFns f;
   f.run = &run_bv<Var, K, V, InT, Cfg, BV>;
-  f.ws = &cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>;
+  f.ws = &ws_split<Var, K, V, InT, Cfg, 0>;
   return f;
 }
 
@@ -74,6 +96,16 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
     if constexpr (cuda::detail::chunked_bv_ok<Var, K, V, InT, D>(D::kBV / 2))
       if (config == 5)
         return fns_bv<Var, K, V, InT, D, D::kBV / 2>();
+    if (config == 6)
+      return fns_split<Var, K, V, InT, D, 2>();
+    if (config == 7)
+      return fns_split<Var, K, V, InT, D, 4>();
+    if (config == 8)
+      return fns_split<Var, K, V, InT, D, 8>();
+    if (config == 9)
+      return fns_split<Var, K, V, InT, D, 1>();
+    if (config == 10)  // split with a narrower V tile (chunk 32, BV 32)
+      return fns_split<Var, K, V, InT, cuda::ChunkedConfig<32, 32, 4, 2>, 4>();
   }
   return {};
 }

@@ -27,14 +27,17 @@
 // intra-chunk kernel (one block per chunk and value head:
 // chunked_prep.cuh; writes T, Aqk and row factors, about 17 KB per chunk and
 // head at C = 64) and the scan (one block per V tile, value head and
-// sequence: chunked_scan.cuh; reads q, k, v again). Config knobs:
-// chunked_traits.cuh.
+// sequence: chunked_scan.cuh; reads q, k, v again). With the sequence split
+// (when value heads x sequences leave the GPU idle; chunked_plan), the scan
+// runs S segments of each sequence in parallel and two more launches
+// compose them (chunked_split.cuh). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/cuda/chunked_split.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
 #include "deltac/params.h"
 
@@ -103,9 +106,11 @@ int64_t chunked_max_chunks(const deltac_fwd_params& p) {
 
 inline size_t chunked_round(size_t x) { return (x + 255) / 256 * 256; }
 
-// Workspace carve-up; returns the bytes used (ws may be null to measure).
+// Workspace carve-up for `split` segments per sequence; returns the bytes
+// used (ws may be null to measure).
 template <class Tr>
-size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename Tr::Ts>* ws) {
+size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename Tr::Ts>* ws,
+                     int split) {
   using Ts = typename Tr::Ts;
   const int64_t slots = chunked_max_chunks<Tr::C>(p) * p.HV;
   char* b = static_cast<char*>(base);
@@ -126,24 +131,18 @@ size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename 
     w.kg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
     w.kd = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
   }
+  w.split = split;
+  if (split > 1) {
+    const size_t segs = size_t(p.N) * split * p.HV;
+    w.qt = reinterpret_cast<Ts*>(take(size_t(p.B) * p.T * p.HV * Tr::K * sizeof(Ts)));
+    w.cst = reinterpret_cast<float*>(take(segs * Tr::K * Tr::V * 4));
+    w.pst = reinterpret_cast<float*>(take(segs * Tr::K * Tr::K * 4));
+  }
   w.max_chunks = chunked_max_chunks<Tr::C>(p);
   if (ws)
     *ws = w;
   return off;
 }
-
-}  // namespace detail
-
-template <deltac_variant Var, int K, int V, class InT,
-          class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
-size_t chunked_workspace_bytes(const deltac_fwd_params& p) {
-  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
-  if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
-    return 0;
-  return detail::chunked_carve<Tr>(p, nullptr, nullptr);
-}
-
-namespace detail {
 
 // The scan with V tiles of BVe columns (a legal width for Cfg's other knobs).
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int BVe>
@@ -156,8 +155,10 @@ cudaError_t chunked_scan_launch(const deltac_fwd_params& p, const ChunkedWs<InT>
                                        int(Tr::kScanSmem));
   if (e != cudaSuccess)
     return e;
-  scan<<<dim3(V / BVe, unsigned(p.HV), unsigned(p.N)), Tr::kThreads, Tr::kScanSmem, stream>>>(
-      p, ws);
+  // Split: K / BVe more V tiles (identity columns), split segments a sequence.
+  const unsigned tiles = V / BVe + (ws.split > 1 ? K / BVe : 0);
+  scan<<<dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)), Tr::kThreads,
+         Tr::kScanSmem, stream>>>(p, ws);
   return cudaGetLastError();
 }
 
@@ -194,29 +195,68 @@ int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
   return bv;
 }
 
+struct ChunkedPlan {
+  int bv, split;  // the scan's V tile, segments per sequence (1: no split)
+};
+
+// The V tile and the sequence split. force_split: that many segments (1: no
+// split) where the split can run (a V tile that divides K too, sequences x
+// segments <= 65535), else none; 0: the rule of chunked_default_split
+// (chunked_rules.h) on this device's multiprocessors.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_split) {
+  using Tr = ChunkedTraits<Var, K, V, InT, Cfg>;
+  ChunkedPlan pl{chunked_pick_bv<Var, K, V, InT, Cfg>(p, force_bv), 1};
+  if (pl.bv == 0 || force_split == 1 || p.N <= 0)
+    return pl;
+  constexpr int B0 = Cfg::kBV;
+  int sbv = 0;  // the split's V tile: the widest legal one that divides K too
+  for (int b : {B0, B0 / 2, B0 / 4})
+    if (!sbv && K % b == 0 && chunked_bv_ok<Var, K, V, InT, Cfg>(b) && (!force_bv || b == force_bv))
+      sbv = b;
+  int dev = 0, sms = 0, smem = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    sms = smem = 0;
+  if (sbv == 0 || size_t(smem) < chunked_fix_smem<Tr, chunked_fix_cols<V>()>())
+    return pl;
+  int split = force_split;
+  if (split == 0) {
+    const int64_t max_chunks = (int64_t(p.T) + Tr::C - 1) / Tr::C;  // varlen: T bounds each
+    split = chunked_default_split(K, V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, sms);
+  }
+  if (split > 1 && int64_t(p.N) * split <= 65535)
+    pl = {sbv, split};
+  return pl;
+}
+
 // chunked() with a choice of launches, for benchmarks that time the stages
 // apart: bit 0 the chunk index and the intra-chunk kernel, bit 1 the scan
-// (which reads the workspace an earlier call wrote). skip: a device flag or
+// (which reads the workspace an earlier call wrote) and, with the split,
+// the fold and the fix-up; bit 2 (value 4) the fold and the fix-up alone. skip: a device flag or
 // null; when it is nonzero the scan writes nothing (o and ht untouched).
-// force_bv: the scan's V tile (tests; 0: chunked_pick_bv chooses).
+// force_bv: the scan's V tile (tests; 0: chunked_pick_bv chooses);
+// force_split: segments per sequence (0: the rule; chunked_plan).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
-                           int force_bv = 0) {
+                           int force_bv = 0, int force_split = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   if (p.N == 0)
     return cudaSuccess;
-  const size_t need = detail::chunked_carve<Tr>(p, nullptr, nullptr);
-  if (!workspace || workspace_bytes < need || !detail::chunked_aligned(workspace, 256))
-    return cudaErrorInvalidValue;
-  const int bv = chunked_pick_bv<Var, K, V, InT, Cfg>(p, force_bv);
+  const ChunkedPlan pl = chunked_plan<Var, K, V, InT, Cfg>(p, force_bv, force_split);
+  const int bv = pl.bv;
   if (bv == 0)
     return cudaErrorInvalidValue;
+  const size_t need = detail::chunked_carve<Tr>(p, nullptr, nullptr, pl.split);
+  if (!workspace || workspace_bytes < need || !detail::chunked_aligned(workspace, 256))
+    return cudaErrorInvalidValue;
   detail::ChunkedWs<Ts> ws;
-  detail::chunked_carve<Tr>(p, workspace, &ws);
+  detail::chunked_carve<Tr>(p, workspace, &ws, pl.split);
   ws.skip = skip;
   if (ws.max_chunks > 0x7fffffff)
     return cudaErrorInvalidValue;
@@ -238,19 +278,51 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     if ((e = cudaGetLastError()) != cudaSuccess)
       return e;
   }
-  if (!(stages & 2))
+  if (!(stages & 6))
     return cudaSuccess;
   constexpr int B0 = Cfg::kBV;
+  e = (stages & 2) ? cudaErrorInvalidValue : cudaSuccess;
   if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
-    if (bv == B0 / 4)
-      return chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, stream);
+    if (bv == B0 / 4 && (stages & 2))
+      e = chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, stream);
   if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 2))
-    if (bv == B0 / 2)
-      return chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, stream);
-  return chunked_scan_launch<Var, K, V, InT, Cfg, B0>(p, ws, stream);
+    if (bv == B0 / 2 && (stages & 2))
+      e = chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, stream);
+  if (bv == B0 && (stages & 2))
+    e = chunked_scan_launch<Var, K, V, InT, Cfg, B0>(p, ws, stream);
+  if (e != cudaSuccess || pl.split == 1)
+    return e;
+  // The split: fold the segments' states (and write ht), then correct the
+  // later segments' outputs.
+  chunked_fold_kernel<K, V, Tr::C><<<dim3(V / 16, unsigned(p.HV), unsigned(p.N)), 256, 0,
+                                     stream>>>(p, ws.offsets, ws.max_chunks, pl.split, ws.pst,
+                                               ws.cst, skip);
+  if ((e = cudaGetLastError()) != cudaSuccess || ws.max_chunks == 0)
+    return e;
+  constexpr int CV = chunked_fix_cols<V>();
+  constexpr size_t kFixSmem = chunked_fix_smem<Tr, CV>();
+  auto fix = chunked_fix_kernel<Tr, CV>;
+  if ((e = cudaFuncSetAttribute(fix, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                int(kFixSmem))) != cudaSuccess)
+    return e;
+  fix<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV), V / CV), Tr::C / 16 * 32, kFixSmem,
+        stream>>>(p, ws);
+  return cudaGetLastError();
 }
 
 }  // namespace detail
+
+// Workspace bytes for p (with the sequence split the call will choose on this
+// device; force_split as in chunked_stages).
+template <deltac_variant Var, int K, int V, class InT,
+          class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
+size_t chunked_workspace_bytes(const deltac_fwd_params& p, int force_split = 0) {
+  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
+  if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
+    return 0;
+  const int split = detail::chunked_plan<Var, K, V, InT, Cfg>(p, 0, force_split).split;
+  return detail::chunked_carve<Tr>(p, nullptr, nullptr, split);
+}
 
 // skip: see chunked_stages.
 template <deltac_variant Var, int K, int V, class InT,

@@ -38,6 +38,13 @@ struct ChunkedWs {
   Ts *qg, *kg, *kd;  // kda only: [slot][C][K] decayed q, k operands
   float *f, *gamma;  // [slot][4][C] row factors fa, fb, fq, fk; [slot][K]
   int64_t max_chunks;  // slots allocated
+  // Sequence split (chunked.cuh): segments per sequence (1: none); the
+  // identity columns' outputs [token][HV][K] (compute type), the segments'
+  // final states [N][split][HV][K][V] and transfer matrices
+  // [N][split][HV][K][K] (f32, [K] rows).
+  int split;
+  Ts* qt;
+  float *cst, *pst;
   // Device flag (or null): when nonzero the scan returns at once and writes
   // no output (the runtime's checking mode sets it on the device).
   const int32_t* skip;

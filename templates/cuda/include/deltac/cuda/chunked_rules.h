@@ -36,6 +36,12 @@ inline constexpr int kChunkedChunks[] = {16, 32, 64};
 inline constexpr int kChunkedBVs[] = {16, 32, 64};
 inline constexpr int kChunkedWarps[] = {2, 4, 8};
 inline constexpr int kChunkedStages[] = {1, 2, 3};
+// Split: segments per sequence (1: none). The segments run in parallel,
+//   later ones with K extra identity columns; a fold and an output fix-up
+//   compose them (chunked_split.cuh). A run-time value, not a template one.
+inline constexpr int kChunkedSplits[] = {1, 2, 4, 8, 16};
+// The default split keeps at least this many chunks per segment.
+inline constexpr int kChunkedSplitMinChunks = 16;
 // Shared memory one block may use (sm_90: 227 KB). sm_80 allows 163 KB and
 // sm_120 99 KB: pass the device's cudaDevAttrMaxSharedMemoryPerBlockOptin.
 inline constexpr size_t kChunkedSmemSm90 = 232448;
@@ -116,6 +122,29 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
   if (chunked_scan_smem(var, K, in_bytes, chunk, bv, stages) > smem)
     return false;
   return true;
+}
+
+// The default split: 1 while the scan's grid (value heads x sequences x
+// V / bv_run blocks) fills 7/8 of the multiprocessors or no V tile divides K
+// (bv_split = 0); else the largest S of kChunkedSplits whose grid (segment 0:
+// V / bv_split blocks, later segments (V + K) / bv_split) fits one wave on
+// `sms` multiprocessors with >= kChunkedSplitMinChunks chunks per segment,
+// if that is at least 4.
+constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long long max_chunks,
+                                    int bv_run, int bv_split, int sms) {
+  if (bv_run <= 0 || bv_split <= 0 || sms <= 0 || heads_x_seqs <= 0)
+    return 1;
+  if (heads_x_seqs * (V / bv_run) >= (long long)(sms) * 7 / 8)
+    return 1;
+  int best = 1;
+  for (int s : kChunkedSplits) {
+    const long long blocks = heads_x_seqs * (V / bv_split + (s - 1) * ((V + K) / bv_split));
+    if (s > 1 && blocks <= sms && (max_chunks + s - 1) / s >= kChunkedSplitMinChunks)
+      best = s;
+  }
+  // Two segments do not pay for the identity columns' extra work (GDN 2/8
+  // heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4 1.00).
+  return best >= 4 ? best : 1;
 }
 
 struct ChunkedChoice {

@@ -12,6 +12,8 @@
 //   S  = gamma ∘ S + Kᵀ (fk ∘ v')          (gamma per key row)
 // with the row factors fa, fb, fq, fk applied in f32 per token. The next
 // Stages - 1 chunks' rows are copied with cp.async while one computes.
+// With the sequence split a block runs one segment of the sequence, and the
+// later segments' extra identity columns (chunked_split.cuh).
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_CUH
 
@@ -90,7 +92,16 @@ __global__ void __launch_bounds__(Tr::kThreads)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int v0 = blockIdx.x * BV, j = blockIdx.y, n = blockIdx.z;
+  // Sequence split (ws.split > 1): blockIdx.z = sequence x split + segment;
+  // V tiles past V are the identity columns of later segments: their state
+  // starts at the identity, their v is zero, their outputs go to ws.qt and
+  // their final state (the segment's transfer matrix) to ws.pst.
+  const int nsplit = ws.split;
+  const int v0 = blockIdx.x * BV, j = blockIdx.y;
+  const int n = int(blockIdx.z) / nsplit, seg = int(blockIdx.z) % nsplit;
+  const bool ident = v0 >= V;
+  if (ident && seg == 0)  // the whole block: before any barrier
+    return;
   const int wm1 = warp % MW1, wn1 = warp / MW1;
   const int wm3 = warp % MW3, wn3 = warp / MW3;
   const int hqk = j / (p.HV / p.H);
@@ -100,7 +111,16 @@ __global__ void __launch_bounds__(Tr::kThreads)
   seq_slots(p, ws.offsets, n, C, first, last);
   if (last > ws.max_chunks)
     last = ws.max_chunks;
-  const int64_t nchunks = last > first ? last - first : 0;
+  int64_t nchunks = last > first ? last - first : 0;
+  if (nsplit > 1) {  // segment seg: chunks [seg L, seg L + L) of the sequence
+    const int64_t L = (nchunks + nsplit - 1) / nsplit, cb = seg * L;
+    if (seg > 0 && cb >= nchunks)  // empty segment (the whole block)
+      return;
+    const int64_t ce = cb + L < nchunks ? cb + L : nchunks;
+    first += cb;
+    s0 += cb * C;
+    nchunks = ce - cb;
+  }
 
   // State tile: element e of tile (mi, ni) is row srow(mi, e), column scol(ni, e).
   auto srow = [&](int mi, int e) { return (wm3 * MT3 + mi) * 16 + g + (e >= 2 ? 8 : 0); };
@@ -108,7 +128,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   float S[MT3][NT3][4];
-  if (p.h0) {
+  if (p.h0 && seg == 0 && !ident) {
     const float* h0 = static_cast<const float*>(p.h0) + sbase;
 #pragma unroll
     for (int mi = 0; mi < MT3; ++mi)
@@ -131,7 +151,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
       for (int ni = 0; ni < NT3; ++ni)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) S[mi][ni][e] = 0.f;
+        for (int e = 0; e < 4; ++e)
+          S[mi][ni][e] = ident && srow(mi, e) == v0 - V + scol(ni, e) ? 1.f : 0.f;
   }
   auto store_state = [&] {
 #pragma unroll
@@ -167,8 +188,9 @@ __global__ void __launch_bounds__(Tr::kThreads)
       copy_rows<C, NTH, K / E, LK, true>(b, qsrc + off, int64_t(p.H) * K, len, tid);
       copy_rows<C, NTH, K / E, LK, true>(b + C * LK, ksrc + off, int64_t(p.H) * K, len, tid);
     }
-    copy_rows<C, NTH, BV / E, LB, true>(b + kOffV, vsrc + (t0 * p.HV + j) * V + v0,
-                                        int64_t(p.HV) * V, len, tid);
+    if (!ident)
+      copy_rows<C, NTH, BV / E, LB, true>(b + kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                                          int64_t(p.HV) * V, len, tid);
     copy_rows<C, NTH, C / E, LC, false>(b + kOffT, ws.t + slot * C * C, C, C, tid);
     copy_rows<C, NTH, C / E, LC, false>(b + kOffA, ws.aqk + slot * C * C, C, C, tid);
     float* fb = reinterpret_cast<float*>(b + kStageTs);
@@ -185,9 +207,10 @@ __global__ void __launch_bounds__(Tr::kThreads)
   const int m1 = wm1 * MT1 * 16, n1 = wn1 * NT1 * 8;  // phases 1-3: C x BV
   const int m3 = wm3 * MT3 * 16, n3 = wn3 * NT3 * 8;  // phase 4: K x BV
   const Tile<Ts, LB> tSH(SH), tSL(SL), tR(R), tVP(VP), tVD(VD);
-  In* o = static_cast<In*>(p.o);
-  const int64_t ostride = int64_t(p.HV) * V;  // o row stride
-  In* orow = o + (s0 + m1 + g) * ostride + int64_t(j) * V + v0 + n1 + 2 * t;
+  In* o = ident ? ws.qt : static_cast<In*>(p.o);
+  const int ow = ident ? K : V;                // columns per head
+  const int64_t ostride = int64_t(p.HV) * ow;  // o row stride
+  In* orow = o + (s0 + m1 + g) * ostride + int64_t(j) * ow + (ident ? v0 - V : v0) + n1 + 2 * t;
   // Stages S > 1: chunks c + 1 .. c + S - 1 are in flight while c computes
   // (one cp.async group per chunk, empty past the last).
   constexpr int NS = Tr::kStages;
@@ -263,8 +286,9 @@ __global__ void __launch_bounds__(Tr::kThreads)
           const int cl = n1 + ni * 8 + 2 * t;
           const float x0 = ax[mi][ni][2 * h] + al[mi][ni][2 * h];
           const float x1 = ax[mi][ni][2 * h + 1] + al[mi][ni][2 * h + 1];
-          store2(R + r * LB + cl, b * cvt_f(sv[r * LB + cl]) - a * x0,
-                 b * cvt_f(sv[r * LB + cl + 1]) - a * x1);
+          const float y0 = ident ? 0.f : cvt_f(sv[r * LB + cl]);
+          const float y1 = ident ? 0.f : cvt_f(sv[r * LB + cl + 1]);
+          store2(R + r * LB + cl, b * y0 - a * x0, b * y1 - a * x1);
           ao[mi][ni][2 * h] *= qf;
           ao[mi][ni][2 * h + 1] *= qf;
         }
@@ -367,7 +391,19 @@ __global__ void __launch_bounds__(Tr::kThreads)
     }
   }
 
-  if (p.ht) {
+  if (nsplit > 1) {  // the segment's final state (identity columns: P)
+    const int64_t sl = (int64_t(n) * nsplit + seg) * p.HV + j;
+    float* dst = ident ? ws.pst + sl * K * K : ws.cst + sl * K * V;
+    const int ld = ident ? K : V, cb = ident ? v0 - V : v0;
+#pragma unroll
+    for (int mi = 0; mi < MT3; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NT3; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(dst + int64_t(srow(mi, 2 * h)) * ld + cb + scol(ni, 0)) =
+              make_float2(S[mi][ni][2 * h], S[mi][ni][2 * h + 1]);
+  } else if (p.ht) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
     for (int mi = 0; mi < MT3; ++mi)

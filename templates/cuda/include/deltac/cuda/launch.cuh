@@ -4,9 +4,11 @@
 //
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip)
 //       family cuda_recurrent: tile_v = BV, warps = Warps
-//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages>(
+//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages[, Split]>(
 //       p, stream, workspace, workspace_bytes)
-//       family cuda_chunked: chunk, tile_v = BV, warps, stages. With no
+//       family cuda_chunked: chunk, tile_v = BV, warps, stages; Split:
+//       segments per sequence (0, the default: chunked_default_split's rule
+//       on the device; 1: none; 2..16 forced where it can run). With no
 //       workspace it takes one from the stream-ordered allocator
 //       (cudaMallocAsync / cudaFreeAsync on `stream`: no host sync, graph-
 //       capturable); chunked_cfg_workspace<...>(p) is the size to pass.
@@ -42,27 +44,32 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages>
+          int Stages, int Split = 0>
 size_t chunked_cfg_workspace(const deltac_fwd_params& p) {
-  return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(p);
+  return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
+      p, Split);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages>
+          int Stages, int Split = 0>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
                         const int32_t* skip = nullptr) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
+  static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
+                    Split == 16,
+                "split: 0 (the rule) or one of kChunkedSplits");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
   if (workspace)
-    return chunked<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, skip);
-  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p);
+    return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
+                                                       skip, 0, Split);
+  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, Split);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
-  e = chunked<Var, K, V, InT, Cfg>(p, ws, need, stream, skip);
+  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, 0, Split);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }

@@ -1,0 +1,200 @@
+// The sequence split of the chunked forward pass (chunked.cuh): a sequence's
+// chunks run as ws.split segments in parallel. A segment s > 0 starts from a
+// zero state and carries K extra value columns that start at the identity
+// with v = 0 (the V columns of the state never mix), so that it ends with
+// [C_s | P_s]: the state after the segment is P_s h_in + C_s, and the extra
+// outputs are qt_t = scale P_{<=t}^T q_t, with o_t = o_t(h_in = 0) + qt_t h_in.
+// The scan writes C_s, P_s (f32) and qt (compute type); then
+//   fold: per (16 columns, value head, sequence), h = C_0 (segment 0 ran
+//         from h0), h = P_s h + C_s over the later non-empty segments, each
+//         stored over C_s; the last is ht;
+//   fix:  per (chunk, value head, CV columns) of a segment s > 0,
+//         o += qt h_in(s) on tensor cores (h_in = the folded C_{s-1}, split
+//         hi + lo for 16-bit types), o read and rewritten in place.
+#ifndef DELTAC_CUDA_CHUNKED_SPLIT_CUH
+#define DELTAC_CUDA_CHUNKED_SPLIT_CUH
+
+#include "deltac/cuda/chunked_mma.cuh"
+#include "deltac/cuda/chunked_prep.cuh"
+#include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/params.h"
+
+#include <cstdint>
+
+namespace deltac::cuda::detail {
+
+// Chunks of sequence n (as the scan counts them) and its segment length.
+__device__ __forceinline__ void split_extent(const deltac_fwd_params& p, const int32_t* offsets,
+                                             int64_t max_chunks, int n, int C, int split,
+                                             int64_t& first, int64_t& nch, int64_t& L) {
+  int64_t last;
+  seq_slots(p, offsets, n, C, first, last);
+  if (last > max_chunks)
+    last = max_chunks;
+  nch = last > first ? last - first : 0;
+  L = (nch + split - 1) / split;
+}
+
+template <int K, int V, int C>
+__global__ void __launch_bounds__(256)
+    chunked_fold_kernel(const deltac_fwd_params p, const int32_t* offsets, int64_t max_chunks,
+                        int split, const float* pst, float* cst, const int32_t* skip) {
+  if (skip && *skip)
+    return;
+  constexpr int R = K / 16;  // rows per thread
+  __shared__ float h[K][16];
+  const int tid = threadIdx.x, cv = tid % 16, rg = tid / 16;
+  const int c0 = blockIdx.x * 16 + cv, j = blockIdx.y, n = blockIdx.z;
+  int64_t first, nch, L;
+  split_extent(p, offsets, max_chunks, n, C, split, first, nch, L);
+  const int64_t ns = L > 0 ? (nch + L - 1) / L : 1;  // non-empty segments (>= 1)
+  auto seg_state = [&](int64_t s) { return cst + ((int64_t(n) * split + s) * p.HV + j) * K * V; };
+  float acc[R];
+  const float* c_0 = seg_state(0);
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    acc[i] = c_0[(rg + 16 * i) * V + c0];
+    h[rg + 16 * i][cv] = acc[i];
+  }
+  __syncthreads();
+  for (int64_t s = 1; s < ns; ++s) {
+    const float* P = pst + ((int64_t(n) * split + s) * p.HV + j) * K * K;
+    float* Cs = seg_state(s);
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i] = Cs[(rg + 16 * i) * V + c0];
+    for (int m = 0; m < K; m += 4) {
+      const float h0 = h[m][cv], h1 = h[m + 1][cv], h2 = h[m + 2][cv], h3 = h[m + 3][cv];
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const float4 pr = __ldg(reinterpret_cast<const float4*>(P + (rg + 16 * i) * K + m));
+        acc[i] += pr.x * h0 + pr.y * h1 + pr.z * h2 + pr.w * h3;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      h[rg + 16 * i][cv] = acc[i];
+      Cs[(rg + 16 * i) * V + c0] = acc[i];
+    }
+    __syncthreads();
+  }
+  if (p.ht) {
+    float* ht = static_cast<float*>(p.ht) + (int64_t(n) * p.HV + j) * K * V;
+    const bool vk = p.state_layout == DELTAC_STATE_VK;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int r = rg + 16 * i;
+      ht[vk ? int64_t(c0) * K + r : int64_t(r) * V + c0] = acc[i];
+    }
+  }
+}
+
+// Columns per block of the fix kernel, and its shared memory.
+template <int V>
+constexpr int chunked_fix_cols() {
+  return V % 64 == 0 ? 64 : V % 32 == 0 ? 32 : 16;
+}
+template <class Tr, int CV>
+constexpr size_t chunked_fix_smem() {
+  return (size_t(Tr::C) * Tr::LK + size_t(Tr::kSplit ? 2 : 1) * Tr::K * (CV + Tr::kPad)) *
+         sizeof(typename Tr::Ts);
+}
+
+// o += qt h_in for one chunk of a later segment, CV columns of one value
+// head; one warp per 16 rows. (Eight chunks per block with h_in loaded
+// once, together with an unrolled fold loop, measured slower: fold + fix
+// ~0.35 -> 0.50 ms, GDN 2/8 1x32768, S = 4, H200.)
+template <class Tr, int CV>
+__global__ void __launch_bounds__(Tr::C / 16 * 32)
+    chunked_fix_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
+  if (ws.skip && *ws.skip)
+    return;
+  using Ts = typename Tr::Ts;
+  using Op = Mma<Ts>;
+  constexpr int C = Tr::C, K = Tr::K, V = Tr::V, NTH = C / 16 * 32, NT = CV / 8;
+  constexpr int E = 16 / int(sizeof(Ts)), LK = Tr::LK, LB = CV + Tr::kPad;
+  constexpr bool kSplit = Tr::kSplit;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Ts* sA = reinterpret_cast<Ts*>(smem_raw);  // [C][LK] qt rows
+  Ts* sH = sA + C * LK;                      // [K][LB] h_in (hi)
+  Ts* sL = sH + K * LB;                      // [K][LB] h_in - hi (16-bit types)
+  const int64_t slot = blockIdx.x;
+  const int j = blockIdx.y, cv0 = blockIdx.z * CV;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+  int n;
+  if (p.cu_seqlens) {
+    if (slot >= ws.offsets[p.N])
+      return;
+    int lo = 0, hi = p.N - 1;  // largest n with offsets[n] <= slot
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (ws.offsets[mid] <= slot)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    n = lo;
+  } else {
+    n = int(slot / ((int64_t(p.T) + C - 1) / C));
+  }
+  int64_t first, nch, L, s0, s1;
+  split_extent(p, ws.offsets, ws.max_chunks, n, C, ws.split, first, nch, L);
+  const int64_t c = slot - first;
+  if (c < 0 || c >= nch || c < L)  // segment 0 (or no chunk) needs nothing
+    return;
+  const int64_t s = c / L;
+  seq_bounds(p, n, s0, s1);
+  const int64_t t0 = s0 + c * C;
+  const int len = int(s1 - t0 < C ? s1 - t0 : C);
+  if (len <= 0)
+    return;
+  copy_rows<C, NTH, K / E, LK, true>(sA, ws.qt + (t0 * p.HV + j) * K, int64_t(p.HV) * K, len,
+                                     tid);
+  cp_async_commit();
+  const float* hin = ws.cst + ((int64_t(n) * ws.split + s - 1) * p.HV + j) * K * V + cv0;
+  for (int i = tid; i < K * CV / 2; i += NTH) {
+    const int r = i / (CV / 2), c2 = 2 * (i % (CV / 2));
+    const float2 x = *reinterpret_cast<const float2*>(hin + int64_t(r) * V + c2);
+    store2(sH + r * LB + c2, x.x, x.y);
+    if constexpr (kSplit)
+      store2(sL + r * LB + c2, x.x - cvt_f(cvt_t<Ts>(x.x)), x.y - cvt_f(cvt_t<Ts>(x.y)));
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  const Tile<Ts, LK> tA(sA);
+  const Tile<Ts, LB> tH(sH), tL(sL);
+  float acc[NT][4];
+#pragma unroll
+  for (int ni = 0; ni < NT; ++ni) acc[ni][0] = acc[ni][1] = acc[ni][2] = acc[ni][3] = 0.f;
+#pragma unroll
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    typename Op::FragA fa;
+    tA.la(fa, warp * 16 * LK + k0);
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni) {
+      typename Op::FragB fb;
+      tH.lbt(fb, k0 * LB + ni * 8);
+      Op::mma(acc[ni], fa, fb);
+      if constexpr (kSplit) {
+        tL.lbt(fb, k0 * LB + ni * 8);
+        Op::mma(acc[ni], fa, fb);
+      }
+    }
+  }
+  using In = typename Tr::In;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warp * 16 + g + 8 * h;
+    if (r < len) {
+      In* orow = static_cast<In*>(p.o) + ((t0 + r) * p.HV + j) * V + cv0 + 2 * t;
+#pragma unroll
+      for (int ni = 0; ni < NT; ++ni)
+        store2(orow + ni * 8, cvt_f(orow[ni * 8]) + acc[ni][2 * h],
+               cvt_f(orow[ni * 8 + 1]) + acc[ni][2 * h + 1]);
+    }
+  }
+}
+
+}  // namespace deltac::cuda::detail
+
+#endif  // DELTAC_CUDA_CHUNKED_SPLIT_CUH
