@@ -89,7 +89,7 @@ void BM_Backward(benchmark::State& st) {
   const int T = int(st.range(0));
   Problem pr = make(Var, T, int(st.range(2)), int(st.range(1)));
   for (auto _ : st)
-    if (deltac_backward(&pr.b, nullptr) != 0) st.SkipWithError(deltac_backward_last_error());
+    if (deltac_backward(&pr.b, nullptr) != 0) st.SkipWithError(deltac_last_error());
   tokens(st, T);
 }
 
