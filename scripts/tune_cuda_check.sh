@@ -10,13 +10,13 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 rc=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 240 "$D/deltac_autotune_tests" --gtest_filter='TuneCuda*' 2>&1 | tee "$OUT/tune_tests.log" |
+timeout 60 "$D/deltac_autotune_tests" --gtest_filter='TuneCuda*' 2>&1 | tee "$OUT/tune_tests.log" |
   grep -E "^bucket|OK|FAILED|SKIPPED|PASSED"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 start=$(date +%s)
 timeout 400 "$D/deltac-tune" --target=cuda --variant=gated --heads=16 --v-heads=32 \
   --key-dim=128 --value-dim=128 --in-dtype=bf16 --qk-l2norm --quiet \
-  --buckets=1,64,1024,8192 --decode-batch=64 --compare-exhaustive \
+  --buckets=1,1024,8192 --decode-batch=64 --compare-exhaustive \
   -o "$OUT/h200_gdn.json" --report="$OUT/h200_gdn.html" 2>&1 | tee "$OUT/tune.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 echo "== tune with exhaustive comparison: $(( $(date +%s) - start )) s wall"
