@@ -45,6 +45,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from . import ops
+from ._lib import DeltacError
 
 __all__ = ["CPContext", "context", "chunk_delta_rule", "chunk_gated_delta_rule", "chunk_kda"]
 
@@ -172,9 +173,13 @@ def _extended(kernel: Kernel, q, k, v, g, beta, cu, nseq):
         zv = torch.zeros(*v.shape[:3], K, dtype=v.dtype, device=v.device)
         h0 = torch.zeros(nseq, HV, K, V + K, dtype=torch.float32, device=q.device)
         h0[..., V:] = eye
-        o, ht = kernel(q, k, torch.cat([v, zv], -1), g, beta, h0, cu)
-        return o[..., :V], o[..., V:], ht[..., :V], ht[..., V:]
-    # wider than one kernel takes: the two halves as two calls
+        try:
+            o, ht = kernel(q, k, torch.cat([v, zv], -1), g, beta, h0, cu)
+            return o[..., :V], o[..., V:], ht[..., :V], ht[..., V:]
+        except DeltacError as e:  # CUDA: (K, V + K) not precompiled
+            if "not precompiled" not in str(e):
+                raise
+    # wider than one kernel takes, or not built for the device: two calls
     o, C = kernel(q, k, v, g, beta, None, cu)
     zv = torch.zeros(*v.shape[:3], K, dtype=v.dtype, device=v.device)
     oe, P = kernel(q, k, zv, g, beta, eye.expand(nseq, HV, K, K).contiguous(), cu)
