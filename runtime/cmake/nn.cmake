@@ -17,18 +17,3 @@ target_include_directories(deltac_nn
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src ${DELTAC_NN_CBLAS_INCLUDE})
 target_link_libraries(deltac_nn PUBLIC deltac_runtime ${DELTAC_NN_OPENBLAS_LIB}
   PRIVATE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>)
-
-# libFuzzer target for the safetensors reader (not in CI): clang only.
-option(DELTAC_BUILD_FUZZ "Build the libFuzzer targets (clang)" OFF)
-if(DELTAC_BUILD_FUZZ)
-  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    add_executable(deltac_fuzz_safetensors ${PROJECT_SOURCE_DIR}/tests/nn/fuzz_safetensors.cpp
-                   src/safetensors.cpp)
-    target_include_directories(deltac_fuzz_safetensors PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include)
-    target_compile_options(deltac_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined -g)
-    target_link_options(deltac_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(deltac_fuzz_safetensors PRIVATE nlohmann_json::nlohmann_json)
-  else()
-    message(WARNING "deltac: DELTAC_BUILD_FUZZ needs clang (CMAKE_CXX_COMPILER=clang++); skipped")
-  endif()
-endif()
