@@ -197,9 +197,10 @@ def _finish(o_loc, o_extra, C, P, h_in, dtype):
     return o, C + torch.einsum("shkl,shlv->shkv", P, h_in)
 
 
-def _entering(ctx: CPContext, P: Tensor, C: Tensor, grad: bool) -> Tensor:
+def _entering(ctx: CPContext, P: Tensor, C: Tensor, grad: bool) -> Tuple[Tensor, Tensor]:
     """This rank's entering states from every rank's exported (P, C): one
-    all-gather, then a fold over the ranks before this one."""
+    all-gather, then a fold over the ranks before this one. Also returns the
+    gathered tensor (the final state's all-reduce orders itself after it)."""
     x = _tracked(torch.cat([P.reshape(-1), C.reshape(-1)]), grad)
     xs = _AllGather.apply(x, ctx.group)
     Ps = xs[:, :P.numel()].reshape(-1, *P.shape)
@@ -241,8 +242,7 @@ def _run_varlen(ctx, kernel, q, k, v, g, beta, h0, want_ht, grad):
         _fail(f"q has {T} tokens on rank {ctx.rank}: its span is [{a}, {b}) ({b - a} tokens)")
     pieces = list(ctx.pieces)
     cont = pieces.pop(0) if ctx.first_continues else None
-    outs, P, C = [], None, None
-    ht_rows = {}
+    outs, ht_rows = [], {}
     if cont is not None:
         n, s, e = cont
         sl = slice(s - a, e - a)
