@@ -42,14 +42,15 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--heads", type=int, default=1)
-    ap.add_argument("--dim", type=int, default=16)
+    ap.add_argument("--dim", type=int, default=None,
+                    help="K = V (default 16 on the CPU, 64 on CUDA: a precompiled pair)")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
-    H, K = args.heads, args.dim
+    H, K = args.heads, args.dim or (16 if dev.type == "cpu" else 64)
     torch.manual_seed(0)
     q = torch.randn(1, 1, H, K, device=dev, dtype=dtype)
     k = torch.randn(1, 1, H, K, device=dev, dtype=dtype)
