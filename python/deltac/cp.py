@@ -153,6 +153,22 @@ class _AllReduce(torch.autograd.Function):
         return grad, None, None
 
 
+class _After(torch.autograd.Function):
+    """y unchanged; in backward x gets a zero gradient. Makes an output y depend
+    on a collective's output x on every rank, also where x is not used, so that
+    every rank runs that collective's backward (a rank that skipped it would
+    leave the others' all-reduce paired with the wrong call)."""
+
+    @staticmethod
+    def forward(ctx, y, x):
+        ctx.shape, ctx.dtype, ctx.device = x.shape, x.dtype, x.device
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, torch.zeros(ctx.shape, dtype=ctx.dtype, device=ctx.device)
+
+
 def _tracked(x: Tensor, grad: bool) -> Tensor:
     """x, made to require grad when the call needs gradients: every rank must run
     the same collectives in backward, also a rank whose export is a constant."""
@@ -227,6 +243,8 @@ def _run_batch(ctx, kernel, q, k, v, g, beta, h0, want_ht, grad):
     h_in, xs = _entering(ctx, P, C, grad)
     if ctx.rank > 0:
         o, ht = _finish(o_loc, o_ex, C, P, h_in, v.dtype)
+    if grad:  # rank 0 uses no entering state: o still waits for the gather
+        o = _After.apply(o, xs)
     if not want_ht:
         return o, None
     mine = ht if ctx.rank == ctx.world - 1 else torch.zeros_like(ht)
@@ -284,6 +302,8 @@ def _run_varlen(ctx, kernel, q, k, v, g, beta, h0, want_ht, grad):
                 continue
             ht_rows[p[0]] = ht_rest[i]
     o = torch.cat(outs, 1) if len(outs) > 1 else (outs[0] if outs else v.new_zeros(v.shape))
+    if grad:  # a rank without a continued sequence: o still waits for the gather
+        o = _After.apply(o, xs)
     if not want_ht:
         return o, None
     rows = [ht_rows.get(n) for n in range(ctx.num_seqs)]

@@ -125,6 +125,17 @@ def _grads_match(ctx, variant, lens, rank, world, xs, cu, w_o, w_h, what):
     dist.all_reduce(dh0)
     e = rel_err(dh0, full[5].grad)
     assert e <= F32_TOL, f"{what}: deltac kernels, dh0 err {e:.2e}"
+    # no final state: only the (P, C) all-gather runs in backward, on every rank
+    full = [None if x is None else x.clone().requires_grad_() for x in xs[:5]]
+    o, _ = _call(_OPS[variant], variant, *full, cu_seqlens=cu)
+    (o * w_o).sum().backward()
+    loc = [None if x is None else _local(x, ctx, lens, rank).requires_grad_() for x in xs[:5]]
+    o_c, _ = _call(_FNS[variant], variant, *loc, cp_context=ctx)
+    (o_c * _local(w_o, ctx, lens, rank)).sum().backward()
+    for name, a, x in zip(("q", "k", "v", "g", "beta"), loc, full):
+        if a is not None:
+            e = rel_err(a.grad, _local(x.grad, ctx, lens, rank))
+            assert e <= F32_TOL, f"{what}: no final state, d{name} err {e:.2e}"
 
 
 def _worker(rank, world, init, seed, check_grads):
