@@ -31,9 +31,12 @@ Tensors make_tensors(const Spec &sp, int32_t B, int32_t T, uint64_t seed);
 // Params over t's host buffers (f32 state, K-first, h0 in, ht out).
 deltac_fwd_params params_of(const Spec &sp, Tensors &t);
 
-// The tolerances a candidate must meet against float64 (relative RMS).
-double tolerance_o(const Spec &sp);
-double tolerance_ht(const Spec &sp);
+// A candidate's output in t (o, ht) against the float64 reference: "" or
+// "wrong answer: ..." with the errors in *eo, *eh. s.corrupt (testing)
+// corrupts the named candidate's output first.
+std::string judge(const Spec &sp, const Settings &s, const Candidate &c, Tensors *t,
+                  const std::vector<double> &o, const std::vector<double> &ht, double *eo,
+                  double *eh);
 
 // Times candidates on one bucket's inputs.
 class Bench {

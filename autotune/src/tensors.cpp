@@ -2,8 +2,10 @@
 #include "bench.h"
 
 #include "deltac/convert.h"
+#include "deltac/reference.h"
 
 #include <cmath>
+#include <cstdio>
 
 namespace deltac::tune {
 namespace {
@@ -97,6 +99,8 @@ deltac_fwd_params params_of(const Spec &sp, Tensors &t) {
   return p;
 }
 
+namespace {
+
 double tolerance_o(const Spec &sp) {
   // The kernel tests' limits: bf16 5e-3; f32 1e-5 on the CPU, 1e-4 on CUDA
   // (the chunked kernel's TF32 products, issue 7).
@@ -109,6 +113,30 @@ double tolerance_ht(const Spec &sp) {
   if (sp.device == Device::CPU)
     return 1e-5;
   return sp.in_dtype == DELTAC_F32 ? 1e-4 : 5e-3;
+}
+
+} // namespace
+
+std::string judge(const Spec &sp, const Settings &s, const Candidate &c, Tensors *t,
+                  const std::vector<double> &o, const std::vector<double> &ht, double *eo,
+                  double *eh) {
+  if (!s.corrupt.empty() && candidate_string(c) == s.corrupt) {
+    if (!t->o.empty())
+      t->o[t->o.size() / 2] += 1.0f;
+    if (!t->ob.empty())
+      t->ob[t->ob.size() / 2] ^= 0x4000;
+  }
+  *eo = t->ob.empty() ? ref::rel_rms(t->o.data(), o) : ref::rel_rms(t->ob.data(), o);
+  *eh = ref::rel_rms(t->ht.data(), ht);
+  const double tolO = tolerance_o(sp), tolH = tolerance_ht(sp);
+  if (!(*eo <= tolO) || !(*eh <= tolH)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "wrong answer: relative RMS error o %.3g (limit %.0e), ht %.3g (limit %.0e)",
+                  *eo, tolO, *eh, tolH);
+    return buf;
+  }
+  return "";
 }
 
 } // namespace deltac::tune
