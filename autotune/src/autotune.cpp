@@ -576,13 +576,23 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
 
   Meter meter{&progress, {}};
   std::vector<std::vector<Candidate>> cands;
-  for (int64_t tokens : s.buckets) {
+  if (s.workers < 1 || s.worker < 0 || s.worker >= s.workers) {
+    *error = "worker " + std::to_string(s.worker) + " of " +
+             std::to_string(s.workers) + ": expected 0 <= worker < workers";
+    return false;
+  }
+  for (size_t bi = 0; bi < s.buckets.size(); ++bi) {
+    const int64_t tokens = s.buckets[bi];
     const int32_t batch = tokens == 1 ? s.decode_batch : s.batch;
     BucketResult b;
     b.tokens = tokens, b.batch = batch;
-    cands.push_back(enumerate(spec, s, tokens, batch));
+    b.elsewhere = int32_t(bi % size_t(s.workers)) != s.worker;
+    cands.push_back(b.elsewhere ? std::vector<Candidate>{}
+                                : enumerate(spec, s, tokens, batch));
     TuningRecord key = record_of(spec, s, b);
-    if (!cands.back().empty()) {
+    if (b.elsewhere) {
+      b.skipped = true;
+    } else if (!cands.back().empty()) {
       key.config = cands.back()[0].config;
       b.skipped = std::any_of(db.records.begin(), db.records.end(),
                               [&](const TuningRecord &r) { return same_key(r, key); });

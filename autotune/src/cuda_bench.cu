@@ -223,6 +223,11 @@ std::string cuda::usable(int32_t *sm_count) {
   return "";
 }
 
+int cuda::device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 std::unique_ptr<Bench> cuda_bench(const Spec &sp, const Settings &s, int32_t B, int32_t T) {
   return std::make_unique<CudaBench>(sp, s, B, T);
 }

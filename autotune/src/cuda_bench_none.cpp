@@ -8,6 +8,7 @@ std::string cuda::usable(int32_t *sm_count) {
   *sm_count = 0;
   return "this build has no CUDA (nvcc was not found at configure time)";
 }
+int cuda::device_count() { return 0; }
 std::unique_ptr<Bench> cuda_bench(const Spec &, const Settings &, int32_t, int32_t) {
   return nullptr;
 }

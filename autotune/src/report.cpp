@@ -58,7 +58,8 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
   int y = y0;
   o << "<text x='4' y='" << y + 14 << "' font-weight='bold'>bucket "
     << (b.tokens) << " tokens x " << b.batch << " sequences"
-    << (b.skipped ? " (already in the database: skipped)" : "") << "</text>\n";
+    << (b.elsewhere ? " (tuned by another worker)"
+        : b.skipped ? " (already in the database: skipped)" : "") << "</text>\n";
   y += 22;
   for (int i : order) {
     const Measurement &m = b.all[i];
@@ -132,7 +133,8 @@ bool write_report(const std::string &path, const Spec &spec,
          "<th>exhaustive best</th><th>gap</th><th>exhaustive s</th></tr>\n";
     for (const BucketResult &b : results) {
       if (b.skipped || b.winner < 0) {
-        o << "<tr><td>" << b.tokens << "</td><td colspan='10'>skipped</td></tr>\n";
+        o << "<tr><td>" << b.tokens << "</td><td colspan='10'>"
+          << (b.elsewhere ? "another worker" : "skipped") << "</td></tr>\n";
         continue;
       }
       int bad = 0;

@@ -1,6 +1,8 @@
 // deltac-tune: the autotuner's command (deltac/autotune.h, docs/autotune.md).
 #include "deltac/autotune.h"
 #include "deltac/runtime.h"
+#include "deltac/tune_cuda.h"
+#include "workers.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +25,7 @@ const char *kUsage =
     "                   [--repeats=7] [--min-sample-ms=0.5]\n"
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
     "                   [--min-gain=PERCENT (3)]\n"
-    "                   [--fast] [--seed=N] [--quiet]\n"
+    "                   [--fast] [--seed=N] [--quiet] [--workers=N|all]\n"
     "       deltac-tune --merge A.json B.json ... -o OUT.json\n"
     "       deltac-tune --verify=DB.json SPEC FLAGS [--buckets=..]\n"
     "       deltac-tune --env [--target=cpu|cuda]\n"
@@ -43,7 +45,11 @@ const char *kUsage =
     "(CMake -DDELTAC_TUNE_CUDA_SPECS=variant:K:V:dtype;..., every legal config\n"
     "of each; o takes the input dtype unless --out-dtype says otherwise);\n"
     "the runtime ships only default CUDA configs,\n"
-    "so a tuned one reaches a program through `deltac generate --tuning-db`.\n";
+    "so a tuned one reaches a program through `deltac generate --tuning-db`.\n"
+    "--workers=N|all starts N tuning processes (all: one per visible GPU;\n"
+    "worker i sees GPU i alone and tunes buckets i, i+N, ...; each writes\n"
+    "DB.json.part<i>.json, merged into DB.json at the end or by the next run).\n"
+    "On the CPU the workers share the cores and disturb each other's timings.\n";
 
 [[noreturn]] void die(const std::string &msg) {
   std::fprintf(stderr, "deltac-tune: %s\n", msg.c_str());
@@ -136,9 +142,13 @@ int main(int argc, char **argv) {
   bool merge = false, quiet = false, env = false, haveVariant = false;
   bool haveHeads = false, haveK = false, haveV = false, haveHV = false;
   bool fast = false, haveOut = false;
-  std::vector<std::string> positional;
+  std::string workers;
+  std::vector<std::string> positional, passthrough;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a != "-o" && a.rfind("--report=", 0) != 0 && a.rfind("--workers=", 0) != 0 &&
+        a.rfind("--worker=", 0) != 0)
+      passthrough.push_back(a);
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -215,6 +225,14 @@ int main(int argc, char **argv) {
       } else if (key == "--seed") s.seed = uint64_t(toInt(key, val, 0, INT64_MAX));
       else if (key == "--corrupt") s.corrupt = val;
       else if (key == "--verify") verifyDb = val;
+      else if (key == "--workers") workers = val;
+      else if (key == "--worker") {
+        const size_t slash = val.find('/');
+        if (slash == std::string::npos)
+          die("--worker=" + val + ": expected i/n");
+        s.workers = int32_t(toInt(key, val.substr(slash + 1), 1, 1024));
+        s.worker = int32_t(toInt(key, val.substr(0, slash), 0, s.workers - 1));
+      }
       else if (key == "--min-gain") s.min_gain = double(toInt(key, val, 0, 100)) / 100;
       else die("unknown flag " + key + " (--help lists them)");
     }
@@ -263,6 +281,28 @@ int main(int argc, char **argv) {
                 "default rule, %d of them slower\n", differ, slower);
     return 0;
   }
+  if (!workers.empty()) {
+    tune::WorkerJob job;
+    job.cuda = spec.device == Device::CUDA;
+    if (workers == "all") {
+      if (!job.cuda)
+        die("--workers=all counts GPUs: use it with --target=cuda (or give a number)");
+      job.workers = tune::cuda::device_count();
+      if (job.workers == 0)
+        die("--workers=all: no CUDA device is visible");
+    } else {
+      job.workers = int(toInt("--workers", workers, 1, 1024));
+    }
+    if (job.cuda && job.workers > tune::cuda::device_count())
+      die("--workers=" + std::to_string(job.workers) + ": only " +
+          std::to_string(tune::cuda::device_count()) + " CUDA devices are visible");
+    if (out.empty())
+      die("--workers needs -o DB.json (the workers' parts merge into it)");
+    if (job.workers > 1) {
+      job.out = out, job.report = report, job.args = passthrough;
+      return tune::run_workers("/proc/self/exe", job);
+    }
+  }
   const bool bar = !quiet && isatty(2);
   std::vector<tune::BucketResult> results;
   std::string err;
@@ -281,7 +321,11 @@ int main(int argc, char **argv) {
     die(err);
   double total = 0, exhaustive = 0;
   for (const tune::BucketResult &b : results) {
+    if (b.elsewhere)
+      continue;
     if (b.skipped) {
+      if (s.workers > 1)
+        std::printf("[worker %d] ", s.worker);
       std::printf("bucket %6lld: already in %s, skipped\n", (long long)b.tokens,
                   out.c_str());
       continue;
@@ -291,6 +335,8 @@ int main(int argc, char **argv) {
     int bad = 0, pruned = 0;
     for (const tune::Measurement &m : b.all)
       bad += !m.ok, pruned += m.pruned;
+    if (s.workers > 1)
+      std::printf("[worker %d] ", s.worker);
     std::printf("bucket %6lld x %d: %zu candidates (%d wrong or failed, %d pruned), "
                 "default %.1f us, pick %s %.1f us (%.2fx)%s, %.1f s",
                 (long long)b.tokens, b.batch, b.all.size(), bad, pruned, b.default_us,

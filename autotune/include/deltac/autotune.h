@@ -55,6 +55,10 @@ struct Settings {
   // is pruned; --compare-exhaustive measures pruned candidates too.
   double prune = 2.0;
   uint64_t seed = 1;
+  // Several worker processes (one per GPU, deltac-tune --workers): this
+  // process tunes bucket i when i % workers == worker; the others are left
+  // to its siblings (BucketResult::elsewhere).
+  int32_t worker = 0, workers = 1;
   // Testing: candidates whose config_string equals this get their output
   // corrupted before the reference check (a wrong answer must never win).
   std::string corrupt;
@@ -85,6 +89,7 @@ struct BucketResult {
   int64_t tokens = 0; // the bucket
   int32_t batch = 0;  // sequences measured
   bool skipped = false; // a record for it was already in the database
+  bool elsewhere = false; // another worker process tunes it (Settings::workers)
   std::vector<Measurement> all;
   int winner = -1, default_index = -1; // into all
   double winner_us = 0, default_us = 0; // the final A/B run of the two

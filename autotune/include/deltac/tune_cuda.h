@@ -40,6 +40,9 @@ const char *specs();
 // "" when a CUDA device is usable (its SM count in *sm_count), else why not.
 std::string usable(int32_t *sm_count);
 
+// CUDA devices this process sees (0 without CUDA or a driver).
+int device_count();
+
 } // namespace deltac::tune::cuda
 
 #endif // DELTAC_TUNE_CUDA_H
