@@ -11,9 +11,11 @@ if(NOT DELTAC_NN_CBLAS_INCLUDE OR NOT DELTAC_NN_OPENBLAS_LIB)
 endif()
 find_package(nlohmann_json 3.10 REQUIRED)
 add_library(deltac_nn STATIC src/safetensors.cpp src/nn_common.cpp
-            src/nn_deltanet.cpp src/nn_gated.cpp)
+            src/nn_deltanet.cpp src/nn_gated.cpp src/bitlinear.cpp
+            src/bitlinear_generic.cpp src/bitlinear_avx2.cpp src/bitlinear_avx512vnni.cpp
+            src/nn_rows_generic.cpp src/nn_rows_avx2.cpp)
 target_include_directories(deltac_nn
   PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src ${DELTAC_NN_CBLAS_INCLUDE})
 target_link_libraries(deltac_nn PUBLIC deltac_runtime ${DELTAC_NN_OPENBLAS_LIB}
-  PRIVATE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>)
+  PRIVATE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json> OpenMP::OpenMP_CXX)

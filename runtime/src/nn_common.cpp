@@ -1,6 +1,9 @@
-// deltac::nn: Linear (OpenBLAS, BitNet b1.58), weight loading, the kernel
-// call through the binder, configs from safetensors metadata.
+// deltac::nn: Linear (OpenBLAS; BitNet b1.58 through bitlinear.h), weight
+// loading, the kernel call through the binder, configs from safetensors
+// metadata.
 #include "nn_internal.h"
+
+#include "bitlinear.h"
 
 #include "deltac/bind.h"
 #include "deltac/runtime.h"
@@ -21,17 +24,6 @@ std::vector<float> load(const SafeTensors &w, const std::string &name,
   return out;
 }
 
-namespace {
-// bitlinear.py weight_quant: gamma * clip(round(w / gamma), -1, 1),
-// gamma = mean|w| clamped to eps.
-void weight_quant(std::vector<float> &w, float eps) {
-  double s = 0;
-  for (float x : w) s += std::fabs(x);
-  const float gamma = std::max(float(s / double(w.size())), eps);
-  for (float &x : w) x = std::min(1.0f, std::max(-1.0f, std::nearbyint(x / gamma))) * gamma;
-}
-} // namespace
-
 Linear load_linear(const SafeTensors &w, const std::string &name, int64_t in,
                    int64_t out, bool bitnet) {
   Linear l;
@@ -39,15 +31,22 @@ Linear load_linear(const SafeTensors &w, const std::string &name, int64_t in,
   l.out = out;
   l.bitnet = bitnet;
   l.w = load(w, name, {out, in});
-  if (bitnet) weight_quant(l.w, 1e-5f);
+  if (bitnet) {
+    l.bits = std::make_shared<bitlinear::Weights>(bitlinear::pack(l.w.data(), out, in, 1e-5f));
+    l.w = {};
+  }
   return l;
 }
 
 Linear stack(const std::vector<Linear> &parts) {
   Linear l = parts.at(0);
   for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i].bitnet != l.bitnet) throw Error("stack: BitLinear mixed with Linear");
     l.out += parts[i].out;
-    l.w.insert(l.w.end(), parts[i].w.begin(), parts[i].w.end());
+    if (l.bitnet)
+      l.bits = std::make_shared<bitlinear::Weights>(bitlinear::concat(*l.bits, *parts[i].bits));
+    else
+      l.w.insert(l.w.end(), parts[i].w.begin(), parts[i].w.end());
   }
   return l;
 }
@@ -100,20 +99,11 @@ void Linear::forward(const float *x, int64_t rows, float *y, int64_t ldy) const 
                 1.0f, x, int(in), w.data(), int(in), 0.0f, y, int(ldy));
     return;
   }
-  // bitlinear.py activation_quant: per token, s = 127 / max(max|x|, eps),
-  // round(x * s) clipped to [-128, 127], divided by s.
-  std::vector<float> xq(size_t(rows * in));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * in;
-    float m = 0;
-    for (int64_t i = 0; i < in; ++i) m = std::max(m, std::fabs(xr[i]));
-    const float s = 127.0f / std::max(m, 1e-5f);
-    for (int64_t i = 0; i < in; ++i)
-      xq[size_t(r * in + i)] =
-          std::min(127.0f, std::max(-128.0f, std::nearbyint(xr[i] * s))) / s;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(out), int(in),
-              1.0f, xq.data(), int(in), w.data(), int(in), 0.0f, y, int(ldy));
+  // bitlinear.py activation_quant per token, then the int8 GEMM.
+  thread_local bitlinear::Acts acts; // scratch, reused across calls
+  const bitlinear::Kernel kern = bitlinear::active();
+  bitlinear::quantize(kern, x, rows, in, 1e-5f, &acts);
+  bitlinear::gemm(kern, acts, *bits, y, ldy, threads);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // deltac::nn::DeltaNetAttention: python/deltac/nn/deltanet.py in C++.
 #include "nn_internal.h"
+#include "nn_rows.h"
 
 #include "deltac/params.h"
 
@@ -35,6 +36,7 @@ DeltaNetAttention::DeltaNetAttention(const DeltaNetConfig &config,
                  load_linear(w, p + "g_proj.weight", hs, total_, bit)});
   beta_ = load_linear(w, p + "beta_proj.weight", hs, H, false);
   out_ = load_linear(w, p + "out_proj.weight", total_, hs, bit);
+  qkvg_.threads = out_.threads = cfg_.threads;
   norm_w_ = load(w, p + "norm.weight", {D_});
   norm_b_ = load(w, p + "norm.bias", {D_});
 }
@@ -52,7 +54,8 @@ Tensor DeltaNetAttention::forward(const Tensor &x) {
   std::vector<float> &y = grow(ws_[0], rows * 4 * n), &beta = grow(ws_[1], rows * H);
   qkvg_.forward(x.data.data(), rows, y.data(), 4 * n);
   beta_.forward(x.data.data(), rows, beta.data(), H);
-  for (int64_t i = 0; i < rows * H; ++i) beta[size_t(i)] = sigmoid(beta[size_t(i)]);
+  const rows::Ops &ops = rows::ops();
+  ops.sigmoid(beta.data(), rows * H, 1.0f);
   std::vector<float> &q = grow(ws_[2], rows * n), &k = grow(ws_[3], rows * n),
                      &v = grow(ws_[4], rows * n), &o = grow(ws_[5], rows * n);
   for (int64_t r = 0; r < rows; ++r) {
@@ -74,20 +77,9 @@ Tensor DeltaNetAttention::forward(const Tensor &x) {
   // LayerNorm over head_dim (biased variance), then the silu gate from g_proj.
   for (int64_t r = 0; r < rows; ++r) {
     const float *g = y.data() + r * 4 * n + 3 * n;
-    for (int64_t h = 0; h < H; ++h) {
-      float *oh = o.data() + r * n + h * D;
-      double mean = 0, var = 0;
-      for (int64_t d = 0; d < D; ++d) mean += oh[d];
-      mean /= double(D);
-      for (int64_t d = 0; d < D; ++d) var += (oh[d] - mean) * (oh[d] - mean);
-      var /= double(D);
-      const float m = float(mean);
-      const float rstd = float(1.0 / std::sqrt(var + double(cfg_.norm_eps)));
-      for (int64_t d = 0; d < D; ++d) {
-        const float z = (oh[d] - m) * rstd * norm_w_[d] + norm_b_[d];
-        oh[d] = z * silu(g[h * D + d]);
-      }
-    }
+    for (int64_t h = 0; h < H; ++h)
+      ops.layernorm_gate(o.data() + r * n + h * D, g + h * D, norm_w_.data(), norm_b_.data(), D,
+                         cfg_.norm_eps);
   }
   Tensor out;
   out.shape = {B, T, cfg_.hidden_size};

@@ -4,6 +4,7 @@
 // || a (Qwen3-Next's fused, key-head-grouped rows reordered at load) and one
 // depthwise conv over the q || k || v channels.
 #include "nn_internal.h"
+#include "nn_rows.h"
 
 #include "deltac/params.h"
 
@@ -112,51 +113,50 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   std::vector<float> &y = grow(ws_[0], rows * ncol);
   in_.forward(x.data.data(), rows, y.data(), ncol);
 
-  // Causal depthwise conv1d + silu over ext = state (W inputs) || x, token-
-  // major so that the channel loop is contiguous (the sum in tap order, as
-  // before: out[t][c] = sum_i w[c][i] ext[t + 1 + i][c]).
-  std::vector<float> &mixed = grow(ws_[1], rows * C);
-  std::vector<float> conv_state(size_t(B * C * W)); // moved into the cache
-  std::vector<float> &ext = grow(ws_[2], (W + T) * C);
-  std::vector<float> &acc = grow(ws_[3], C);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < W; ++i)
-      for (int64_t ch = 0; ch < C; ++ch)
-        ext[size_t(i * C + ch)] = cont ? cache->conv[size_t((b * C + ch) * W + i)] : 0.0f;
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(ext.data() + (W + t) * C, y.data() + (b * T + t) * ncol, size_t(C) * 4);
-    for (int64_t t = 0; t < T; ++t) {
-      float *a = acc.data();
-      for (int64_t ch = 0; ch < C; ++ch) a[ch] = 0.0f;
-      for (int64_t i = 0; i < W; ++i) {
-        const float *e = ext.data() + (t + 1 + i) * C, *wt = conv_wt_.data() + i * C;
-        for (int64_t ch = 0; ch < C; ++ch) a[ch] += wt[ch] * e[ch];
-      }
-      float *m = mixed.data() + (b * T + t) * C;
-      for (int64_t ch = 0; ch < C; ++ch)
-        m[ch] = silu(a[ch] + (conv_b_.empty() ? 0.0f : conv_b_[size_t(ch)]));
-    }
-    for (int64_t i = 0; i < W; ++i)
-      for (int64_t ch = 0; ch < C; ++ch)
-        conv_state[size_t((b * C + ch) * W + i)] = ext[size_t((T + i) * C + ch)];
-  }
-
+  // Causal depthwise conv1d + silu over the W cached inputs then this call's
+  // (st: the cache token-major, [W, C]), one sweep per token written straight
+  // into q, k and v: out[t][c] = silu(sum_i w[c][i] in[t + 1 + i][c] + bias[c]).
+  const rows::Ops &ops = rows::ops();
   const int64_t kd = key_dim_, vd = value_dim_;
   std::vector<float> &q = grow(ws_[4], rows * kd), &k = grow(ws_[5], rows * kd),
                      &v = grow(ws_[6], rows * vd), &o = grow(ws_[7], rows * vd);
+  std::vector<float> conv_state(size_t(B * C * W)); // moved into the cache
+  std::vector<float> &st = grow(ws_[2], W * C);
+  std::vector<const float *> src(static_cast<size_t>(W)), part_src(src);
+  const float *bias = conv_b_.empty() ? nullptr : conv_b_.data();
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t i = 0; i < W; ++i)
+      for (int64_t ch = 0; ch < C; ++ch)
+        st[size_t(i * C + ch)] = cont ? cache->conv[size_t((b * C + ch) * W + i)] : 0.0f;
+    auto input = [&](int64_t j) { // j-th conv input of sequence b
+      return j < W ? st.data() + j * C : y.data() + (b * T + j - W) * ncol;
+    };
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < W; ++i) src[size_t(i)] = input(t + 1 + i);
+      const int64_t r = b * T + t;
+      for (auto part : {std::make_pair(int64_t(0), q.data() + r * kd),
+                        std::make_pair(kd, k.data() + r * kd),
+                        std::make_pair(2 * kd, v.data() + r * vd)}) {
+        const int64_t c0 = part.first, n = c0 == 2 * kd ? vd : kd;
+        for (int64_t i = 0; i < W; ++i) part_src[size_t(i)] = src[size_t(i)] + c0;
+        ops.conv_silu(part_src.data(), conv_wt_.data() + c0, C, W, bias ? bias + c0 : nullptr,
+                      n, part.second);
+      }
+    }
+    for (int64_t i = 0; i < W; ++i) {
+      const float *e = input(T + i);
+      for (int64_t ch = 0; ch < C; ++ch) conv_state[size_t((b * C + ch) * W + i)] = e[ch];
+    }
+  }
+
   std::vector<float> &beta = grow(ws_[8], rows * HV), &g = grow(ws_[9], rows * HV);
   for (int64_t r = 0; r < rows; ++r) {
-    const float *m = mixed.data() + r * C;
-    std::memcpy(q.data() + r * kd, m, size_t(kd) * 4);
-    std::memcpy(k.data() + r * kd, m + kd, size_t(kd) * 4);
-    std::memcpy(v.data() + r * vd, m + 2 * kd, size_t(vd) * 4);
     const float *ba = y.data() + r * ncol + C + vd;
-    for (int64_t h = 0; h < HV; ++h) {
-      float bt = sigmoid(ba[h]);
-      if (c.allow_neg_eigval) bt = bt * 2.0f;
-      beta[size_t(r * HV + h)] = bt;
+    float *bt = beta.data() + r * HV;
+    for (int64_t h = 0; h < HV; ++h) bt[h] = ba[h];
+    ops.sigmoid(bt, HV, c.allow_neg_eigval ? 2.0f : 1.0f);
+    for (int64_t h = 0; h < HV; ++h)
       g[size_t(r * HV + h)] = -std::exp(A_log_[size_t(h)]) * softplus(ba[HV + h] + dt_bias_[size_t(h)]);
-    }
   }
   std::vector<float> ht;
   if (cache) ht.resize(size_t(B * HV * Dk * Dv));
@@ -172,14 +172,8 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   // Gated RMSNorm per value head: weight * (x * rsqrt(mean x^2 + eps)) * silu(z).
   for (int64_t r = 0; r < rows; ++r) {
     const float *z = y.data() + r * ncol + C;
-    for (int64_t h = 0; h < HV; ++h) {
-      float *oh = o.data() + r * vd + h * Dv;
-      double ss = 0;
-      for (int64_t d = 0; d < Dv; ++d) ss += double(oh[d]) * oh[d];
-      const float rs = 1.0f / std::sqrt(float(ss / double(Dv)) + c.rms_norm_eps);
-      for (int64_t d = 0; d < Dv; ++d)
-        oh[d] = norm_w_[size_t(d)] * (oh[d] * rs) * silu(z[h * Dv + d]);
-    }
+    for (int64_t h = 0; h < HV; ++h)
+      ops.gated_rmsnorm(o.data() + r * vd + h * Dv, z + h * Dv, norm_w_.data(), Dv, c.rms_norm_eps);
   }
   Tensor out;
   out.shape = {B, T, c.hidden_size};

@@ -1,5 +1,5 @@
 // Shared pieces of deltac::nn (nn_common.cpp): weight loading, the kernel
-// call and the elementwise functions, computed as PyTorch computes them.
+// call and softplus (the vectorised elementwise passes: nn_rows.h).
 #ifndef DELTAC_NN_INTERNAL_H
 #define DELTAC_NN_INTERNAL_H
 
@@ -35,8 +35,6 @@ inline std::vector<float> &grow(std::vector<float> &v, int64_t n) {
   return v;
 }
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
 } // namespace detail

@@ -9,7 +9,8 @@ else a fresh one; printed first.
 
     python nn_vs_pytorch.py DELTAC_NN_BINARY [--bench]
 --bench instead times the PyTorch modules and deltac-nn at Qwen3-Next sizes
-(hidden 2048, 16/32 heads, K = V = 128, T = 1024, f32) on the CPU.
+(hidden 2048, 16/32 heads, K = V = 128, T = 1024, f32; DeltaNetAttention also
+with use_bitnet) on the CPU.
 """
 import dataclasses
 import json
@@ -121,6 +122,8 @@ def bench(binary, tmp, threads):
     rows = []
     for name, make in (
             ("DeltaNetAttention (hidden 2048, 16 heads, D 128)", lambda: deltanet(2048, 16)),
+            ("DeltaNetAttention use_bitnet (hidden 2048, 16 heads, D 128)",
+             lambda: deltanet(2048, 16, use_bitnet=True)),
             ("GatedDeltaNet qwen3_next (hidden 2048, 16/32 heads, K=V=128)",
              lambda: gated("qwen3_next", **dataclasses.asdict(GatedDeltaNetConfig())))):
         m, meta = make()

@@ -2,7 +2,8 @@
 // CPU, float32), with weights from a safetensors file written from the
 // modules' state_dict (the same parameter names, optionally under a prefix
 // such as "model.layers.3.linear_attn."). Projections run through OpenBLAS
-// (cblas_sgemm), the delta rule through deltac_forward. Errors (a missing or
+// (cblas_sgemm) or, BitLinear, int8 GEMMs, the delta rule through
+// deltac_forward. Errors (a missing or
 // misshapen weight, a bad config, a bad input shape, a kernel error) throw
 // deltac::nn::Error with a one-line message naming the tensor or field.
 // docs/nn.md has the API and the math.
@@ -13,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,13 +32,21 @@ struct Tensor {
   std::vector<float> data;
 };
 
+namespace bitlinear {
+struct Weights;
+}
+
 // A row-major linear layer y = x W^T (no bias), optionally BitNet b1.58
-// (ternary weights with an absmean scale, 8-bit per-token activations,
-// computed on the dequantised values exactly as python/deltac/nn/bitlinear.py).
+// (ternary weights with an absmean scale, 8-bit per-token activations, the
+// numbers of python/deltac/nn/bitlinear.py): then an int8 GEMM of our own
+// (AVX2 / AVX-512 VNNI / generic, runtime/src/bitlinear.h) on the ternary
+// weights packed at load, instead of OpenBLAS's sgemm.
 struct Linear {
   int64_t in = 0, out = 0;
   bool bitnet = false;
-  std::vector<float> w; // [out, in]; BitNet: dequantised at load
+  int32_t threads = 0;  // BitNet GEMM threads (0: OpenMP's default)
+  std::vector<float> w; // [out, in]; empty for BitNet
+  std::shared_ptr<const bitlinear::Weights> bits; // BitNet: packed at load
   // y [rows, out] = x [rows, in] W^T (ldy: row stride of y).
   void forward(const float *x, int64_t rows, float *y, int64_t ldy) const;
 };
