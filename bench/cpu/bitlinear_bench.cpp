@@ -4,7 +4,8 @@
 // projection's width) and out_proj (2048 x 2048), prompt (M = 1024) and
 // decode (M = 1), 1 and 2 threads. bitlinear_gemm: the GEMM on quantised
 // activations; bitlinear_linear: quantisation + GEMM (what Linear::forward
-// costs); sgemm: the f32 GEMM the layer ran before. Counter gflops = 2 M N K
+// costs); sgemm: the f32 GEMM the layer ran before (and sgemv for M = 1,
+// what it runs now for one row). Counter gflops = 2 M N K
 // / time. The JSON context names the kernel that ran (bitlinear_kernel;
 // DELTAC_CPU_ISA=generic|avx2|avx512 forces one) and OpenBLAS's core.
 #include "bitlinear.h"
@@ -77,6 +78,18 @@ void sgemm(benchmark::State &st) {
   finish(st, p, "openblas");
 }
 
+// M = 1 (decode) through sgemv, what Linear::forward calls for one row.
+void sgemv(benchmark::State &st) {
+  Problem p(1, st.range(1), st.range(2));
+  openblas_set_num_threads(int(st.range(3)));
+  for (auto _ : st) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(p.N), int(p.K), 1.0f, p.w.data(), int(p.K),
+                p.x.data(), 1, 0.0f, p.y.data(), 1);
+    benchmark::DoNotOptimize(p.y.data());
+  }
+  finish(st, p, "openblas");
+}
+
 void shapes(benchmark::internal::Benchmark *b) {
   b->ArgNames({"M", "N", "K", "threads"});
   for (int threads : {1, 2})
@@ -89,6 +102,12 @@ void shapes(benchmark::internal::Benchmark *b) {
 BENCHMARK(bitlinear_gemm)->Apply(shapes);
 BENCHMARK(bitlinear_linear)->Apply(shapes);
 BENCHMARK(sgemm)->Apply(shapes);
+BENCHMARK(sgemv)->Apply([](benchmark::internal::Benchmark *b) {
+  b->ArgNames({"M", "N", "K", "threads"});
+  for (int threads : {1, 2})
+    for (int64_t n : {8208, 2048}) b->Args({1, n, 2048, threads});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+});
 
 } // namespace
 

@@ -94,6 +94,11 @@ void run_kernel(const KernelCall &c) {
 
 void Linear::forward(const float *x, int64_t rows, float *y, int64_t ldy) const {
   if (rows <= 0 || out <= 0) return;
+  if (!bitnet && rows == 1) { // decode: OpenBLAS's sgemv is ~4x its M = 1 sgemm here
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(out), int(in), 1.0f, w.data(), int(in), x, 1,
+                0.0f, y, 1);
+    return;
+  }
   if (!bitnet) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(out), int(in),
                 1.0f, x, int(in), w.data(), int(in), 0.0f, y, int(ldy));
