@@ -95,4 +95,18 @@ int deltac_abi_bwd_layout(long long *out, int n) {
   return total;
 }
 
+// deltac_backward with deltac_default_options() and these set; with need
+// non-NULL, deltac_backward_workspace_size into *need instead.
+int deltac_py_backward(const deltac_bwd_params *p, int32_t device_pointers, void *cuda_stream,
+                       void *workspace, size_t workspace_bytes, size_t *need) {
+  deltac_options opt = deltac_default_options();
+  opt.device_pointers = device_pointers;
+  opt.cuda_stream = cuda_stream;
+  opt.workspace = workspace;
+  opt.workspace_bytes = workspace_bytes;
+  if (need)
+    return deltac_backward_workspace_size(p, &opt, need);
+  return deltac_backward(p, &opt);
+}
+
 } // extern "C"

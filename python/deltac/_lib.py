@@ -20,7 +20,8 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-from ctypes import POINTER, byref, c_char_p, c_float, c_int, c_int32, c_longlong, c_void_p
+from ctypes import (POINTER, byref, c_char_p, c_float, c_int, c_int32, c_longlong, c_size_t,
+                    c_void_p)
 
 # deltac_variant, deltac_dtype, deltac_state_layout (params.h)
 VARIANT_DELTA, VARIANT_GATED, VARIANT_KDA = 0, 1, 2
@@ -171,6 +172,9 @@ def _load():
     lib.deltac_last_error.restype = c_char_p
     lib.deltac_backward.argtypes = [POINTER(BwdParams), c_void_p]
     lib.deltac_backward.restype = c_int
+    lib.deltac_py_backward.argtypes = [POINTER(BwdParams), c_int32, c_void_p, c_void_p, c_size_t,
+                                       POINTER(c_size_t)]
+    lib.deltac_py_backward.restype = c_int
     lib.deltac_cuda_available.argtypes = []
     lib.deltac_cuda_available.restype = c_int
     lib.deltac_cuda_supports.argtypes = [c_int32, c_int32, c_int32, c_int32]
@@ -200,12 +204,25 @@ def forward(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,
         raise DeltacError("deltac runtime: " + _last_error().decode("utf-8", "replace"))
 
 
-def backward(params: BwdParams) -> None:
-    """Runs ``deltac_backward`` (CPU) on ``params``; raises DeltacError with the
-    runtime's message."""
-    if lib.deltac_backward(byref(params), None) != 0:
+def backward(params: BwdParams, device_pointers: int = 0, cuda_stream=None, workspace=None,
+             workspace_bytes: int = 0) -> None:
+    """Runs ``deltac_backward`` on ``params``: host pointers (the CPU), or with
+    ``device_pointers=1`` CUDA device pointers, enqueued on ``cuda_stream`` with
+    ``workspace`` (``backward_workspace(params)`` bytes; None: the runtime takes one
+    from the stream-ordered allocator). Raises DeltacError with the runtime's message."""
+    if lib.deltac_py_backward(byref(params), device_pointers, cuda_stream, workspace,
+                              workspace_bytes, None) != 0:
         raise DeltacError("deltac runtime: "
                           + _last_error().decode("utf-8", "replace"))
+
+
+def backward_workspace(params: BwdParams) -> int:
+    """The device workspace bytes of the CUDA backward of ``params`` (device pointers)."""
+    need = c_size_t(0)
+    if lib.deltac_py_backward(byref(params), 1, None, None, 0, byref(need)) != 0:
+        raise DeltacError("deltac runtime: "
+                          + _last_error().decode("utf-8", "replace"))
+    return need.value
 
 
 def last_run(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,

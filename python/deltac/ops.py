@@ -39,12 +39,13 @@ What deltac adds to / differs from fla:
   in place, and returned as final_state (the same tensor) when
   ``output_final_state``: no state allocation per decode step, a static buffer for
   CUDA graphs (op ``torch.ops.deltac.fwd_inplace``, which declares the mutation).
-* backward (CPU): every function is differentiable (``torch.library.register_autograd``
-  on ``deltac.fwd``): ``loss.backward()`` gives the gradients of q, k, v, g, beta and
-  initial_state (through the fused L2 norm, GVA, varlen) from deltac's CPU backward
-  kernel (``torch.ops.deltac.bwd``, runtime ``deltac_backward``); the pre-processing
-  options (sigmoid beta, gate formulas) are PyTorch ops and differentiate as such.
-  On CUDA the backward raises NotImplementedError (not implemented yet);
+* backward (CPU and CUDA): every function is differentiable
+  (``torch.library.register_autograd`` on ``deltac.fwd``): ``loss.backward()`` gives the
+  gradients of q, k, v, g, beta and initial_state (through the fused L2 norm, GVA,
+  varlen) from deltac's backward kernels (``torch.ops.deltac.bwd``, runtime
+  ``deltac_backward``; on CUDA K = 64, 128 or 256, enqueued on the current stream with
+  a workspace from PyTorch's allocator); the pre-processing options (sigmoid beta,
+  gate formulas) are PyTorch ops and differentiate as such.
   ``inplace_final_state=True`` has no backward.
 * float64 (CPU only), for gradient checks: the forward is a plain PyTorch float64
   recurrence (slow) and the backward deltac's CPU kernel computed in double.
@@ -268,10 +269,6 @@ def delta_rule_bwd(
     """``torch.ops.deltac.bwd``: the gradients (dq, dk, dv, dg, dbeta, dh0) of ``fwd``'s
     inputs given do (o's gradient) and dht (final_state's, or None). dg is empty for
     the delta rule, dh0 empty without initial_state (custom ops cannot return None)."""
-    if q.device.type != "cpu":
-        raise NotImplementedError(
-            "deltac: the backward is not implemented on CUDA yet (CPU only): run the "
-            "training step on CPU tensors")
     dq, dk, dv, dg, dbeta, dh0 = _bwd_empty(q, k, v, g, beta, initial_state)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -294,8 +291,16 @@ def delta_rule_bwd(
         ptr(q), ptr(k), ptr(v), ptr(g), ptr(beta), ptr(initial_state), ptr(do), ptr(dht),
         ptr(dq), ptr(dk), ptr(dv), ptr(dg) if g is not None else None, ptr(dbeta),
         ptr(dh0) if initial_state is not None else None, ptr(cu_seqlens),
-        scale, 1 if qk_l2norm else 0, torch.get_num_threads(), 0)
-    _lib.backward(p)
+        scale, 1 if qk_l2norm else 0, 0 if q.is_cuda else torch.get_num_threads(), 0)
+    if not q.is_cuda:
+        _lib.backward(p)
+        return dq, dk, dv, dg, dbeta, dh0
+    # CUDA: enqueued on the current stream, the workspace from PyTorch's allocator.
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    with torch.cuda.device(index):
+        need = _lib.backward_workspace(p)
+        ws = torch.empty(max(need, 1), dtype=torch.uint8, device=q.device)
+        _lib.backward(p, 1, torch._C._cuda_getCurrentRawStream(index), ws.data_ptr(), need)
     return dq, dk, dv, dg, dbeta, dh0
 
 

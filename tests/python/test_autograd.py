@@ -4,7 +4,10 @@
   differences of the float64 forward) for every variant and option;
 * float32 / bfloat16 gradients against a float64 PyTorch-autograd reference written
   here (``ref_forward``) at T ~ 512-1024;
-* -inf and near -30 gates give finite gradients; torch.compile; CUDA refusal.
+* -inf and near -30 gates give finite gradients; torch.compile;
+* CUDA (skipped without a GPU): f32 / bf16 / f16 gradients of deltac's CUDA backward
+  against the same float64 reference (GVA, varlen with a 1-token tail, h0 and dht),
+  CUDA == CPU, and a training step captured in a CUDA graph.
 """
 
 import math
@@ -12,7 +15,7 @@ import math
 import pytest
 import torch
 
-from deltac import ops
+from deltac import _lib, ops
 
 from reference import rel_err
 
@@ -149,7 +152,7 @@ def test_gradcheck_f64(variant, name, case, seed):
 # ---------------------------------------------------------------------------
 
 def grads_vs_reference(variant, dtype, B, T, H, HV, K, V, beta_max=1.0, g_lo=-1.0,
-                       gate_edit=None, cu=None, l2=True):
+                       gate_edit=None, cu=None, l2=True, device="cpu"):
     N = len(cu) - 1 if cu is not None else B
     q, k, v, g, beta, h0 = make(variant, B, T, H, HV, K, V, dtype, beta_max, g_lo, l2, N)
     if gate_edit is not None:
@@ -157,10 +160,16 @@ def grads_vs_reference(variant, dtype, B, T, H, HV, K, V, beta_max=1.0, g_lo=-1.
             gate_edit(g)
     do = torch.randn(B, T, HV, V)
     dht = torch.randn(N, HV, K, V)
-    o, ht = call(variant, q, k, v, g, beta, h0, output_final_state=True,
-                 use_qk_l2norm_in_kernel=l2, cu_seqlens=cu)
     ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
-    got = torch.autograd.grad((o, ht), ins, (do.to(o.dtype), dht))
+    if device != "cpu":
+        q, k, v, g, beta, h0 = (None if t is None else t.detach().to(device).requires_grad_()
+                                for t in (q, k, v, g, beta, h0))
+    o, ht = call(variant, q, k, v, g, beta, h0, output_final_state=True,
+                 use_qk_l2norm_in_kernel=l2,
+                 cu_seqlens=None if cu is None else cu.to(device))
+    dev_ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
+    got = torch.autograd.grad((o, ht), dev_ins, (do.to(device, o.dtype), dht.to(device)))
+    got = [t.cpu() for t in got]
     # the reference on the same (rounded) values
     rins = [t.detach().double().requires_grad_() for t in ins]
     rq, rk, rv = rins[:3]
@@ -260,3 +269,73 @@ def test_fused_recurrent_grads_equal_chunk(variant, seed):
         grads.append(torch.autograd.grad((o * o).sum() + ht.sum(), ins))
     for a, b in zip(*grads):
         assert rel_err(a, b) <= 1e-6
+
+
+# ---------------------------------------------------------------------------
+# CUDA (deltac's CUDA backward; skipped without a GPU)
+# ---------------------------------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(
+    not (torch.cuda.is_available() and _lib.cuda_available()),
+    reason="no CUDA device, or deltac built without CUDA")
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2),
+                                       (torch.float16, 5e-3)], ids=["f32", "bf16", "f16"])
+def test_cuda_grads_vs_reference(variant, dtype, tol, seed):
+    """GVA 2, varlen with a 1-token tail, h0 and dht, K = V = 64."""
+    cu = torch.tensor([0, 130, 200, 299, 300])
+    errs, finite = grads_vs_reference(variant, dtype, 1, 300, 1, 2, 64, 64, cu=cu,
+                                      device="cuda")
+    print(variant, dtype, errs)
+    assert finite
+    assert max(errs.values()) <= tol, errs
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_cuda_grads_equal_cpu(variant, seed):
+    q, k, v, g, beta, h0 = make(variant, 2, 150, 2, 4, 128, 128, torch.float32,
+                                beta_max=2.0, g_lo=-0.5)
+    ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
+    grads = []
+    for dev in ("cpu", "cuda"):
+        xs = [t.detach().to(dev).requires_grad_() for t in ins]
+        xq, xk, xv = xs[:3]
+        xg = xs[3] if g is not None else None
+        o, ht = call(variant, xq, xk, xv, xg, xs[-2], xs[-1], output_final_state=True,
+                     use_qk_l2norm_in_kernel=True)
+        loss = (o.float() * torch.linspace(-1, 1, o.shape[-1], device=dev)).sum() + ht.sum()
+        grads.append([t.cpu() for t in torch.autograd.grad(loss, xs)])
+    for a, b in zip(*grads):
+        assert rel_err(a, b) <= 1e-5
+
+
+@needs_cuda
+def test_cuda_training_step_in_a_graph(seed):
+    """Forward + backward captured in a CUDA graph (no host sync inside) and replayed."""
+    q, k, v, g, beta, h0 = (None if t is None else t.detach().cuda().requires_grad_()
+                            for t in make("gated", 2, 200, 2, 4, 64, 64, torch.bfloat16))
+    ins = (q, k, v, g, beta, h0)
+
+    def step():
+        o, ht = ops.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0,
+                                           output_final_state=True,
+                                           use_qk_l2norm_in_kernel=True)
+        return torch.autograd.grad(o.float().square().sum() + ht.sum(), ins)
+
+    want = step()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()  # warm-up on the side stream
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for a, b in zip(got, want):
+        assert rel_err(a.float(), b.float()) <= 1e-3  # atomics: not bit-identical

@@ -205,13 +205,25 @@ const char *deltac_check_flag_string(int32_t flag);
 extern "C" {
 #endif
 
-/* Checks p (each failure names the field) and computes the gradients on the
- * CPU (host pointers; the instruction set of deltac_forward's CPU kernels).
- * opt may be NULL; options.device must be auto or cpu: CUDA is not
- * implemented yet (an error saying so); the other options are ignored.
+/* Checks p (each failure names the field) and computes the gradients. opt
+ * may be NULL (the CPU). With options.device_pointers = 0 (device auto or
+ * cpu) the pointers are host pointers and the CPU backward runs (the
+ * instruction set of deltac_forward's CPU kernels). With device_pointers = 1
+ * (device auto or cuda) they are CUDA device pointers (cu_seqlens too, its
+ * contents trusted) and the CUDA backward is enqueued on options.cuda_stream
+ * without host synchronisation: K = 64, 128 or 256, in_dtype / out_dtype f32,
+ * bf16 or f16, f32 states; options.workspace (at least
+ * deltac_backward_workspace_size() bytes, 256-byte aligned) or NULL for one
+ * from the stream-ordered allocator. The other options are ignored.
  * Returns 0 on success, nonzero on error with the message in
  * deltac_last_error(). */
 int deltac_backward(const deltac_bwd_params *p, const deltac_options *opt);
+
+/* Device workspace bytes deltac_backward(p, opt) needs into *bytes (0 on the
+ * CPU). Returns 0, or nonzero with deltac_last_error() set when the call
+ * would be refused. */
+int deltac_backward_workspace_size(const deltac_bwd_params *p, const deltac_options *opt,
+                                   size_t *bytes);
 
 #ifdef __cplusplus
 }

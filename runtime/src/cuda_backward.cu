@@ -1,0 +1,111 @@
+// deltac_backward on CUDA: the instances of deltac/cuda/backward.cuh (every
+// variant, K = 64, 128, 256; in_dtype read at run time) and a check that the
+// pointers are device memory.
+#include "cuda_backward.h"
+
+#include "deltac/cuda/backward.cuh"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+namespace deltac::rt {
+namespace {
+
+std::string cuda_message(const char *what, cudaError_t e) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+// The instance of p's variant and K: X(Var, K) expands to its call.
+#define DELTAC_BWD_DISPATCH(p, X)                                          \
+  switch ((p).variant * 1000 + (p).K) {                                    \
+    case DELTAC_VARIANT_DELTA * 1000 + 64: return X(DELTAC_VARIANT_DELTA, 64); \
+    case DELTAC_VARIANT_DELTA * 1000 + 128: return X(DELTAC_VARIANT_DELTA, 128); \
+    case DELTAC_VARIANT_DELTA * 1000 + 256: return X(DELTAC_VARIANT_DELTA, 256); \
+    case DELTAC_VARIANT_GATED * 1000 + 64: return X(DELTAC_VARIANT_GATED, 64); \
+    case DELTAC_VARIANT_GATED * 1000 + 128: return X(DELTAC_VARIANT_GATED, 128); \
+    case DELTAC_VARIANT_GATED * 1000 + 256: return X(DELTAC_VARIANT_GATED, 256); \
+    case DELTAC_VARIANT_KDA * 1000 + 64: return X(DELTAC_VARIANT_KDA, 64);   \
+    case DELTAC_VARIANT_KDA * 1000 + 128: return X(DELTAC_VARIANT_KDA, 128); \
+    case DELTAC_VARIANT_KDA * 1000 + 256: return X(DELTAC_VARIANT_KDA, 256); \
+    default: return cudaErrorInvalidValue;                                 \
+  }
+
+cudaError_t workspace(const deltac_bwd_params &p, size_t *bytes) {
+#define DELTAC_X(V, K) cuda::bwd::workspace<V, K>(p, bytes)
+  DELTAC_BWD_DISPATCH(p, DELTAC_X)
+#undef DELTAC_X
+}
+
+cudaError_t launch(const deltac_bwd_params &p, cudaStream_t s, void *ws, size_t ws_bytes) {
+#define DELTAC_X(V, K) cuda::bwd::backward<V, K>(p, s, ws, ws_bytes)
+  DELTAC_BWD_DISPATCH(p, DELTAC_X)
+#undef DELTAC_X
+}
+
+// "" when every non-null pointer of p is device (or managed) memory.
+std::string host_pointer(const deltac_bwd_params &p) {
+  const struct {
+    const char *name;
+    const void *ptr;
+  } ptrs[] = {{"q", p.q},         {"k", p.k},     {"v", p.v},       {"g", p.g},
+              {"beta", p.beta},   {"h0", p.h0},   {"dout", p.dout}, {"dht", p.dht},
+              {"dq", p.dq},       {"dk", p.dk},   {"dv", p.dv},     {"dg", p.dg},
+              {"dbeta", p.dbeta}, {"dh0", p.dh0}, {"cu_seqlens", p.cu_seqlens}};
+  for (const auto &x : ptrs) {
+    if (!x.ptr) continue;
+    if (x.name == std::string("g") || x.name == std::string("dg"))
+      if (p.variant == DELTAC_VARIANT_DELTA) continue;
+    cudaPointerAttributes a{};
+    const cudaError_t e = cudaPointerGetAttributes(&a, x.ptr);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return std::string("params.") + x.name + ": " + cudaGetErrorString(e);
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+      return std::string("params.") + x.name +
+             ": not device memory (options.device_pointers = 1 takes CUDA device pointers)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string cuda_backward_unsupported(const deltac_bwd_params &p) {
+  std::ostringstream os;
+  if (p.K != 64 && p.K != 128 && p.K != 256)
+    os << "params.K = " << p.K << ": the CUDA backward has K = 64, 128 or 256";
+  else if (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16 && p.in_dtype != DELTAC_F16)
+    os << "params.in_dtype = " << p.in_dtype << ": expected 0 (f32), 1 (bf16) or 2 (f16) on CUDA"
+       << (p.in_dtype == DELTAC_BWD_F64 ? " (DELTAC_BWD_F64 runs on the CPU)" : "");
+  else if (p.out_dtype != DELTAC_F32 && p.out_dtype != DELTAC_BF16 && p.out_dtype != DELTAC_F16)
+    os << "params.out_dtype = " << p.out_dtype << ": expected 0 (f32), 1 (bf16) or 2 (f16) on CUDA";
+  return os.str();
+}
+
+bool cuda_backward_workspace(const deltac_bwd_params &p, size_t *bytes, std::string *error) {
+  const cudaError_t e = workspace(p, bytes);
+  if (e != cudaSuccess) *error = cuda_message("deltac_backward_workspace_size", e);
+  return e == cudaSuccess;
+}
+
+bool cuda_backward(const deltac_bwd_params &p, void *stream, void *ws, size_t ws_bytes,
+                   std::string *error) {
+  if ((*error = host_pointer(p)) != "") return false;
+  if (ws) {
+    size_t need = 0;
+    if (!cuda_backward_workspace(p, &need, error)) return false;
+    if (ws_bytes < need || reinterpret_cast<uintptr_t>(ws) % 256) {
+      std::ostringstream os;
+      os << "options.workspace: " << ws_bytes << " bytes; expected at least " << need
+         << " (deltac_backward_workspace_size), 256-byte aligned";
+      *error = os.str();
+      return false;
+    }
+  }
+  const cudaError_t e = launch(p, static_cast<cudaStream_t>(stream), ws, ws_bytes);
+  if (e != cudaSuccess) *error = cuda_message("deltac_backward (CUDA)", e);
+  return e == cudaSuccess;
+}
+
+}  // namespace deltac::rt

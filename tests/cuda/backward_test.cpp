@@ -1,0 +1,407 @@
+// GPU tests of the CUDA backward (deltac/cuda/backward.cuh) through
+// deltac_backward with device pointers: every gradient against the float64
+// reference (deltac/reference_backward.h) on the same rounded inputs, and
+// CUDA == CPU (deltac_backward with host pointers). Each case draws its own
+// seed (printed; DELTAC_TEST_SEED=<n> replays it). Cases skip without a GPU.
+#include "deltac/reference_backward.h"
+#include "deltac/runtime.h"
+#include "deltac/test_seed.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+struct Case {
+  std::string name;
+  deltac_variant var = DELTAC_VARIANT_GATED;
+  int dtype = DELTAC_F32;  // in and out dtype
+  int B = 1, T = 16, H = 2, HV = 4, K = 64, V = 64;
+  std::vector<int64_t> cu;  // empty: B sequences of T tokens
+  bool h0 = true, dht = true;
+  int l2norm = 1, layout = DELTAC_STATE_KV;
+  float scale = 0.f;
+  float beta_lo = 0.f, beta_hi = 1.f, g_lo = -1.f, g_hi = 0.f;
+  bool workspace = true;  // pass a workspace (else the stream-ordered allocator)
+  double tol = 0;         // 0: by dtype
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+// Host data of one problem: inputs as the call's dtype (raw bits) and as the
+// doubles they round to.
+struct Data {
+  int N = 0;
+  int64_t tokens = 0;
+  std::vector<double> q, k, v, g, beta, h0, dout, dht;  // the rounded values
+  std::vector<uint16_t> q16, k16, v16, dout16;           // bf16 / f16 bits
+  std::vector<float> q32, k32, v32, dout32, g32, beta32, h032, dht32;
+};
+
+size_t gsize(const Case& c, int64_t tokens) {
+  return c.var == DELTAC_VARIANT_KDA ? size_t(tokens) * c.HV * c.K
+         : c.var == DELTAC_VARIANT_GATED ? size_t(tokens) * c.HV : 0;
+}
+
+// Rounds x to the dtype; 16-bit dtypes give their bits in *bits.
+double round_to(int dt, float x, uint16_t* bits) {
+  if (dt == DELTAC_BF16) {
+    const __nv_bfloat16 h = __float2bfloat16(x);
+    std::memcpy(bits, &h, 2);
+    return double(__bfloat162float(h));
+  }
+  if (dt == DELTAC_F16) {
+    const __half h = __float2half(x);
+    std::memcpy(bits, &h, 2);
+    return double(__half2float(h));
+  }
+  return double(x);
+}
+
+Data make(const Case& c, uint64_t seed) {
+  Data d;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ub(c.beta_lo, c.beta_hi), ug(c.g_lo, c.g_hi);
+  d.N = c.cu.empty() ? c.B : int(c.cu.size()) - 1;
+  d.tokens = int64_t(c.B) * c.T;
+  const float kq = c.l2norm ? 1.f : 1.f / std::sqrt(float(c.K));
+  auto fill = [&](size_t n, float sd, std::vector<double>& x, std::vector<uint16_t>& b16,
+                  std::vector<float>& b32) {
+    x.resize(n);
+    b16.resize(n);
+    b32.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = round_to(c.dtype, sd * nd(rng), &b16[i]);
+      b32[i] = float(x[i]);
+    }
+  };
+  const size_t nqk = size_t(d.tokens) * c.H * c.K, nv = size_t(d.tokens) * c.HV * c.V;
+  fill(nqk, kq, d.q, d.q16, d.q32);
+  fill(nqk, kq, d.k, d.k16, d.k32);
+  fill(nv, 1.f, d.v, d.v16, d.v32);
+  fill(nv, 1.f, d.dout, d.dout16, d.dout32);
+  auto fill32 = [&](size_t n, auto&& gen, std::vector<double>& x, std::vector<float>& b32) {
+    x.resize(n);
+    b32.resize(n);
+    for (size_t i = 0; i < n; ++i) x[i] = b32[i] = gen();
+  };
+  fill32(gsize(c, d.tokens), [&] { return ug(rng); }, d.g, d.g32);
+  fill32(size_t(d.tokens) * c.HV, [&] { return ub(rng); }, d.beta, d.beta32);
+  const size_t ns = size_t(d.N) * c.HV * c.K * c.V;
+  fill32(c.h0 ? ns : 0, [&] { return 0.3f * nd(rng); }, d.h0, d.h032);
+  fill32(c.dht ? ns : 0, [&] { return 0.3f * nd(rng); }, d.dht, d.dht32);
+  return d;
+}
+
+deltac_bwd_params base(const Case& c, const Data& d) {
+  deltac_bwd_params p{};
+  p.variant = c.var;
+  p.B = c.B, p.T = c.T, p.H = c.H, p.HV = c.HV, p.K = c.K, p.V = c.V, p.N = d.N;
+  p.state_layout = c.layout;
+  p.scale = c.scale;
+  p.qk_l2norm = c.l2norm;
+  return p;
+}
+
+struct Grads {
+  std::vector<double> dq, dk, dv, dg, dbeta, dh0;
+};
+
+Grads reference(const Case& c, const Data& d) {
+  deltac_bwd_params p = base(c, d);
+  p.in_dtype = p.out_dtype = DELTAC_BWD_F64;
+  p.q = d.q.data(), p.k = d.k.data(), p.v = d.v.data(), p.dout = d.dout.data();
+  p.g = d.g.empty() ? nullptr : d.g.data();
+  p.beta = d.beta.data();
+  p.h0 = d.h0.empty() ? nullptr : d.h0.data();
+  p.dht = d.dht.empty() ? nullptr : d.dht.data();
+  p.cu_seqlens = c.cu.empty() ? nullptr : c.cu.data();
+  deltac::ref::Grads r = deltac::ref::backward(p);
+  Grads g{r.dq, r.dk, r.dv, r.dg, r.dbeta, c.h0 ? r.dh0 : std::vector<double>{}};
+  return g;
+}
+
+size_t esize(int dt) { return dt == DELTAC_F32 ? 4 : 2; }
+
+double elem(const std::vector<char>& raw, int dt, size_t i) {
+  if (dt == DELTAC_F32) return reinterpret_cast<const float*>(raw.data())[i];
+  const uint16_t b = reinterpret_cast<const uint16_t*>(raw.data())[i];
+  if (dt == DELTAC_BF16) {
+    __nv_bfloat16 h;
+    std::memcpy(&h, &b, 2);
+    return __bfloat162float(h);
+  }
+  __half h;
+  std::memcpy(&h, &b, 2);
+  return __half2float(h);
+}
+
+const void* in_ptr(const Case& c, const std::vector<uint16_t>& b16, const std::vector<float>& b32) {
+  return c.dtype == DELTAC_F32 ? static_cast<const void*>(b32.data()) : b16.data();
+}
+
+// The gradients from deltac_backward: on the GPU (device pointers) or, with
+// cpu, host pointers. "" or the failure in *err.
+Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
+  deltac_bwd_params p = base(c, d);
+  p.in_dtype = p.out_dtype = c.dtype;
+  const size_t nqk = d.q.size(), nv = d.v.size(), ng = d.g.size(), nb = d.beta.size();
+  const size_t ns = d.h0.size(), in = esize(c.dtype);
+  std::vector<char> dq(nqk * in), dk(nqk * in), dv(nv * in);
+  std::vector<float> dg(ng), dbeta(nb), dh0(ns);
+  Grads out;
+  deltac_options opt = deltac_default_options();
+  std::vector<void*> bufs;
+  auto dev = [&](const void* src, size_t bytes) -> void* {
+    if (!src || !bytes) return nullptr;
+    if (cpu) return const_cast<void*>(src);
+    void* x = nullptr;
+    if (cudaMalloc(&x, bytes) != cudaSuccess) return nullptr;
+    bufs.push_back(x);
+    cudaMemcpy(x, src, bytes, cudaMemcpyHostToDevice);
+    return x;
+  };
+  auto out_buf = [&](void* host, size_t bytes) -> void* {
+    if (!bytes) return nullptr;
+    if (cpu) return host;
+    void* x = nullptr;
+    if (cudaMalloc(&x, bytes) != cudaSuccess) return nullptr;
+    bufs.push_back(x);
+    cudaMemset(x, 0xff, bytes);  // NaN: every element must be written
+    return x;
+  };
+  p.q = dev(in_ptr(c, d.q16, d.q32), nqk * in);
+  p.k = dev(in_ptr(c, d.k16, d.k32), nqk * in);
+  p.v = dev(in_ptr(c, d.v16, d.v32), nv * in);
+  p.dout = dev(in_ptr(c, d.dout16, d.dout32), nv * in);
+  p.g = dev(d.g32.data(), ng * 4);
+  p.beta = dev(d.beta32.data(), nb * 4);
+  p.h0 = dev(d.h032.data(), ns * 4);
+  p.dht = dev(d.dht32.data(), d.dht32.size() * 4);
+  p.cu_seqlens = static_cast<const int64_t*>(dev(c.cu.data(), c.cu.size() * 8));
+  p.dq = out_buf(dq.data(), dq.size());
+  p.dk = out_buf(dk.data(), dk.size());
+  p.dv = out_buf(dv.data(), dv.size());
+  p.dg = out_buf(dg.data(), ng * 4);
+  p.dbeta = out_buf(dbeta.data(), nb * 4);
+  p.dh0 = out_buf(dh0.data(), ns * 4);
+  cudaStream_t s = nullptr;
+  void* ws = nullptr;
+  if (!cpu) {
+    cudaStreamCreate(&s);
+    opt.device_pointers = 1;
+    opt.cuda_stream = s;
+    size_t bytes = 0;
+    if (deltac_backward_workspace_size(&p, &opt, &bytes) != 0) {
+      *err = deltac_last_error();
+    } else if (c.workspace) {
+      cudaMalloc(&ws, bytes ? bytes : 256);
+      opt.workspace = ws;
+      opt.workspace_bytes = bytes;
+    }
+  }
+  if (err->empty() && deltac_backward(&p, &opt) != 0) *err = deltac_last_error();
+  if (!cpu) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (err->empty() && e != cudaSuccess) *err = cudaGetErrorString(e);
+    auto back = [&](void* host, const void* devp, size_t bytes) {
+      if (bytes) cudaMemcpy(host, devp, bytes, cudaMemcpyDeviceToHost);
+    };
+    back(dq.data(), p.dq, dq.size());
+    back(dk.data(), p.dk, dk.size());
+    back(dv.data(), p.dv, dv.size());
+    back(dg.data(), p.dg, ng * 4);
+    back(dbeta.data(), p.dbeta, nb * 4);
+    back(dh0.data(), p.dh0, ns * 4);
+    for (void* x : bufs) cudaFree(x);
+    if (ws) cudaFree(ws);
+    cudaStreamDestroy(s);
+  }
+  auto conv = [&](const std::vector<char>& raw, size_t n) {
+    std::vector<double> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = elem(raw, c.dtype, i);
+    return x;
+  };
+  out.dq = conv(dq, nqk);
+  out.dk = conv(dk, nqk);
+  out.dv = conv(dv, nv);
+  out.dg.assign(dg.begin(), dg.end());
+  out.dbeta.assign(dbeta.begin(), dbeta.end());
+  out.dh0.assign(dh0.begin(), dh0.end());
+  return out;
+}
+
+// ||a - b|| / ||b|| (0 when both are 0; inf when a holds a non-finite value).
+double rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return std::sqrt(num / den);
+}
+
+void expect_close(const Grads& got, const Grads& want, double tol, const char* what) {
+  const struct {
+    const char* name;
+    const std::vector<double>& a;
+    const std::vector<double>& b;
+  } gs[] = {{"dq", got.dq, want.dq},       {"dk", got.dk, want.dk},
+            {"dv", got.dv, want.dv},       {"dg", got.dg, want.dg},
+            {"dbeta", got.dbeta, want.dbeta}, {"dh0", got.dh0, want.dh0}};
+  for (const auto& g : gs) {
+    ASSERT_EQ(g.a.size(), g.b.size()) << g.name;
+    const double e = rel(g.a, g.b);
+    std::printf("  %s %-5s rel RMS %.3g\n", what, g.name, e);
+    EXPECT_LE(e, tol) << what << " " << g.name;
+  }
+}
+
+double tol_of(const Case& c) {
+  if (c.tol > 0) return c.tol;
+  return c.dtype == DELTAC_BF16 ? 5e-3 : c.dtype == DELTAC_F16 ? 2e-3 : 1e-5;
+}
+
+class Backward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Backward, MatchesFloat64Reference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Case& c = GetParam();
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed));
+  std::printf("%s: %s\n", c.name.c_str(), deltac::test_seed_note(seed).c_str());
+  const Data d = make(c, seed);
+  std::string err;
+  const Grads got = run(c, d, false, &err);
+  ASSERT_EQ(err, "");
+  expect_close(got, reference(c, d), tol_of(c), "cuda vs f64");
+  if (c.dtype != DELTAC_F16) {  // the CPU backward takes f32 and bf16
+    std::string cerr;
+    const Grads cpu = run(c, d, true, &cerr);
+    ASSERT_EQ(cerr, "");
+    expect_close(got, cpu, tol_of(c), "cuda vs cpu");
+  }
+}
+
+const char* vname(deltac_variant v) {
+  return v == DELTAC_VARIANT_DELTA ? "delta" : v == DELTAC_VARIANT_GATED ? "gated" : "kda";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> cs;
+  for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED, DELTAC_VARIANT_KDA}) {
+    auto mk = [&](const std::string& what) {
+      Case c;
+      c.var = var;
+      c.name = std::string(vname(var)) + "_" + what;
+      return c;
+    };
+    Case c = mk("T1_gva2_b2");
+    c.B = 2, c.T = 1;
+    cs.push_back(c);
+    c = mk("T37_K128_gva1_nonorm");
+    c.T = 37, c.K = c.V = 128, c.H = c.HV = 2, c.l2norm = 0, c.scale = 0.3f;
+    cs.push_back(c);
+    c = mk("T200_K128_gva4_vk");
+    c.T = 200, c.K = c.V = 128, c.H = 1, c.HV = 4, c.layout = DELTAC_STATE_VK;
+    cs.push_back(c);
+    c = mk("varlen_tail1_gva8");
+    c.T = 202, c.H = 1, c.HV = 8, c.cu = {0, 65, 130, 201, 202};
+    cs.push_back(c);
+    c = mk("varlen_empty_nodht");
+    c.T = 90, c.cu = {0, 0, 64, 90}, c.dht = false;
+    cs.push_back(c);
+    c = mk("T70_K128_V64_noh0");
+    c.T = 70, c.K = 128, c.V = 64, c.h0 = false, c.dht = false;
+    cs.push_back(c);
+    c = mk("T50_K64_V48_masked");
+    c.T = 50, c.V = 48;
+    cs.push_back(c);
+    c = mk("T40_K256_V128");
+    c.T = 40, c.K = 256, c.V = 128, c.H = 1, c.HV = 2;
+    cs.push_back(c);
+    c = mk("T130_beta_near0");
+    c.T = 130, c.beta_lo = 0.f, c.beta_hi = 0.02f;
+    cs.push_back(c);
+    c = mk("T130_beta_near2");
+    c.T = 130, c.beta_lo = 1.9f, c.beta_hi = 2.f;
+    cs.push_back(c);
+    if (var != DELTAC_VARIANT_DELTA) {
+      c = mk("T130_gate_near0");
+      c.T = 130, c.g_lo = -1e-3f, c.g_hi = 0.f;
+      cs.push_back(c);
+      c = mk("T130_gate_near_m30");
+      c.T = 130, c.g_lo = -31.f, c.g_hi = -29.f;
+      cs.push_back(c);
+    }
+    c = mk("T100_no_workspace");
+    c.T = 100, c.workspace = false;
+    cs.push_back(c);
+    c = mk("bf16_T100_K128");
+    c.dtype = DELTAC_BF16, c.T = 100, c.K = c.V = 128;
+    cs.push_back(c);
+    c = mk("f16_T100_K128");
+    c.dtype = DELTAC_F16, c.T = 100, c.K = c.V = 128;
+    cs.push_back(c);
+    c = mk("bf16_T4096_K128_gva2");
+    c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, Backward, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Refusals name the field; nothing runs.
+TEST(BackwardErrors, NamesTheField) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  Case c;
+  const Data d = make(c, 1);
+  deltac_bwd_params p = base(c, d);
+  p.in_dtype = p.out_dtype = DELTAC_F32;
+  // Host pointers passed as device pointers.
+  p.q = d.q32.data(), p.k = d.k32.data(), p.v = d.v32.data(), p.dout = d.dout32.data();
+  p.g = d.g32.data(), p.beta = d.beta32.data();
+  std::vector<float> out(d.q32.size() + d.v32.size() * 2);
+  p.dq = out.data(), p.dk = out.data(), p.dv = out.data(), p.dg = out.data(), p.dbeta = out.data();
+  deltac_options opt = deltac_default_options();
+  opt.device_pointers = 1;
+  EXPECT_NE(deltac_backward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params.q"), std::string::npos)
+      << deltac_last_error();
+  deltac_bwd_params bad = p;
+  bad.K = 32;
+  EXPECT_NE(deltac_backward(&bad, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params.K"), std::string::npos)
+      << deltac_last_error();
+  bad = p;
+  bad.in_dtype = bad.out_dtype = DELTAC_BWD_F64;
+  EXPECT_NE(deltac_backward(&bad, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params.in_dtype"), std::string::npos)
+      << deltac_last_error();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.device_pointers = 0;
+  EXPECT_NE(deltac_backward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("device_pointers"), std::string::npos)
+      << deltac_last_error();
+}
+
+}  // namespace
