@@ -61,6 +61,11 @@ def main():
     print(f"batch {args.batch}, {args.tokens} tokens, bf16, {torch.cuda.get_device_name()}")
     for name, ms in rows:
         print(f"  {name:32s} {ms:9.3f} ms  {args.batch * args.tokens / ms * 1e3:12.0f} tokens/s")
+    t = dict(rows)
+    for ours, theirs in (("deltac GatedDeltaNet", "fla GatedDeltaNet"),
+                         ("deltac DeltaNetAttention", "fla DeltaNet (gate, no conv)")):
+        if ours in t and theirs in t:
+            print(f"  {theirs} / {ours}: {t[theirs] / t[ours]:.2f}x (goal >= 1.3)")
 
 
 if __name__ == "__main__":
