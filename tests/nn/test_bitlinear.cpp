@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <random>
 
 namespace {
@@ -37,6 +38,15 @@ std::vector<float> randn(std::mt19937_64 &rng, size_t n, float scale = 1) {
   for (float &e : v) e = nd(rng);
   return v;
 }
+
+} // namespace
+
+namespace deltac::nn::bitlinear {
+// gtest prints the parameter by this (ctest's test list) instead of its bytes.
+void PrintTo(Kernel k, std::ostream *os) { *os << name(k); }
+} // namespace deltac::nn::bitlinear
+
+namespace {
 
 class BitLinear : public ::testing::TestWithParam<bl::Kernel> {
 protected:
