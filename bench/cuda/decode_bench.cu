@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 #include <random>
 #include <string>
 #include <utility>
@@ -98,22 +100,43 @@ float time_plain(cudaStream_t stream, Launch&& launch_all, int calls) {
 // state f32 or bf16, contiguous (h0 = ht = [batch, HV, K, V]) or a pool of
 // `batch` slots addressed through a shuffled read_slots (same bytes, the
 // indirection only).
+using deltac::cuda::detail::Form;
+
 struct Shape {
   int H, HV, batch, T;
   bool bf16_state, pool;
   int bv = 0;     // V-tile width, 0: the kernel's choice
   int warps = 0;  // with bv: warps per block, 0: the catalogue's default
+  Form form = Form::Auto;  // strip (the default where it fits) or split kernel
+  bool pdl = true;         // programmatic dependent launch
 };
 
 // The instance with both knobs fixed (cuda_recurrent's recurrent_cfg).
 template <deltac_variant Var>
-cudaError_t run_knobs(const deltac_fwd_params& p, cudaStream_t st, int bv, int warps) {
+cudaError_t run_knobs(const deltac_fwd_params& p, cudaStream_t st, const Shape& s) {
   using deltac::cuda::detail::recurrent_knobs;
-#define DELTAC_K(B, W) \
-  if (bv == B && warps == W) return recurrent_knobs<Var, kK, kV, In, B, W>(p, st, nullptr);
-  DELTAC_K(32, 2) DELTAC_K(32, 4) DELTAC_K(32, 8) DELTAC_K(16, 1) DELTAC_K(16, 2) DELTAC_K(16, 4)
+#define DELTAC_K(B, W)                                                                 \
+  if (s.bv == B && s.warps == W)                                                       \
+    return recurrent_knobs<Var, kK, kV, In, B, W>(p, st, nullptr, s.form, s.pdl);
+  DELTAC_K(32, 1) DELTAC_K(32, 2) DELTAC_K(32, 4) DELTAC_K(32, 8) DELTAC_K(16, 1) DELTAC_K(16, 2)
+  DELTAC_K(16, 4)
 #undef DELTAC_K
   return cudaErrorInvalidValue;
+}
+
+// Deterministic state values in [-0.2, 0.2), filled on the device.
+template <class T>
+__global__ void fill_state(T* x, size_t n, uint32_t seed) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    const float f = 0.4f * (float(h >> 8) * (1.f / 16777216.f) - 0.5f);
+    if constexpr (sizeof(T) == 4)
+      x[i] = f;
+    else
+      x[i] = __float2bfloat16(f);
+  }
 }
 
 template <deltac_variant Var>
@@ -134,10 +157,6 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   std::vector<float> beta(tokens * heads), g(Var == DELTAC_VARIANT_KDA ? tokens * heads * kK : tokens * heads);
   for (auto& x : beta) x = unit(rng);
   for (auto& x : g) x = -0.1f * unit(rng);
-  std::vector<float> h0(nstate);
-  for (auto& x : h0) x = 0.1f * normal(rng);
-  std::vector<__nv_bfloat16> h0b(s.bf16_state ? nstate : 0);
-  for (size_t i = 0; i < h0b.size(); ++i) h0b[i] = __float2bfloat16(h0[i]);
   std::vector<int32_t> slots(batch);
   for (int i = 0; i < batch; ++i) slots[i] = i;
   std::shuffle(slots.begin(), slots.end(), rng);
@@ -147,8 +166,15 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   int32_t* dslots = upload(slots);
   CHECK(cudaMalloc(&dout, nv * sizeof(In)));
   std::vector<void*> states(copies);
-  for (auto& st : states)
-    st = s.bf16_state ? static_cast<void*>(upload(h0b)) : static_cast<void*>(upload(h0));
+  for (int c = 0; c < copies; ++c) {
+    CHECK(cudaMalloc(&states[c], state_bytes));
+    if (s.bf16_state)
+      fill_state<<<1024, 256>>>(static_cast<__nv_bfloat16*>(states[c]), nstate, 17u + c);
+    else
+      fill_state<<<1024, 256>>>(static_cast<float*>(states[c]), nstate, 17u + c);
+    CHECK(cudaGetLastError());
+  }
+  CHECK(cudaDeviceSynchronize());
 
   deltac_fwd_params p{};
   p.variant = Var;
@@ -170,9 +196,10 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
     for (void* st : states) {
       p.h0 = st, p.ht = st;
       if (s.warps)
-        CHECK(run_knobs<Var>(p, stream, s.bv, s.warps));
+        CHECK(run_knobs<Var>(p, stream, s));
       else
-        CHECK((deltac::cuda::detail::recurrent_bv<Var, kK, kV, In>(p, stream, s.bv)));
+        CHECK((deltac::cuda::detail::recurrent_bv<Var, kK, kV, In>(p, stream, s.bv, s.form,
+                                                                   s.pdl)));
     }
   };
   Row r;
@@ -235,29 +262,71 @@ int main(int argc, char** argv) {
   const size_t l2 = prop.l2CacheSize;
   std::printf("%s, %d SMs, L2 %zu MB; K=V=%d, bf16 in/out, state updated in place\n",
               prop.name, prop.multiProcessorCount, l2 >> 20, kK);
-  std::printf("%-6s %3s %3s %5s %2s %5s %4s %4s %6s %9s %9s %10s %8s %9s\n", "var", "H", "HV",
-              "batch", "T", "state", "pool", "bv/w", "copies", "graph_us", "launch_us",
-              "state_GB/s", "copy_GB/s", "of_copy");
+  std::printf("%-6s %3s %3s %5s %2s %5s %4s %5s %5s %3s %6s %9s %9s %10s %8s %8s\n", "var", "H",
+              "HV", "batch", "T", "state", "pool", "bv/w", "form", "pdl", "copies", "graph_us",
+              "launch_us", "state_GB/s", "copy_GB/s", "of_copy");
   std::mt19937 rng(1234);
   const char* names[] = {"delta", "gated", "kda"};
   std::vector<std::pair<int, Shape>> shapes;
-  // GDN 16 q/k heads, 32 value heads: the issue's shapes.
+  auto add = [&](int var, Shape s) { shapes.push_back({var, s}); };
+  // GDN 16 q/k heads, 32 value heads: the issue's shapes, default kernel.
   for (int batch : {1, 64, 256, 512})
     for (bool bf16 : {false, true})
-      for (bool pool : {false, true}) shapes.push_back({1, Shape{16, 32, batch, 1, bf16, pool}});
+      for (bool pool : {false, true}) add(1, Shape{16, 32, batch, 1, bf16, pool});
   for (bool bf16 : {false, true})
-    for (bool pool : {false, true}) shapes.push_back({1, Shape{16, 32, 64, 4, bf16, pool}});
-  // The knobs (tile_v / warps) against the catalogue's default.
-  for (int batch : {64, 512})
+    for (bool pool : {false, true}) add(1, Shape{16, 32, 64, 4, bf16, pool});
+  // Before: the split kernel (version 1), same binary, default knobs.
+  for (int T : {1, 4})
+    for (bool pool : {false, true}) {
+      Shape s{16, 32, 64, T, false, pool};
+      s.form = Form::Split;
+      add(1, s);
+    }
+  for (int batch : {1, 512})
+    for (bool bf16 : {false, true}) {
+      Shape s{16, 32, batch, 1, bf16, false};
+      s.form = Form::Split;
+      add(1, s);
+    }
+  // The knobs (tile_v / warps), each form; (32, 1) is strip-only (bf16).
+  const std::pair<int, int> knobs[] = {{32, 2}, {32, 4}, {16, 1}, {16, 2}, {32, 1}};
+  for (int batch : {1, 64, 512})
     for (bool bf16 : {false, true})
-      for (auto [bv, w] : {std::pair{32, 2}, {16, 1}})
-        shapes.push_back({1, Shape{16, 32, batch, 1, bf16, false, bv, w}});
+      for (auto [bv, w] : knobs)
+        for (Form f : {Form::Split, Form::Strip}) {
+          if (w == 1 && bv == 32 && (!bf16 || f == Form::Split))
+            continue;
+          Shape s{16, 32, batch, 1, bf16, false, bv, w};
+          s.form = f;
+          add(1, s);
+        }
+  // Pool against contiguous at the knobs that measured fastest.
+  for (int batch : {1, 64, 512})
+    for (auto [bf16, bv, w] : {std::tuple{false, 32, 2}, {false, 16, 1}, {true, 32, 2},
+                               {true, 32, 1}})
+      for (bool pool : {false, true}) add(1, Shape{16, 32, batch, 1, bf16, pool, bv, w});
+  // Several tokens (staged inputs), each form.
   for (bool bf16 : {false, true})
-    shapes.push_back({1, Shape{16, 32, 64, 4, bf16, true, 32, 2}});
-  shapes.push_back({1, Shape{16, 32, 1, 1, false, false, 16, 2}});
-  if (!quick)
-    for (int var : {0, 2})
-      for (int batch : {1, 64}) shapes.push_back({var, Shape{16, 32, batch, 1, false, false}});
+    for (auto [bv, w] : {std::pair{32, 2}, {32, 4}, {16, 1}, {16, 2}})
+      for (Form f : {Form::Split, Form::Strip}) {
+        Shape s{16, 32, 64, 4, bf16, false, bv, w};
+        s.form = f;
+        add(1, s);
+      }
+  for (int T : {2, 8}) add(1, Shape{16, 32, 64, T, false, false, 32, 4});
+  // Without programmatic dependent launch.
+  for (auto [batch, bf16, bv, w] : {std::tuple{1, false, 0, 0}, {1, true, 0, 0},
+                                    {1, false, 16, 1}, {1, false, 32, 2}, {1, true, 32, 2},
+                                    {64, false, 32, 2}}) {
+    Shape s{16, 32, batch, 1, bf16, false, bv, w};
+    s.pdl = false;
+    add(1, s);
+  }
+  for (int var : {0, 2})
+    for (int batch : {1, 64}) add(var, Shape{16, 32, batch, 1, false, false});
+  if (quick)
+    shapes.resize(20);
+  std::map<size_t, double> copy_rate;  // bytes -> copy kernel GB/s, measured once
   for (auto& [var, s] : shapes) {
     Row r = var == 0   ? bench<DELTAC_VARIANT_DELTA>(s, l2, rng)
             : var == 1 ? bench<DELTAC_VARIANT_GATED>(s, l2, rng)
@@ -265,11 +334,16 @@ int main(int argc, char** argv) {
     // State read once and written once per call.
     const double bytes = double(s.batch) * s.HV * kK * kV * (s.bf16_state ? 2 : 4);
     const double gbs = 2.0 * bytes / (r.graph_us * 1e3);
-    const double cgbs = copy_gbs(size_t(bytes), l2, prop.multiProcessorCount);
-    std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%d %6d %9.2f %9.2f %10.1f %8.1f %8.0f%%\n",
+    auto it = copy_rate.find(size_t(bytes));
+    if (it == copy_rate.end())
+      it = copy_rate.emplace(size_t(bytes), copy_gbs(size_t(bytes), l2, prop.multiProcessorCount))
+               .first;
+    const double cgbs = it->second;
+    const char* form = s.form == Form::Split ? "split" : s.form == Form::Strip ? "strip" : "auto";
+    std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d %5s %3d %6d %9.2f %9.2f %10.1f %8.1f %7.0f%%\n",
                 names[var], s.H, s.HV, s.batch, s.T, s.bf16_state ? "bf16" : "f32",
-                s.pool ? "yes" : "no", s.bv, s.warps, r.copies, r.graph_us, r.launch_us, gbs, cgbs,
-                100.0 * gbs / cgbs);
+                s.pool ? "yes" : "no", s.bv, s.warps, form, int(s.pdl), r.copies, r.graph_us,
+                r.launch_us, gbs, cgbs, 100.0 * gbs / cgbs);
     std::fflush(stdout);
   }
   return 0;

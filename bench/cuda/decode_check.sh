@@ -10,13 +10,21 @@ d=${1:?binaries dir}
 peer=${2:-.peer}
 step() { echo "== $1"; shift; timeout "$@"; echo "== rc $?"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# Both kernel forms (recurrent_strip.cuh, recurrent_kernel.cuh): the
+# library's choice, then the split kernel forced, then without PDL.
 step "kernel tests" 150 "$d/deltac_cuda_tests" \
   --gtest_filter='Cuda/Recurrent.*:Cuda/DecodePool.*:DecodePoolGraph.*:RecurrentArgs.*' \
   2>&1 | grep -E -A3 "Failure|PASSED|FAILED  \]" | head -60
+DELTAC_TEST_RECURRENT_FORM=split step "kernel tests, split form" 150 "$d/deltac_cuda_tests" \
+  --gtest_filter='Cuda/Recurrent.*:Cuda/DecodePool.*:DecodePoolGraph.*:RecurrentArgs.*' \
+  2>&1 | grep -E -A3 "Failure|PASSED|FAILED  \]" | head -60
+DELTAC_TEST_PDL=0 step "kernel tests, no PDL" 60 "$d/deltac_cuda_tests" \
+  --gtest_filter='Cuda/DecodePool.*:DecodePoolGraph.*' \
+  2>&1 | grep -E -A3 "Failure|PASSED|FAILED  \]" | head -30
 step "runtime tests" 60 "$d/deltac_runtime_tests" \
   --gtest_filter='DecodePoolApi.*:Cuda*' 2>&1 | grep -E -A3 "Failure|PASSED|FAILED  \]" | head -30
 step "memcheck kernels" 120 compute-sanitizer --tool memcheck "$d/deltac_cuda_tests" \
-  --gtest_filter='Cuda/DecodePool.*gated*:Cuda/DecodePool.*kda_varlen*:DecodePoolGraph.*' \
+  --gtest_filter='Cuda/DecodePool.*gated*:Cuda/DecodePool.*kda_varlen*:DecodePoolGraph.*:Cuda/Recurrent.*misaligned:Cuda/Recurrent.*tile*' \
   2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -5
 step "memcheck runtime" 60 compute-sanitizer --tool memcheck "$d/deltac_runtime_tests" \
   --gtest_filter='DecodePoolApi.*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -5

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace deltac::test {
@@ -255,9 +256,18 @@ std::vector<PoolCase> pool_cases() {
     PoolCase c = make("inplace_padding");
     c.N = 5, c.read = {7, -1, 2, 0, -1};
     cs.push_back(c);
-    for (int bv : {16, 32}) {
-      c = make("inplace_padding_bv" + std::to_string(bv));
+    for (int bv : {16, 32, kKnobs32x2, kKnobs16x1}) {
+      c = make("inplace_padding_" + std::string(bv == kKnobs32x2   ? "tile32_warps2"
+                                                : bv == kKnobs16x1 ? "tile16_warps1"
+                                                                   : "bv" + std::to_string(bv)));
       c.N = 5, c.read = {7, -1, 2, 0, -1}, c.bv = bv;
+      cs.push_back(c);
+    }
+    for (int bv : {kKnobs32x2, kKnobs16x1}) {
+      c = make(std::string("accepted_0_to_4_steps_") +
+               (bv == kKnobs32x2 ? "tile32_warps2" : "tile16_warps1"));
+      c.N = 5, c.T = 4, c.steps = true, c.bv = bv;
+      c.read = {4, 0, 6, 2, 8}, c.accepted = {0, 1, 2, 3, 4};
       cs.push_back(c);
     }
     c = make("copy_on_write");
@@ -269,13 +279,19 @@ std::vector<PoolCase> pool_cases() {
     c = make("vk_layout");
     c.layout = DELTAC_STATE_VK, c.read = {3, 1, -1, 8};
     cs.push_back(c);
+    // bv 32 and the knobs (32, 2), (16, 1): the strip kernel's 8-column
+    // (16-byte) bf16 state accesses.
+    const std::pair<int, const char*> bvs[] = {
+        {0, ""}, {32, "_bv32"}, {kKnobs32x2, "_tile32_warps2"}, {kKnobs16x1, "_tile16_warps1"}};
     for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
-      for (int T : {1, 4}) {
-        c = make(std::string("bf16_state_") + (layout ? "vk" : "kv") + "_T" + std::to_string(T));
-        c.bf16_state = true, c.bf16_in = true, c.layout = layout, c.T = T;
-        c.read = {3, 0, -1, 8};
-        cs.push_back(c);
-      }
+      for (int T : {1, 4})
+        for (auto [bv, bv_name] : bvs) {
+          c = make(std::string("bf16_state_") + (layout ? "vk" : "kv") + "_T" + std::to_string(T) +
+                   bv_name);
+          c.bf16_state = true, c.bf16_in = true, c.layout = layout, c.T = T, c.bv = bv;
+          c.read = {3, 0, -1, 8};
+          cs.push_back(c);
+        }
     for (bool steps : {false, true})
       for (bool bf16 : {false, true}) {
         c = make(std::string("accepted_0_to_4") + (steps ? "_steps" : "") + (bf16 ? "_bf16" : ""));
@@ -296,6 +312,8 @@ std::vector<PoolCase> pool_cases() {
     c = make("batch64");
     c.N = 64, c.slots = 80, c.H = 2, c.HV = 4;
     for (int n = 0; n < 64; ++n) c.read.push_back(n % 7 == 3 ? -1 : 79 - n);
+    cs.push_back(c);
+    c.name += "_bf16_state", c.bf16_state = true;
     cs.push_back(c);
   }
   return cs;

@@ -8,8 +8,13 @@
 
 namespace deltac::test {
 
-// deltac::cuda::detail::recurrent_bv<Var, K, V, InT> with bv bound.
+// deltac::cuda::detail::recurrent_bv<Var, K, V, InT> with bv bound (and the
+// form / PDL of kernels.cuh's form_under_test, pdl_under_test).
 using KernelFn = cudaError_t (*)(const deltac_fwd_params&, cudaStream_t, int bv);
+
+// Values of bv that select the knobs (tile_v, warps) = (32, 2) and (16, 1)
+// (K = V = 128 only; kernels.cuh).
+constexpr int kKnobs32x2 = -2, kKnobs16x1 = -1;
 
 // The instantiation for (variant, K, V, dtype), or null when the tests did
 // not instantiate it. One definition per variant (kernels_<variant>.cu).

@@ -54,6 +54,14 @@ std::vector<Case> all_cases() {
         c.B = 3, c.T = 5, c.bv = bv;
         cs.push_back(c);
       }
+      // The knobs (tile_v, warps) = (32, 2) and (16, 1), one and 5 tokens.
+      for (int knobs : {kKnobs32x2, kKnobs16x1})
+        for (int T : {1, 5}) {
+          c = make(var, bf16, std::string(knobs == kKnobs32x2 ? "tile32_warps2" : "tile16_warps1") +
+                                  "_T" + std::to_string(T));
+          c.B = 3, c.T = T, c.bv = knobs;
+          cs.push_back(c);
+        }
     }
     // Head sizes, K != V both ways, non-power-of-two sizes.
     const int shapes[][2] = {{16, 16}, {64, 64}, {256, 256}, {128, 256},

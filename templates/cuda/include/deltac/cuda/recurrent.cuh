@@ -20,6 +20,7 @@
 #define DELTAC_CUDA_RECURRENT_CUH
 
 #include "deltac/cuda/recurrent_kernel.cuh"
+#include "deltac/cuda/recurrent_strip.cuh"
 #include "deltac/cuda/traits.cuh"
 #include "deltac/params.h"
 
@@ -76,6 +77,7 @@ template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads)
     guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                    const int32_t* skip) {
+  pdl_enter();
   if (skip && *skip != 0)
     return;
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
@@ -85,54 +87,117 @@ template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      const int32_t* skip) {
+  pdl_enter();
   if (skip && *skip != 0)
     return;
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
-// Launches the instance of traits Tr = (K, V, BV, Warps) for state type
-// StT: the guarded kernels when Guarded, else the plain entry kernels of
-// recurrent_kernel.cuh.
+// Which kernel runs a config: the strip kernel where its geometry exists
+// (the default), else the split kernel; tests and the bench force either.
+enum class Form { Auto = 0, Split = 1, Strip = 2 };
+
+// kernel<<<blocks, threads, 0, stream>>>(args...), with programmatic
+// dependent launch allowed when `pdl` (the kernel waits for its
+// predecessor before touching memory: recurrent_kernel.cuh's pdl_enter).
+template <class... Params, class... Args>
+cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, cudaStream_t stream,
+                      bool pdl, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// Launches the instance of knobs (BV, Warps) for state type StT. Form::Auto
+// picks by what measured faster on the H200 (docs/performance.md, decode):
+// one token per sequence (decode): the strip kernel where its warps read at
+// least 64 contiguous bytes of a state row (StripTraits::kRowBytes), else
+// the split kernel; several tokens: the strip kernel wherever its geometry
+// exists (no barrier per token). The split kernel is that of traits
+// RecurrentTraits<K, V, BV, Warps>: the guarded one when Guarded, else the
+// plain entry kernels of recurrent_kernel.cuh.
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, class StT,
           bool PerToken, bool Guarded>
 cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
-                      cudaStream_t stream, const int32_t* skip) {
-  using Tr = RecurrentTraits<K, V, BV, Warps>;
-  const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
-  if (blocks > 0x7fffffff)
-    return cudaErrorInvalidConfiguration;
-  if constexpr (Guarded) {
-    if constexpr (Tr::kThreads > 128)
-      guarded_kernel_2<Var, Tr, InT, StT, PerToken>
-          <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
-    else
-      guarded_kernel<Var, Tr, InT, StT, PerToken>
-          <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state, skip);
-  } else if constexpr (Tr::kThreads > 128) {
-    recurrent_kernel_2<Var, Tr, InT, StT, PerToken>
-        <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
-  } else {
-    recurrent_kernel<Var, Tr, InT, StT, PerToken>
-        <<<unsigned(blocks), Tr::kThreads, 0, stream>>>(p, scale, vec_io, vec_state);
+                      cudaStream_t stream, const int32_t* skip, Form form, bool pdl) {
+  constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
+  constexpr int kVec = strip_vec<K, V, BV, Warps, kBf16>();         // several tokens
+  constexpr int kVecOne = strip_vec_one<K, V, BV, Warps, kBf16>();  // one token
+  constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
+  const bool one = !PerToken && !p.cu_seqlens && p.T <= 1;
+  // 16-byte aligned bases: every lane's offset is a multiple of its access.
+  const bool io = aligned(p.v, 16) && aligned(p.o, 16);
+  const bool st = aligned(p.h0, 16) && aligned(p.ht, 16) && aligned(p.state_steps, 16);
+  const bool qk = aligned(p.q, 16) && aligned(p.k, 16) &&
+                  (Var != DELTAC_VARIANT_KDA || aligned(p.g, 16));
+  const int32_t* sk = Guarded ? skip : nullptr;
+  if constexpr (kVecOne != 0) {
+    using Tr = StripTraits<K, V, BV, Warps, kVecOne>;
+    constexpr bool kWide = Tr::L * Tr::kVec * int(sizeof(StT)) >= 64;
+    if (one && (form == Form::Strip || !kSplit || (form == Form::Auto && kWide))) {
+      const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
+      if (blocks > 0x7fffffff)
+        return cudaErrorInvalidConfiguration;
+      return launch_ex(strip_one_kernel<Var, Tr, InT, StT>, unsigned(blocks),
+                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk);
+    }
   }
-  return cudaGetLastError();
+  if constexpr (kVec != 0) {
+    using Tr = StripTraits<K, V, BV, Warps, kVec>;
+    if (!one && (form != Form::Split || !kSplit)) {
+      const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
+      if (blocks > 0x7fffffff)
+        return cudaErrorInvalidConfiguration;
+      return launch_ex(strip_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk);
+    }
+  }
+  if constexpr (kSplit) {
+    using Tr = RecurrentTraits<K, V, BV, Warps>;
+    const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
+    if (blocks > 0x7fffffff)
+      return cudaErrorInvalidConfiguration;
+    if constexpr (Guarded) {
+      if constexpr (Tr::kThreads > 128)
+        return launch_ex(guarded_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip);
+      else
+        return launch_ex(guarded_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip);
+    } else if constexpr (Tr::kThreads > 128) {
+      return launch_ex(recurrent_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                       Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
+    } else {
+      return launch_ex(recurrent_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                       Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
+    }
+  }
+  return cudaErrorInvalidValue;  // knobs without a kernel for this call (bench only)
 }
 
 // launch_st for p.state_dtype (f32 or bf16) and per-token stores or not.
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
-                   cudaStream_t stream, const int32_t* skip = nullptr) {
+                   cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
+                   bool pdl = true) {
   const bool per_token = p.state_steps || p.accepted;
   using B16 = __nv_bfloat16;
   if (p.state_dtype == DELTAC_BF16)
     return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip)
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl)
                      : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip);
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl);
   return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip)
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl)
                    : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip);
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl);
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
@@ -149,9 +214,11 @@ void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* ve
 
 // The instance with every knob fixed: tile_v = BV, warps = Warps (legal per
 // deltac::cuda_recurrent_warps_ok, checked at compile time by the traits).
+// `form` / `pdl`: which kernel, and programmatic dependent launch (bench,
+// tests).
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
-                            const int32_t* skip) {
+                            const int32_t* skip, Form form = Form::Auto, bool pdl = true) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   if (p.N == 0)
@@ -160,13 +227,15 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
   bool vec_io, vec_state;
   call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
   return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
-                                                            stream, skip);
+                                                            stream, skip, form, pdl);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
-// (32 only when it divides V), or 0 to choose by the grid size.
+// (32 only when it divides V), or 0 to choose by the grid size; form and
+// pdl as in recurrent_knobs.
 template <deltac_variant Var, int K, int V, class InT>
-cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv) {
+cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv,
+                         Form form = Form::Auto, bool pdl = true) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   constexpr int kWide = wide_bv<V>();
@@ -191,9 +260,9 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
   // The catalogue's default warps for the chosen tile (deltac/catalogue.h).
   if (bv == 16)
     return launch<Var, K, V, 16, cuda_recurrent_default_warps(K, 16), InT>(
-        p, scale, vec_io, vec_state, stream);
+        p, scale, vec_io, vec_state, stream, nullptr, form, pdl);
   return launch<Var, K, V, kWide, cuda_recurrent_default_warps(K, kWide), InT>(
-      p, scale, vec_io, vec_state, stream);
+      p, scale, vec_io, vec_state, stream, nullptr, form, pdl);
 }
 
 }  // namespace detail

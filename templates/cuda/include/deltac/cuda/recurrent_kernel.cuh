@@ -250,18 +250,30 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
     store_state(ht);
 }
 
+// Programmatic dependent launch (sm_90): wait for the grid this launch
+// depends on (a no-op without one), then let the next grid be scheduled.
+// Everything the kernel reads or writes comes after the wait.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // Entry points. ptxas picks few registers for launch bounds with no
 // minimum, but spilled at 256 threads; asking for 2 blocks per SM there
 // (at most 128 registers) removes the spills.
 template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads)
     recurrent_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
+  pdl_enter();
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
 template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     recurrent_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state) {
+  pdl_enter();
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 

@@ -44,6 +44,48 @@ struct RecurrentTraits {
   static_assert(kThreads >= 32 && kThreads <= 256, "block size");
 };
 
+// The strip kernel's geometry for the same knobs (recurrent_strip.cuh):
+// each warp owns all K rows of WV = BV / Warps columns; a lane holds Vec
+// columns (16 bytes of f32 state, 16 or 8 of bf16) of R consecutive rows,
+// L lanes per row. `ok`: the geometry exists (else the split kernel runs).
+template <int K_, int V_, int BV_, int Warps_, int Vec_>
+struct StripTraits {
+  static constexpr int K = K_;
+  static constexpr int V = V_;
+  static constexpr int BV = BV_;
+  static constexpr int kWarps = Warps_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kVec = Vec_;
+  static constexpr int WV = BV / kWarps;
+  static constexpr int L = WV / kVec;
+  static constexpr int kGroups = L >= 1 && L <= 32 ? 32 / L : 1;
+  static constexpr int R = K / kGroups;
+  static constexpr int kTiles = V / BV;
+  static constexpr bool fits = BV % kWarps == 0 && L >= 1 && L <= 32 && WV % kVec == 0 &&
+                               32 % kGroups == 0 && K % kGroups == 0 && kThreads <= 256;
+  // At most 64 floats of state per thread (several tokens); one token keeps
+  // it packed: at most 64 words (a bf16 state: 128 elements).
+  static constexpr bool ok = fits && R * kVec <= 64;
+  static constexpr bool ok_one = fits && R * kVec * (kVec == 8 ? 2 : 4) <= 256;
+};
+
+// The strip kernel's Vec for these knobs: 8 for a bf16 state when that
+// geometry exists, else 4; 0 when neither exists.
+template <int K, int V, int BV, int Warps, bool Bf16State>
+constexpr int strip_vec() {
+  if (Bf16State && StripTraits<K, V, BV, Warps, 8>::ok)
+    return 8;
+  return StripTraits<K, V, BV, Warps, 4>::ok ? 4 : 0;
+}
+
+// The same for the one-token kernel (strip_one: ok_one).
+template <int K, int V, int BV, int Warps, bool Bf16State>
+constexpr int strip_vec_one() {
+  if (Bf16State && StripTraits<K, V, BV, Warps, 8>::ok_one)
+    return 8;
+  return StripTraits<K, V, BV, Warps, 4>::ok_one ? 4 : 0;
+}
+
 // V-tile width with the most columns per block: 32 when it divides V.
 template <int V>
 constexpr int wide_bv() {

@@ -1,0 +1,530 @@
+// The strip form of the fused recurrent kernel: each warp owns all K rows of
+// a strip of BV / Warps state columns (StripTraits), so the reductions over
+// K are warp shuffles only: no shared memory, no block barrier. Per token the
+// warp computes the q/k norms itself, from the q/k rows its lanes hold.
+// Same math, fields and contract as recurrent_kernel.cuh's recurrent_body.
+#ifndef DELTAC_CUDA_RECURRENT_STRIP_CUH
+#define DELTAC_CUDA_RECURRENT_STRIP_CUH
+
+#include "deltac/cuda/recurrent_kernel.cuh"
+
+namespace deltac::cuda::detail {
+
+// Two bf16 packed in a 32-bit word, as floats (element 0 in the low half).
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// N elements of T kept packed in 32-bit words (bf16: two a word, element 0
+// in the low half) until used: half the registers of floats for bf16.
+template <int N, class T>
+struct Packed {
+  uint32_t w[(N * int(sizeof(T)) + 3) / 4];
+};
+
+__device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ uint32_t bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+
+// src[0..N) into out. `vec`: src is aligned to the access (16 bytes when N
+// elements fill them, else 8 bytes when they fill those), else scalar.
+// Ldg: read-only data (the inputs), through the non-coherent path.
+template <int N, bool Ldg, class T>
+__device__ __forceinline__ void load_packed(const T* src, bool vec, Packed<N, T>& out) {
+  constexpr int kBytes = N * int(sizeof(T));
+  if constexpr (kBytes % 16 == 0) {
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < kBytes / 16; ++c) {
+        const uint4* s = reinterpret_cast<const uint4*>(src) + c;
+        const uint4 x = Ldg ? __ldg(s) : *s;
+        out.w[4 * c] = x.x, out.w[4 * c + 1] = x.y, out.w[4 * c + 2] = x.z, out.w[4 * c + 3] = x.w;
+      }
+      return;
+    }
+  } else if constexpr (kBytes % 8 == 0) {
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < kBytes / 8; ++c) {
+        const uint2* s = reinterpret_cast<const uint2*>(src) + c;
+        const uint2 x = Ldg ? __ldg(s) : *s;
+        out.w[2 * c] = x.x, out.w[2 * c + 1] = x.y;
+      }
+      return;
+    }
+  }
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) out.w[i] = bits(Ldg ? __ldg(src + i) : src[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+      const uint32_t lo = bits(Ldg ? __ldg(src + i) : src[i]);
+      const uint32_t hi = i + 1 < N ? bits(Ldg ? __ldg(src + i + 1) : src[i + 1]) : 0u;
+      out.w[i / 2] = lo | hi << 16;
+    }
+  }
+}
+
+template <int N, class T>
+__device__ __forceinline__ void unpack(const Packed<N, T>& in, float* out) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (sizeof(T) == 4)
+      out[i] = __uint_as_float(in.w[i]);
+    else
+      out[i] = i % 2 ? bf_hi(in.w[i / 2]) : bf_lo(in.w[i / 2]);
+  }
+}
+
+// src[0..N) as floats (load_packed, then unpack).
+template <int N, bool Ldg, class T>
+__device__ __forceinline__ void load_n(const T* src, bool vec, float* out) {
+  Packed<N, T> x;
+  load_packed<N, Ldg>(src, vec, x);
+  unpack(x, out);
+}
+
+__device__ __forceinline__ uint32_t bf_pack(float lo, float hi) {
+  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+
+// N floats into dst[0..N) (global memory), with the access rules of load_n.
+// __stwb keeps the vector store (see store4).
+template <int N, class T>
+__device__ __forceinline__ void store_n(T* dst, bool vec, const float* in) {
+  constexpr int kBytes = N * int(sizeof(T));
+  if constexpr (kBytes % 16 == 0) {
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < kBytes / 16; ++c) {
+        uint4 x;
+        if constexpr (sizeof(T) == 4) {
+          x = make_uint4(__float_as_uint(in[4 * c]), __float_as_uint(in[4 * c + 1]),
+                         __float_as_uint(in[4 * c + 2]), __float_as_uint(in[4 * c + 3]));
+        } else {
+          x = make_uint4(bf_pack(in[8 * c], in[8 * c + 1]), bf_pack(in[8 * c + 2], in[8 * c + 3]),
+                         bf_pack(in[8 * c + 4], in[8 * c + 5]),
+                         bf_pack(in[8 * c + 6], in[8 * c + 7]));
+        }
+        __stwb(reinterpret_cast<uint4*>(dst) + c, x);
+      }
+      return;
+    }
+  } else if constexpr (sizeof(T) == 2 && N % 4 == 0) {
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < N / 4; ++c)
+        __stwb(reinterpret_cast<uint2*>(dst) + c,
+               make_uint2(bf_pack(in[4 * c], in[4 * c + 1]), bf_pack(in[4 * c + 2], in[4 * c + 3])));
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = from_float<T>(in[i]);
+}
+
+// Tokens whose inputs strip_body stages in shared memory at a time.
+constexpr int kStripChunk = 8;
+
+// One warp, per token, with h' = a (.) h: hk = h'^T k, hq = h'^T q over the
+// warp's K rows (lanes sum their R rows, then shuffles), u = beta (v - hk),
+// h = h' + k u^T, o = scale (hq + u (k . q)). Lane l holds rows
+// (l / L) * R .. + R of columns (l % L) * Vec .. + Vec of the warp's strip.
+// The block stages the inputs of up to kStripChunk tokens in shared memory
+// at once (one load latency per chunk, not per token). PerToken as in
+// recurrent_body.
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
+__device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float scale, bool vec_io,
+                                           bool vec_state) {
+  constexpr int K = Tr::K, V = Tr::V, BV = Tr::BV, R = Tr::R, L = Tr::L, Vec = Tr::kVec;
+  constexpr int C = kStripChunk;
+  constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
+  constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
+  __shared__ __align__(16) float sq[C][K], sk[C][K], sg[kKda ? C : 1][kKda ? K : 1];
+  __shared__ __align__(16) float sv[C][BV];
+  __shared__ float sb[C], sa[C];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r0 = (lane / L) * R;  // first of this thread's rows
+  const int c0 = warp * Tr::WV + (lane % L) * Vec;  // first column in the block's tile
+  int bid = blockIdx.x;
+  const int tile = bid % Tr::kTiles;
+  bid /= Tr::kTiles;
+  const int j = bid % p.HV;  // value head
+  const int n = bid / p.HV;  // sequence
+  const int hqk = j / (p.HV / p.H);
+  const int v0 = tile * BV + c0;
+
+  // Slots first (params.h; without a pool, sequence n's own state).
+  int32_t rs = p.h0 ? n : -1, ws = p.ht ? n : -1;
+  if (p.read_slots) {
+    rs = p.h0 ? p.read_slots[n] : -1;
+    ws = p.ht ? (p.write_slots ? p.write_slots : p.read_slots)[n] : -1;
+  }
+  int64_t t0, t1;
+  if (p.cu_seqlens) {
+    t0 = p.cu_seqlens[n];
+    t1 = p.cu_seqlens[n + 1];
+  } else {
+    t0 = int64_t(n) * p.T;
+    t1 = t0 + p.T;
+  }
+  const InT* q = static_cast<const InT*>(p.q);
+  const InT* k = static_cast<const InT*>(p.k);
+  const InT* v = static_cast<const InT*>(p.v);
+  InT* o = static_cast<InT*>(p.o);
+
+  // The inputs of tokens tc .. tc + nt into shared memory (as floats).
+  auto stage = [&](int64_t tc, int nt) {
+    for (int e = threadIdx.x; e < nt * K; e += Tr::kThreads) {
+      const int tt = e / K, i = e % K;
+      const int64_t qo = ((tc + tt) * p.H + hqk) * K + i;
+      sq[tt][i] = to_float(__ldg(q + qo));
+      sk[tt][i] = to_float(__ldg(k + qo));
+      if constexpr (kKda)
+        sg[tt][i] = __ldg(p.g + ((tc + tt) * p.HV + j) * K + i);
+    }
+    for (int e = threadIdx.x; e < nt * BV; e += Tr::kThreads) {
+      const int tt = e / BV, c = e % BV;
+      sv[tt][c] = to_float(__ldg(v + ((tc + tt) * p.HV + j) * V + tile * BV + c));
+    }
+    if (threadIdx.x < nt) {
+      const int64_t th = (tc + threadIdx.x) * p.HV + j;
+      sb[threadIdx.x] = __ldg(p.beta + th);
+      if constexpr (kGated)
+        sa[threadIdx.x] = __ldg(p.g + th);
+    }
+  };
+  int nt = int(t1 - t0 < C ? t1 - t0 : C);
+  if (nt > 0)
+    stage(t0, nt);
+
+  if (p.read_slots) {
+    rs = rs >= 0 && rs < p.num_slots ? rs : -1;
+    ws = ws >= 0 && ws < p.num_slots ? ws : -1;
+  }
+  int64_t acc = t1 - t0;  // tokens after which ht is written (clamped)
+  if (p.accepted) {
+    const int64_t a = p.accepted[n];
+    acc = a < 0 ? 0 : a < acc ? a : acc;
+  }
+
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  float h[R][Vec];
+  auto store_state = [&](StT* dst) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (!vk) {
+        store_n<Vec>(dst + int64_t(r0 + i) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < Vec; ++c)
+          dst[int64_t(v0 + c) * K + r0 + i] = from_float<StT>(h[i][c]);
+      }
+    }
+  };
+  StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
+  if (rs >= 0) {
+    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (!vk) {
+        load_n<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, h[i]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) h[i][c] = to_float(h0[int64_t(v0 + c) * K + r0 + i]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) h[i][c] = 0.f;
+  }
+  if (PerToken && acc == 0 && ht)
+    store_state(ht);
+
+  for (int64_t tc = t0; tc < t1; tc += C) {
+    if (tc != t0) {  // the next chunk, once every warp is done with this one
+      __syncthreads();
+      nt = int(t1 - tc < C ? t1 - tc : C);
+      stage(tc, nt);
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int tt = 0; tt < nt; ++tt) {
+      const int64_t t = tc + tt, th = t * p.HV + j;
+      float kr[R], qr[R], vv[Vec];
+#pragma unroll
+      for (int i = 0; i < R; ++i) kr[i] = sk[tt][r0 + i], qr[i] = sq[tt][r0 + i];
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) vv[c] = sv[tt][c0 + c];
+      const float beta = sb[tt];
+      const float a = kGated ? expf(sa[tt]) : 1.f;
+
+      // q . k and the L2 norms: the lanes' rows, then across row groups.
+      float dot = 0.f, ssq = 0.f, ssk = 0.f;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        dot = fmaf(qr[i], kr[i], dot);
+        ssq = fmaf(qr[i], qr[i], ssq);
+        ssk = fmaf(kr[i], kr[i], ssk);
+      }
+      dot = reduce_rows<L>(dot);
+      float rq = 1.f, rk = 1.f;
+      if (p.qk_l2norm) {
+        rq = 1.f / sqrtf(reduce_rows<L>(ssq) + 1e-6f);
+        rk = 1.f / sqrtf(reduce_rows<L>(ssk) + 1e-6f);
+      }
+      const float qk = dot * rq * rk;
+
+      float pk[Vec], pq[Vec];
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        kr[i] *= rk;
+        const float qi = qr[i] * rq;
+        const float ai = kKda ? expf(sg[tt][r0 + i]) : a;
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) {
+          if (Var != DELTAC_VARIANT_DELTA)
+            h[i][c] *= ai;
+          pk[c] = fmaf(h[i][c], kr[i], pk[c]);
+          pq[c] = fmaf(h[i][c], qi, pq[c]);
+        }
+      }
+      float u[Vec], out[Vec];
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) {
+        const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
+        u[c] = beta * (vv[c] - hk);
+        out[c] = scale * fmaf(u[c], qk, hq);
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) h[i][c] = fmaf(kr[i], u[c], h[i][c]);
+      if (lane < L)
+        store_n<Vec>(o + th * V + v0, vec_io, out);
+      if constexpr (PerToken) {
+        if (p.state_steps)
+          store_state(static_cast<StT*>(p.state_steps) + th * K * V);
+        if (t - t0 + 1 == acc && ht)
+          store_state(ht);
+      }
+    }
+  }
+  if (!PerToken && ht)
+    store_state(ht);
+}
+
+// A bf16 word's high element as a float, opaque to the optimizer: strip_one
+// unpacks the state twice and must not keep the first unpacking live.
+__device__ __forceinline__ float bf_hi_again(uint32_t w) {
+  uint32_t x;
+  asm("and.b32 %0, %1, 0xffff0000;" : "=r"(x) : "r"(w));
+  return __uint_as_float(x);
+}
+__device__ __forceinline__ float bf_lo_again(uint32_t w) {
+  uint32_t x;
+  asm("shl.b32 %0, %1, 16;" : "=r"(x) : "r"(w));
+  return __uint_as_float(x);
+}
+template <int N, class T>
+__device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (sizeof(T) == 4)
+      out[i] = __uint_as_float(in.w[i]);
+    else
+      out[i] = i % 2 ? bf_hi_again(in.w[i / 2]) : bf_lo_again(in.w[i / 2]);
+  }
+}
+
+// strip_body for calls of at most one token per sequence (no cu_seqlens,
+// p.T <= 1, no state_steps / accepted): the state stays packed in registers
+// (a bf16 state in half the registers of floats, so twice the bytes per
+// thread in flight) and is unpacked once for h'^T k, h'^T q and once more
+// for the update, which is stored at once.
+template <deltac_variant Var, class Tr, class InT, class StT>
+__device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scale, bool vec_io,
+                                          bool vec_state, bool vec_qk) {
+  constexpr int K = Tr::K, V = Tr::V, R = Tr::R, L = Tr::L, Vec = Tr::kVec;
+  constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
+  constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r0 = (lane / L) * R;
+  int bid = blockIdx.x;
+  const int tile = bid % Tr::kTiles;
+  bid /= Tr::kTiles;
+  const int j = bid % p.HV;
+  const int n = bid / p.HV;
+  const int hqk = j / (p.HV / p.H);
+  const int v0 = tile * Tr::BV + warp * Tr::WV + (lane % L) * Vec;
+
+  int32_t rs = p.h0 ? n : -1, ws = p.ht ? n : -1;
+  if (p.read_slots) {
+    rs = p.h0 ? p.read_slots[n] : -1;
+    ws = p.ht ? (p.write_slots ? p.write_slots : p.read_slots)[n] : -1;
+  }
+  const bool has = p.T == 1;
+  const int64_t th = int64_t(n) * p.HV + j;  // token n (T = 1)
+  float qr[R], kr[R], gr[kKda ? R : 1], vv[Vec], beta = 0.f, a = 1.f;
+  if (has) {
+    const int64_t qoff = (int64_t(n) * p.H + hqk) * K + r0;
+    load_n<R, true>(static_cast<const InT*>(p.q) + qoff, vec_qk, qr);
+    load_n<R, true>(static_cast<const InT*>(p.k) + qoff, vec_qk, kr);
+    if constexpr (kKda)
+      load_n<R, true>(p.g + th * K + r0, vec_qk, gr);
+    load_n<Vec, true>(static_cast<const InT*>(p.v) + th * V + v0, vec_io, vv);
+    beta = __ldg(p.beta + th);
+    if constexpr (kGated)
+      a = __ldg(p.g + th);
+  }
+  if (p.read_slots) {
+    rs = rs >= 0 && rs < p.num_slots ? rs : -1;
+    ws = ws >= 0 && ws < p.num_slots ? ws : -1;
+  }
+
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  Packed<Vec, StT> hp[R];
+  if (rs >= 0) {
+    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (!vk) {
+        load_packed<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, hp[i]);
+      } else {
+        StT x[Vec];
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) x[c] = h0[int64_t(v0 + c) * K + r0 + i];
+        load_packed<Vec, false>(x, false, hp[i]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (auto& w : hp[i].w) w = 0u;
+  }
+  StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
+  auto store_row = [&](int i, const float* x) {
+    if (!vk) {
+      store_n<Vec>(ht + int64_t(r0 + i) * V + v0, vec_state, x);
+    } else {
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) ht[int64_t(v0 + c) * K + r0 + i] = from_float<StT>(x[c]);
+    }
+  };
+  if (!has) {  // no token: the state passes through
+    if (ht) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        float x[Vec];
+        unpack(hp[i], x);
+        store_row(i, x);
+      }
+    }
+    return;
+  }
+
+  float dot = 0.f, ssq = 0.f, ssk = 0.f;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    dot = fmaf(qr[i], kr[i], dot);
+    ssq = fmaf(qr[i], qr[i], ssq);
+    ssk = fmaf(kr[i], kr[i], ssk);
+  }
+  dot = reduce_rows<L>(dot);
+  float rq = 1.f, rk = 1.f;
+  if (p.qk_l2norm) {
+    rq = 1.f / sqrtf(reduce_rows<L>(ssq) + 1e-6f);
+    rk = 1.f / sqrtf(reduce_rows<L>(ssk) + 1e-6f);
+  }
+  const float qk = dot * rq * rk;
+  if constexpr (kGated)
+    a = expf(a);
+
+  float pk[Vec], pq[Vec];
+#pragma unroll
+  for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    kr[i] *= rk;
+    const float qi = qr[i] * rq;
+    if constexpr (kKda)
+      gr[i] = expf(gr[i]);
+    const float ai = kKda ? gr[i] : a;
+    float x[Vec];
+    unpack(hp[i], x);
+#pragma unroll
+    for (int c = 0; c < Vec; ++c) {
+      if (Var != DELTAC_VARIANT_DELTA)
+        x[c] *= ai;
+      pk[c] = fmaf(x[c], kr[i], pk[c]);
+      pq[c] = fmaf(x[c], qi, pq[c]);
+    }
+  }
+  float u[Vec], out[Vec];
+#pragma unroll
+  for (int c = 0; c < Vec; ++c) {
+    const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
+    u[c] = beta * (vv[c] - hk);
+    out[c] = scale * fmaf(u[c], qk, hq);
+  }
+  if (lane < L)
+    store_n<Vec>(static_cast<InT*>(p.o) + th * V + v0, vec_io, out);
+  if (ht) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const float ai = kKda ? gr[i] : a;
+      float x[Vec];
+      unpack_again(hp[i], x);
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) {
+        if (Var != DELTAC_VARIANT_DELTA)
+          x[c] *= ai;
+        x[c] = fmaf(kr[i], u[c], x[c]);
+      }
+      store_row(i, x);
+    }
+  }
+}
+
+// Entry points; `skip` as in recurrent.cuh's guarded kernels (may be null).
+// strip_one_kernel: at most one token per sequence (strip_one);
+// strip_kernel: several (strip_body). Its register bound: about 64 besides
+// the state (96 beyond 32 floats of it); without one ptxas took 124 for 32
+// floats of state at 4 warps. A minimum of 1 would lift the one-token
+// kernel from 80 registers to 115, hence two entries.
+template <class Tr>
+constexpr int strip_min_blocks() {
+  constexpr int state = Tr::R * Tr::kVec;
+  return 65536 / (Tr::kThreads * (state + (state <= 32 ? 64 : 96)));
+}
+
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
+__global__ void __launch_bounds__(Tr::kThreads, (strip_min_blocks<Tr>()))
+    strip_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                 bool vec_qk, const int32_t* skip) {
+  pdl_enter();
+  if (skip && *skip != 0)
+    return;
+  strip_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
+}
+
+template <deltac_variant Var, class Tr, class InT, class StT>
+__global__ void __launch_bounds__(Tr::kThreads)
+    strip_one_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                     bool vec_qk, const int32_t* skip) {
+  pdl_enter();
+  if (skip && *skip != 0)
+    return;
+  strip_one<Var, Tr, InT, StT>(p, scale, vec_io, vec_state, vec_qk);
+}
+
+}  // namespace deltac::cuda::detail
+
+#endif  // DELTAC_CUDA_RECURRENT_STRIP_CUH
