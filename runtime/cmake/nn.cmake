@@ -19,3 +19,4 @@ target_include_directories(deltac_nn
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src ${DELTAC_NN_CBLAS_INCLUDE})
 target_link_libraries(deltac_nn PUBLIC deltac_runtime ${DELTAC_NN_OPENBLAS_LIB}
   PRIVATE $<BUILD_INTERFACE:nlohmann_json::nlohmann_json> OpenMP::OpenMP_CXX)
+include(${CMAKE_CURRENT_LIST_DIR}/nn_cuda.cmake)

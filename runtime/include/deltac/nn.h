@@ -76,6 +76,7 @@ public:
   int64_t head_dim() const { return D_; }
 
 private:
+  friend class CudaDeltaNetAttention; // deltac/nn_cuda.h: uploads the weights
   DeltaNetConfig cfg_;
   int64_t H_ = 0, D_ = 0, total_ = 0;
   Linear qkvg_;            // q || k || v || g rows
@@ -121,6 +122,7 @@ public:
   const GatedDeltaNetConfig &config() const { return cfg_; }
 
 private:
+  friend class CudaGatedDeltaNet; // deltac/nn_cuda.h: uploads the weights
   GatedDeltaNetConfig cfg_;
   int64_t key_dim_ = 0, value_dim_ = 0, conv_dim_ = 0;
   Linear in_;  // rows: q || k || v || z || b || a (fused layouts reordered)

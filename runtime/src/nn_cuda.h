@@ -1,0 +1,151 @@
+// Internal pieces of deltac::nn on CUDA (deltac/nn_cuda.h): device memory,
+// the cuBLAS GEMM, the delta-rule call through deltac_forward
+// (nn_cuda_common.cpp) and the elementwise kernels (nn_cuda_kernels.cu).
+#ifndef DELTAC_NN_CUDA_INTERNAL_H
+#define DELTAC_NN_CUDA_INTERNAL_H
+
+#include "deltac/nn_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deltac {
+namespace nn {
+namespace cudanet {
+
+// Throws Error("<layer>: <what> failed: <name> (<text>)") unless e is success.
+void check(cudaError_t e, const char *layer, const std::string &what);
+
+// One device allocation, freed by the destructor.
+struct DeviceMem {
+  void *p = nullptr;
+  size_t bytes = 0;
+  DeviceMem() = default;
+  DeviceMem(const DeviceMem &) = delete;
+  DeviceMem &operator=(const DeviceMem &) = delete;
+  ~DeviceMem();
+  // At least n bytes (contents lost when it grows: the device is
+  // synchronised, the old block freed and a new one allocated).
+  void reserve(size_t n, const char *layer, const char *what);
+  template <typename T> T *as(size_t byte_offset = 0) const {
+    return reinterpret_cast<T *>(static_cast<char *>(p) + byte_offset);
+  }
+};
+
+// Host floats to the device, as f32 or rounded to bf16 (to nearest even).
+void upload(DeviceMem *m, const std::vector<float> &v, bool bf16, const char *layer,
+            const char *what);
+
+// Sub-buffers of one scratch allocation at 256-byte aligned offsets.
+struct Carve {
+  size_t total = 0;
+  size_t take(size_t bytes) {
+    const size_t off = total;
+    total += (bytes + 255) / 256 * 256;
+    return off;
+  }
+};
+
+// The current device for the life of the object (restored after).
+struct DeviceGuard {
+  int previous = -1;
+  DeviceGuard(int device, const char *layer);
+  ~DeviceGuard();
+};
+
+// The layer's device (the current one at construction); throws Error when
+// none is usable.
+int layer_device(const char *layer);
+
+// Throws Error naming `name` unless t is a [B, T, hidden] tensor of dtype in
+// device memory of `device` (B, T > 0; like: its shape must equal like's).
+void check_tensor(const DeviceTensor &t, const char *name, const char *layer, int64_t hidden,
+                  ElemType dtype, int device, const DeviceTensor *like = nullptr);
+
+// cuBLAS: one handle with its own workspace (no allocation per call).
+class Blas {
+public:
+  Blas(const char *layer, bool tf32);
+  ~Blas();
+  Blas(const Blas &) = delete;
+  Blas &operator=(const Blas &) = delete;
+  void set_stream(cudaStream_t s);
+  // y [rows, n] (row stride ldy) = x [rows, k] W^T with W [n, k]; x and W
+  // bf16 or f32 (bf16_in), y f32 or the input's dtype (f32_out); f32
+  // accumulation. batch > 1: W and y advance by w_stride / y_stride
+  // elements per batch entry (x is shared).
+  void gemm(const void *x, const void *w, void *y, int64_t rows, int64_t n, int64_t k,
+            int64_t ldy, bool bf16_in, bool f32_out, int batch = 1, int64_t w_stride = 0,
+            int64_t y_stride = 0);
+
+private:
+  const char *layer_;
+  cublasHandle_t h_ = nullptr;
+  cublasComputeType_t compute_;
+  DeviceMem ws_;
+};
+
+// One delta-rule call through deltac_forward on device pointers (mode auto,
+// qk L2 norm in the kernel, scale 1/sqrt(K), f32 state in place: h0 == ht
+// when both are given). ws: the chunked kernel's workspace, grown here.
+struct RuleCall {
+  int32_t variant;
+  int64_t B, T, H, HV, K, V;
+  bool bf16;
+  const void *q, *k, *v;
+  const float *beta, *g;
+  float *state;    // [B, HV, K, V] or null
+  bool read_state; // the state holds the previous call's
+  void *o;
+};
+void run_rule(const RuleCall &c, cudaStream_t s, DeviceMem *ws, const char *layer);
+
+// ---- Elementwise kernels (nn_cuda_kernels.cu); each returns the launch's
+// error. x is bf16 when bf16, else f32.
+
+constexpr int kMaxConvKernel = 8;
+
+// GatedDeltaNet: the causal depthwise conv1d + silu over q || k || v of the
+// projection y (f32 [B*T, ldy], columns q, k, v, z, b, a), written to q, k,
+// v; with the W previous inputs of *state when cont ([B, C, W], then
+// rewritten in place with the last W inputs); and beta = sigmoid(b) *
+// beta_scale, g = -exp(A_log) * softplus(a + dt_bias) for the HV heads.
+struct ConvGates {
+  const float *y;
+  int64_t ldy;
+  const float *w, *bias; // [C, W], [C] or null
+  float *state;          // [B, C, W] or null
+  bool cont;             // state holds inputs (else zeros)
+  void *q, *k, *v;
+  bool bf16;
+  int64_t B, T, C, kd, vd;
+  int32_t W;
+  int64_t HV, b_col, a_col; // columns of b and a in y
+  const float *A_log, *dt_bias;
+  float beta_scale;
+  float *beta, *g; // [B*T, HV]
+};
+cudaError_t conv_gates(const ConvGates &a, cudaStream_t s);
+
+// o [rows, heads * D] in place: w * (o * rsqrt(mean o^2 + eps)) * silu(z)
+// per head (z f32 with row stride ldz). D <= 256.
+cudaError_t gated_rmsnorm(void *o, bool bf16, const float *z, int64_t ldz, const float *w,
+                          int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s);
+
+// o [rows, heads * D] in place: ((o - mean) * rstd * w + b) * silu(g) per
+// head (g like o, LayerNorm with the biased variance). D <= 256.
+cudaError_t layernorm_gate(void *o, const void *g, bool bf16, const float *w, const float *b,
+                           int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s);
+
+// x = sigmoid(x) * scale.
+cudaError_t sigmoid(float *x, int64_t n, float scale, cudaStream_t s);
+
+} // namespace cudanet
+} // namespace nn
+} // namespace deltac
+
+#endif

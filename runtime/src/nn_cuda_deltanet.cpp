@@ -1,0 +1,104 @@
+// deltac::nn::CudaDeltaNetAttention: DeltaNetAttention (nn_deltanet.cpp) on
+// device tensors. One batched GEMM writes q, k, v and g as four dense
+// tensors (the stacked weight's four parts), a second one the betas.
+#include "nn_cuda.h"
+
+#include "deltac/runtime.h"
+
+namespace deltac {
+namespace nn {
+
+using namespace cudanet;
+
+namespace {
+constexpr const char *kName = "CudaDeltaNetAttention";
+} // namespace
+
+struct CudaDeltaNetAttention::Impl {
+  int device;
+  bool bf16;
+  Blas blas;
+  DeviceMem w_qkvg, w_beta, w_out, norm_w, norm_b; // weights
+  DeviceMem scratch, ws, state;
+  Impl(int dev, bool bf, bool tf32) : device(dev), bf16(bf), blas(kName, tf32) {}
+};
+
+CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
+                                             const SafeTensors &w, const std::string &prefix,
+                                             const CudaOptions &opt)
+    : cfg_(config) {
+  if (config.use_bitnet)
+    throw Error(std::string(kName) +
+                ": use_bitnet: BitLinear does not run on CUDA (no int8 tensor-core GEMM yet); "
+                "the CPU DeltaNetAttention runs it");
+  if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
+    throw Error(std::string(kName) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
+                ": expected float32 or bfloat16");
+  const bool bf16 = opt.dtype == ElemType::BF16;
+  DeltaNetAttention cpu(config, w, prefix); // the CPU layer's checks, loading and stacking
+  H_ = cpu.H_;
+  D_ = cpu.D_;
+  if (!deltac_cuda_supports(DELTAC_VARIANT_DELTA, int32_t(D_), int32_t(D_),
+                            bf16 ? DELTAC_BF16 : DELTAC_F32))
+    throw Error(std::string(kName) + ": head_dim = " + std::to_string(D_) +
+                ": this build has no CUDA delta-rule kernel for K = V = " + std::to_string(D_) +
+                " (deltac_cuda_supports)");
+  impl_ = std::make_unique<Impl>(layer_device(kName), bf16, opt.tf32);
+  Impl &m = *impl_;
+  upload(&m.w_qkvg, cpu.qkvg_.w, bf16, kName, "q/k/v/g_proj weights");
+  upload(&m.w_beta, cpu.beta_.w, bf16, kName, "beta_proj weight");
+  upload(&m.w_out, cpu.out_.w, bf16, kName, "out_proj weight");
+  upload(&m.norm_w, cpu.norm_w_, false, kName, "norm.weight");
+  upload(&m.norm_b, cpu.norm_b_, false, kName, "norm.bias");
+}
+
+CudaDeltaNetAttention::~CudaDeltaNetAttention() = default;
+
+const float *CudaDeltaNetAttention::state() const {
+  return state_batch_ ? impl_->state.as<float>() : nullptr;
+}
+
+void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y, void *stream) {
+  Impl &m = *impl_;
+  const ElemType dt = m.bf16 ? ElemType::BF16 : ElemType::F32;
+  const int64_t hs = cfg_.hidden_size;
+  DeviceGuard guard(m.device, kName);
+  check_tensor(x, "x", kName, hs, dt, m.device);
+  check_tensor(y, "y", kName, hs, dt, m.device, &x);
+  const int64_t B = x.shape[0], T = x.shape[1], H = H_, D = D_, n = H * D, rows = B * T;
+  const bool decoder = cfg_.mode == "decoder";
+  if (decoder && state_batch_ && state_batch_ != B)
+    throw Error(std::string(kName) + ": the cached decoder state has batch " +
+                std::to_string(state_batch_) + " but x has batch " + std::to_string(B) +
+                ": call reset_state() to start new sequences");
+  const size_t e = m.bf16 ? 2 : 4;
+  Carve cv;
+  const size_t qkvg_at = cv.take(size_t(4 * rows * n) * e), beta_at = cv.take(size_t(rows * H) * 4),
+               o_at = cv.take(size_t(rows * n) * e);
+  m.scratch.reserve(cv.total, kName, "scratch");
+  char *qkvg = m.scratch.as<char>(qkvg_at), *o = m.scratch.as<char>(o_at);
+  float *beta = m.scratch.as<float>(beta_at);
+  const size_t part = size_t(rows * n) * e; // q, k, v, g one after the other
+
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  m.blas.set_stream(s);
+  m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, false, 4, n * hs, rows * n);
+  m.blas.gemm(x.data, m.w_beta.p, beta, rows, H, hs, H, m.bf16, true);
+  check(sigmoid(beta, rows * H, 1.0f, s), kName, "sigmoid kernel launch");
+  float *state = nullptr;
+  if (decoder) {
+    m.state.reserve(size_t(B * H * D * D) * 4, kName, "decoder state");
+    state = m.state.as<float>();
+  }
+  run_rule({DELTAC_VARIANT_DELTA, B, T, H, H, D, D, m.bf16, qkvg, qkvg + part, qkvg + 2 * part,
+            beta, nullptr, state, state_batch_ != 0, o},
+           s, &m.ws, kName);
+  check(layernorm_gate(o, qkvg + 3 * part, m.bf16, m.norm_w.as<float>(), m.norm_b.as<float>(), rows,
+                       H, D, cfg_.norm_eps, s),
+        kName, "layernorm kernel launch");
+  m.blas.gemm(o, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
+  if (decoder) state_batch_ = B;
+}
+
+} // namespace nn
+} // namespace deltac
