@@ -5,7 +5,10 @@
 // min) of the timed calls; a prompt (B x T from zero states) and one decode
 // step (B x 1 through the cache / decoder state), the step also replayed
 // as a CUDA graph (launch cost gone).
-//   deltac_nn_cuda_bench [--layer=gated|deltanet|all] [--dtype=bf16|f32|all]
+// dtype bf16: bf16 activations and weights, the bf16 delta rule; bf16r: the
+// same with the f32 rule (CudaOptions::f32_rule); f32: all f32, no TF32;
+// tf32: f32 with TF32 projections (CudaOptions::tf32).
+//   deltac_nn_cuda_bench [--layer=gated|deltanet|all] [--dtype=bf16|bf16r|f32|tf32|all]
 //                        [--batch=1] [--tokens=8192] [--iters=20] [--warmup=3]
 #include "deltac/nn_cuda.h"
 
@@ -155,7 +158,13 @@ void report(const char *layer, const char *dtype, const char *what, int B, int T
   std::printf("\n");
 }
 
-void bench_gated(ElemType dt, const Options &o, cudaStream_t s) {
+struct Variant {
+  const char *name;
+  ElemType dt;
+  bool f32_rule, tf32;
+};
+
+void bench_gated(const Variant &var, const Options &o, cudaStream_t s) {
   const int64_t hs = 2048, H = 16, HV = 32, K = 128, V = 128, kd = H * K, vd = HV * V;
   const auto st = random_weights({{"in_proj_qkvz.weight", {2 * kd + 2 * vd, hs}},
                                   {"in_proj_ba.weight", {2 * HV, hs}},
@@ -165,10 +174,13 @@ void bench_gated(ElemType dt, const Options &o, cudaStream_t s) {
                                   {"norm.weight", {V}},
                                   {"out_proj.weight", {hs, vd}}});
   GatedDeltaNetConfig c; // Qwen3-Next defaults
+  const ElemType dt = var.dt;
   CudaOptions opt;
   opt.dtype = dt;
+  opt.f32_rule = var.f32_rule;
+  opt.tf32 = var.tf32;
   CudaGatedDeltaNet layer(c, st, "", opt);
-  const char *dn = dt == ElemType::BF16 ? "bf16" : "f32";
+  const char *dn = var.name;
   const int B = o.batch, T = o.tokens;
   const double gemm = 2.0 * hs * (2 * kd + 2 * vd + 2 * HV + vd); // per token
   {
@@ -186,7 +198,7 @@ void bench_gated(ElemType dt, const Options &o, cudaStream_t s) {
     report("gated", dn, "decode graph", B, 1, g, 0);
 }
 
-void bench_deltanet(ElemType dt, const Options &o, cudaStream_t s) {
+void bench_deltanet(const Variant &var, const Options &o, cudaStream_t s) {
   const int64_t hs = 2048, H = 16, D = hs / H;
   const auto st = random_weights({{"q_proj.weight", {hs, hs}},
                                   {"k_proj.weight", {hs, hs}},
@@ -200,10 +212,13 @@ void bench_deltanet(ElemType dt, const Options &o, cudaStream_t s) {
   c.hidden_size = hs;
   c.num_heads = H;
   c.mode = "decoder";
+  const ElemType dt = var.dt;
   CudaOptions opt;
   opt.dtype = dt;
+  opt.f32_rule = var.f32_rule;
+  opt.tf32 = var.tf32;
   CudaDeltaNetAttention layer(c, st, "", opt);
-  const char *dn = dt == ElemType::BF16 ? "bf16" : "f32";
+  const char *dn = var.name;
   const int B = o.batch, T = o.tokens;
   const double gemm = 2.0 * hs * (5 * hs + H);
   {
@@ -241,7 +256,7 @@ int main(int argc, char **argv) {
     else if (!val("--warmup=").empty()) o.warmup = std::atoi(val("--warmup=").c_str());
     else {
       std::fprintf(stderr, "usage: deltac_nn_cuda_bench [--layer=gated|deltanet|all] "
-                           "[--dtype=bf16|f32|all] [--batch=1] [--tokens=8192] [--iters=20] "
+                           "[--dtype=bf16|bf16r|f32|tf32|all] [--batch=1] [--tokens=8192] [--iters=20] "
                            "[--warmup=3]\n");
       return 2;
     }
@@ -257,10 +272,13 @@ int main(int argc, char **argv) {
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   try {
-    for (ElemType dt : {ElemType::BF16, ElemType::F32}) {
-      if (o.dtype != "all" && o.dtype != (dt == ElemType::BF16 ? "bf16" : "f32")) continue;
-      if (o.layer == "all" || o.layer == "gated") bench_gated(dt, o, s);
-      if (o.layer == "all" || o.layer == "deltanet") bench_deltanet(dt, o, s);
+    for (const Variant &v : {Variant{"bf16", ElemType::BF16, false, false},
+                             Variant{"bf16r", ElemType::BF16, true, false},
+                             Variant{"f32", ElemType::F32, false, false},
+                             Variant{"tf32", ElemType::F32, false, true}}) {
+      if (o.dtype != "all" && o.dtype != v.name) continue;
+      if (o.layer == "all" || o.layer == "gated") bench_gated(v, o, s);
+      if (o.layer == "all" || o.layer == "deltanet") bench_deltanet(v, o, s);
     }
   } catch (const Error &e) {
     std::fprintf(stderr, "nn_layer_bench: %s\n", e.what());

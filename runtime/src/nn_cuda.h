@@ -131,15 +131,19 @@ struct ConvGates {
 };
 cudaError_t conv_gates(const ConvGates &a, cudaStream_t s);
 
-// o [rows, heads * D] in place: w * (o * rsqrt(mean o^2 + eps)) * silu(z)
-// per head (z f32 with row stride ldz). D <= 256.
-cudaError_t gated_rmsnorm(void *o, bool bf16, const float *z, int64_t ldz, const float *w,
-                          int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s);
+// out [rows, heads * D] = w * (o * rsqrt(mean o^2 + eps)) * silu(z) per
+// head (o, out: bf16 or f32 each, out may be o; z f32 with row stride ldz).
+// D <= 256.
+cudaError_t gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const float *z,
+                          int64_t ldz, const float *w, int64_t rows, int64_t heads, int64_t D,
+                          float eps, cudaStream_t s);
 
-// o [rows, heads * D] in place: ((o - mean) * rstd * w + b) * silu(g) per
-// head (g like o, LayerNorm with the biased variance). D <= 256.
-cudaError_t layernorm_gate(void *o, const void *g, bool bf16, const float *w, const float *b,
-                           int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s);
+// out [rows, heads * D] = ((o - mean) * rstd * w + b) * silu(g) per head
+// (LayerNorm with the biased variance; g of o's dtype; out may be o).
+// D <= 256.
+cudaError_t layernorm_gate(const void *o, const void *g, bool in_bf16, void *out, bool out_bf16,
+                           const float *w, const float *b, int64_t rows, int64_t heads, int64_t D,
+                           float eps, cudaStream_t s);
 
 // x = sigmoid(x) * scale.
 cudaError_t sigmoid(float *x, int64_t n, float scale, cudaStream_t s);

@@ -16,11 +16,13 @@ constexpr const char *kName = "CudaDeltaNetAttention";
 
 struct CudaDeltaNetAttention::Impl {
   int device;
-  bool bf16;
+  bool bf16;      // activations and weights
+  bool rule_bf16; // q, k, v, g, o
   Blas blas;
   DeviceMem w_qkvg, w_beta, w_out, norm_w, norm_b; // weights
   DeviceMem scratch, ws, state;
-  Impl(int dev, bool bf, bool tf32) : device(dev), bf16(bf), blas(kName, tf32) {}
+  Impl(int dev, bool bf, bool rule_bf, bool tf32)
+      : device(dev), bf16(bf), rule_bf16(rule_bf), blas(kName, tf32) {}
 };
 
 CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
@@ -34,16 +36,16 @@ CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
   if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
     throw Error(std::string(kName) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
                 ": expected float32 or bfloat16");
-  const bool bf16 = opt.dtype == ElemType::BF16;
+  const bool bf16 = opt.dtype == ElemType::BF16, rule_bf16 = bf16 && !opt.f32_rule;
   DeltaNetAttention cpu(config, w, prefix); // the CPU layer's checks, loading and stacking
   H_ = cpu.H_;
   D_ = cpu.D_;
   if (!deltac_cuda_supports(DELTAC_VARIANT_DELTA, int32_t(D_), int32_t(D_),
-                            bf16 ? DELTAC_BF16 : DELTAC_F32))
+                            rule_bf16 ? DELTAC_BF16 : DELTAC_F32))
     throw Error(std::string(kName) + ": head_dim = " + std::to_string(D_) +
                 ": this build has no CUDA delta-rule kernel for K = V = " + std::to_string(D_) +
                 " (deltac_cuda_supports)");
-  impl_ = std::make_unique<Impl>(layer_device(kName), bf16, opt.tf32);
+  impl_ = std::make_unique<Impl>(layer_device(kName), bf16, rule_bf16, opt.tf32);
   Impl &m = *impl_;
   upload(&m.w_qkvg, cpu.qkvg_.w, bf16, kName, "q/k/v/g_proj weights");
   upload(&m.w_beta, cpu.beta_.w, bf16, kName, "beta_proj weight");
@@ -71,18 +73,22 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
     throw Error(std::string(kName) + ": the cached decoder state has batch " +
                 std::to_string(state_batch_) + " but x has batch " + std::to_string(B) +
                 ": call reset_state() to start new sequences");
-  const size_t e = m.bf16 ? 2 : 4;
+  // Rule tensors (q, k, v, g, o) of the rule's dtype; the norm writes the
+  // activations' dtype (in place over o when they are the same).
+  const size_t re = m.rule_bf16 ? 2 : 4, e = m.bf16 ? 2 : 4;
+  const bool apart = re != e;
   Carve cv;
-  const size_t qkvg_at = cv.take(size_t(4 * rows * n) * e), beta_at = cv.take(size_t(rows * H) * 4),
-               o_at = cv.take(size_t(rows * n) * e);
+  const size_t qkvg_at = cv.take(size_t(4 * rows * n) * re), beta_at = cv.take(size_t(rows * H) * 4),
+               o_at = cv.take(size_t(rows * n) * re), n_at = apart ? cv.take(size_t(rows * n) * e) : o_at;
   m.scratch.reserve(cv.total, kName, "scratch");
-  char *qkvg = m.scratch.as<char>(qkvg_at), *o = m.scratch.as<char>(o_at);
+  char *qkvg = m.scratch.as<char>(qkvg_at), *o = m.scratch.as<char>(o_at),
+       *normed = m.scratch.as<char>(n_at);
   float *beta = m.scratch.as<float>(beta_at);
-  const size_t part = size_t(rows * n) * e; // q, k, v, g one after the other
+  const size_t part = size_t(rows * n) * re; // q, k, v, g one after the other
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   m.blas.set_stream(s);
-  m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, false, 4, n * hs, rows * n);
+  m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, !m.rule_bf16, 4, n * hs, rows * n);
   m.blas.gemm(x.data, m.w_beta.p, beta, rows, H, hs, H, m.bf16, true);
   check(sigmoid(beta, rows * H, 1.0f, s), kName, "sigmoid kernel launch");
   float *state = nullptr;
@@ -90,13 +96,13 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
     m.state.reserve(size_t(B * H * D * D) * 4, kName, "decoder state");
     state = m.state.as<float>();
   }
-  run_rule({DELTAC_VARIANT_DELTA, B, T, H, H, D, D, m.bf16, qkvg, qkvg + part, qkvg + 2 * part,
+  run_rule({DELTAC_VARIANT_DELTA, B, T, H, H, D, D, m.rule_bf16, qkvg, qkvg + part, qkvg + 2 * part,
             beta, nullptr, state, state_batch_ != 0, o},
            s, &m.ws, kName);
-  check(layernorm_gate(o, qkvg + 3 * part, m.bf16, m.norm_w.as<float>(), m.norm_b.as<float>(), rows,
-                       H, D, cfg_.norm_eps, s),
+  check(layernorm_gate(o, qkvg + 3 * part, m.rule_bf16, normed, m.bf16, m.norm_w.as<float>(),
+                       m.norm_b.as<float>(), rows, H, D, cfg_.norm_eps, s),
         kName, "layernorm kernel launch");
-  m.blas.gemm(o, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
+  m.blas.gemm(normed, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
   if (decoder) state_batch_ = B;
 }
 

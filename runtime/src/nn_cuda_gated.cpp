@@ -37,12 +37,14 @@ CudaGatedDeltaNetCache::~CudaGatedDeltaNetCache() {
 
 struct CudaGatedDeltaNet::Impl {
   int device;
-  bool bf16;
+  bool bf16;      // activations and weights
+  bool rule_bf16; // q, k, v, o
   Blas blas;
   DeviceMem w_in, w_out, conv_w, conv_b, A_log, dt_bias, norm_w; // weights
   bool conv_bias = false;
   DeviceMem scratch, ws;
-  Impl(int dev, bool bf, bool tf32) : device(dev), bf16(bf), blas(kName, tf32) {}
+  Impl(int dev, bool bf, bool rule_bf, bool tf32)
+      : device(dev), bf16(bf), rule_bf16(rule_bf), blas(kName, tf32) {}
 };
 
 CudaGatedDeltaNet::CudaGatedDeltaNet(const GatedDeltaNetConfig &config, const SafeTensors &w,
@@ -51,7 +53,7 @@ CudaGatedDeltaNet::CudaGatedDeltaNet(const GatedDeltaNetConfig &config, const Sa
   if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
     throw Error(std::string(kName) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
                 ": expected float32 or bfloat16");
-  const bool bf16 = opt.dtype == ElemType::BF16;
+  const bool bf16 = opt.dtype == ElemType::BF16, rule_bf16 = bf16 && !opt.f32_rule;
   GatedDeltaNet cpu(config, w, prefix); // the CPU layer's checks, loading and reordering
   cfg_ = cpu.cfg_;
   key_dim_ = cpu.key_dim_;
@@ -62,11 +64,11 @@ CudaGatedDeltaNet::CudaGatedDeltaNet(const GatedDeltaNetConfig &config, const Sa
                 std::to_string(cfg_.conv_kernel) + ": the CUDA conv takes at most " +
                 std::to_string(kMaxConvKernel));
   if (!deltac_cuda_supports(DELTAC_VARIANT_GATED, int32_t(cfg_.head_k_dim),
-                            int32_t(cfg_.head_v_dim), bf16 ? DELTAC_BF16 : DELTAC_F32))
+                            int32_t(cfg_.head_v_dim), rule_bf16 ? DELTAC_BF16 : DELTAC_F32))
     throw Error(std::string(kName) + ": head dims K = " + std::to_string(cfg_.head_k_dim) +
                 ", V = " + std::to_string(cfg_.head_v_dim) +
                 ": this build has no CUDA delta-rule kernel for them (deltac_cuda_supports)");
-  impl_ = std::make_unique<Impl>(layer_device(kName), bf16, opt.tf32);
+  impl_ = std::make_unique<Impl>(layer_device(kName), bf16, rule_bf16, opt.tf32);
   Impl &m = *impl_;
   upload(&m.w_in, cpu.in_.w, bf16, kName, "input projection weights");
   upload(&m.w_out, cpu.out_.w, bf16, kName, "output projection weight");
@@ -97,17 +99,21 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
                 std::to_string(cache->batch_) + " but hidden_states has batch " +
                 std::to_string(B));
   const int64_t ncol = C + vd + 2 * HV; // q, k, v, z, b, a
-  const size_t e = m.bf16 ? 2 : 4;
+  // Rule tensors (q, k, v, o) of the rule's dtype; the norm writes the
+  // activations' dtype (in place over o when they are the same).
+  const size_t re = m.rule_bf16 ? 2 : 4, e = m.bf16 ? 2 : 4;
   Carve cv;
-  const size_t y_at = cv.take(size_t(rows * ncol) * 4), q_at = cv.take(size_t(rows * kd) * e),
-               k_at = cv.take(size_t(rows * kd) * e), v_at = cv.take(size_t(rows * vd) * e),
+  const size_t y_at = cv.take(size_t(rows * ncol) * 4), q_at = cv.take(size_t(rows * kd) * re),
+               k_at = cv.take(size_t(rows * kd) * re), v_at = cv.take(size_t(rows * vd) * re),
                beta_at = cv.take(size_t(rows * HV) * 4), g_at = cv.take(size_t(rows * HV) * 4),
-               o_at = cv.take(size_t(rows * vd) * e);
+               o_at = cv.take(size_t(rows * vd) * re),
+               n_at = re != e ? cv.take(size_t(rows * vd) * e) : o_at;
   m.scratch.reserve(cv.total, kName, "scratch");
   float *proj = m.scratch.as<float>(y_at), *beta = m.scratch.as<float>(beta_at),
         *g = m.scratch.as<float>(g_at);
   void *q = m.scratch.as<void>(q_at), *k = m.scratch.as<void>(k_at),
-       *v = m.scratch.as<void>(v_at), *o = m.scratch.as<void>(o_at);
+       *v = m.scratch.as<void>(v_at), *o = m.scratch.as<void>(o_at),
+       *normed = m.scratch.as<void>(n_at);
   if (cache && !cont) {
     reserve_floats(&cache->conv_, &cache->conv_cap_, size_t(B * C * W), "conv state");
     reserve_floats(&cache->rec_, &cache->rec_cap_, size_t(B * HV * Dk * Dv), "recurrent state");
@@ -124,7 +130,7 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   a.state = cache ? cache->conv_ : nullptr;
   a.cont = cont;
   a.q = q, a.k = k, a.v = v;
-  a.bf16 = m.bf16;
+  a.bf16 = m.rule_bf16;
   a.B = B, a.T = T, a.C = C, a.kd = kd, a.vd = vd;
   a.W = int32_t(W);
   a.HV = HV, a.b_col = C + vd, a.a_col = C + vd + HV;
@@ -133,13 +139,13 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   a.beta_scale = c.allow_neg_eigval ? 2.0f : 1.0f;
   a.beta = beta, a.g = g;
   check(conv_gates(a, s), kName, "conv kernel launch");
-  run_rule({DELTAC_VARIANT_GATED, B, T, H, HV, Dk, Dv, m.bf16, q, k, v, beta, g,
+  run_rule({DELTAC_VARIANT_GATED, B, T, H, HV, Dk, Dv, m.rule_bf16, q, k, v, beta, g,
             cache ? cache->rec_ : nullptr, cont, o},
            s, &m.ws, kName);
-  check(gated_rmsnorm(o, m.bf16, proj + C, ncol, m.norm_w.as<float>(), rows, HV, Dv,
-                      c.rms_norm_eps, s),
+  check(gated_rmsnorm(o, m.rule_bf16, normed, m.bf16, proj + C, ncol, m.norm_w.as<float>(), rows,
+                      HV, Dv, c.rms_norm_eps, s),
         kName, "norm kernel launch");
-  m.blas.gemm(o, m.w_out.p, y.data, rows, c.hidden_size, vd, c.hidden_size, m.bf16, false);
+  m.blas.gemm(normed, m.w_out.p, y.data, rows, c.hidden_size, vd, c.hidden_size, m.bf16, false);
   if (cache) cache->batch_ = B;
 }
 

@@ -99,15 +99,18 @@ template <typename T> __global__ void __launch_bounds__(kConvThreads) conv_gates
 constexpr int kNormThreads = 256; // 8 warps: one (row, head) each
 constexpr int kNormPer = 8;       // values per lane: D <= 256
 
-template <typename T>
+// In and out of a norm may be one buffer (same dtype): each warp reads its
+// head into registers before it writes it.
+template <typename Tin, typename Tout>
 __global__ void __launch_bounds__(kNormThreads)
-    gated_rmsnorm_kernel(T *o, const float *z, int64_t ldz, const float *w, int64_t rows,
-                         int heads, int D, float eps) {
+    gated_rmsnorm_kernel(const Tin *o, Tout *out, const float *z, int64_t ldz, const float *w,
+                         int64_t rows, int heads, int D, float eps) {
   const int64_t item = (int64_t(blockIdx.x) * kNormThreads + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (item >= rows * heads) return; // whole warps
   const int64_t r = item / heads, h = item % heads;
-  T *op = o + (r * heads + h) * D;
+  const Tin *op = o + item * D;
+  Tout *dst = out + item * D;
   const float *zp = z + r * ldz + h * D;
   float x[kNormPer], ss = 0.0f;
 #pragma unroll
@@ -120,19 +123,19 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
     const int d = lane + 32 * i;
-    if (d < D) store1(op + d, w[d] * (x[i] * rs) * silu(zp[d]));
+    if (d < D) store1(dst + d, w[d] * (x[i] * rs) * silu(zp[d]));
   }
 }
 
-template <typename T>
+template <typename Tin, typename Tout>
 __global__ void __launch_bounds__(kNormThreads)
-    layernorm_gate_kernel(T *o, const T *g, const float *w, const float *bias, int64_t rows,
-                          int heads, int D, float eps) {
+    layernorm_gate_kernel(const Tin *o, const Tin *g, Tout *out, const float *w,
+                          const float *bias, int64_t rows, int heads, int D, float eps) {
   const int64_t item = (int64_t(blockIdx.x) * kNormThreads + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (item >= rows * heads) return;
-  T *op = o + item * D;
-  const T *gp = g + item * D;
+  const Tin *op = o + item * D, *gp = g + item * D;
+  Tout *dst = out + item * D;
   float x[kNormPer], s = 0.0f;
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
@@ -149,7 +152,7 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
     const int d = lane + 32 * i;
-    if (d < D) store1(op + d, ((x[i] - mean) * rstd * w[d] + bias[d]) * silu(load1(gp + d)));
+    if (d < D) store1(dst + d, ((x[i] - mean) * rstd * w[d] + bias[d]) * silu(load1(gp + d)));
   }
 }
 
@@ -173,29 +176,43 @@ cudaError_t conv_gates(const ConvGates &a, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-cudaError_t gated_rmsnorm(void *o, bool bf16, const float *z, int64_t ldz, const float *w,
-                          int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s) {
-  const unsigned grid = blocks_for(rows * heads, kNormThreads / 32);
-  if (bf16)
-    gated_rmsnorm_kernel<<<grid, kNormThreads, 0, s>>>(static_cast<__nv_bfloat16 *>(o), z, ldz, w,
-                                                       rows, int(heads), int(D), eps);
-  else
-    gated_rmsnorm_kernel<<<grid, kNormThreads, 0, s>>>(static_cast<float *>(o), z, ldz, w, rows,
-                                                       int(heads), int(D), eps);
+namespace {
+using bf16 = __nv_bfloat16;
+
+template <typename Tin, typename Tout>
+void norm_launch(const void *o, void *out, const float *z, int64_t ldz, const float *w,
+                 int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s) {
+  gated_rmsnorm_kernel<<<blocks_for(rows * heads, kNormThreads / 32), kNormThreads, 0, s>>>(
+      static_cast<const Tin *>(o), static_cast<Tout *>(out), z, ldz, w, rows, int(heads), int(D),
+      eps);
+}
+
+template <typename Tin, typename Tout>
+void ln_launch(const void *o, const void *g, void *out, const float *w, const float *b,
+               int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s) {
+  layernorm_gate_kernel<<<blocks_for(rows * heads, kNormThreads / 32), kNormThreads, 0, s>>>(
+      static_cast<const Tin *>(o), static_cast<const Tin *>(g), static_cast<Tout *>(out), w, b,
+      rows, int(heads), int(D), eps);
+}
+} // namespace
+
+cudaError_t gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const float *z,
+                          int64_t ldz, const float *w, int64_t rows, int64_t heads, int64_t D,
+                          float eps, cudaStream_t s) {
+  if (o_bf16 && out_bf16) norm_launch<bf16, bf16>(o, out, z, ldz, w, rows, heads, D, eps, s);
+  else if (o_bf16) norm_launch<bf16, float>(o, out, z, ldz, w, rows, heads, D, eps, s);
+  else if (out_bf16) norm_launch<float, bf16>(o, out, z, ldz, w, rows, heads, D, eps, s);
+  else norm_launch<float, float>(o, out, z, ldz, w, rows, heads, D, eps, s);
   return cudaGetLastError();
 }
 
-cudaError_t layernorm_gate(void *o, const void *g, bool bf16, const float *w, const float *b,
-                           int64_t rows, int64_t heads, int64_t D, float eps, cudaStream_t s) {
-  const unsigned grid = blocks_for(rows * heads, kNormThreads / 32);
-  if (bf16)
-    layernorm_gate_kernel<<<grid, kNormThreads, 0, s>>>(
-        static_cast<__nv_bfloat16 *>(o), static_cast<const __nv_bfloat16 *>(g), w, b, rows,
-        int(heads), int(D), eps);
-  else
-    layernorm_gate_kernel<<<grid, kNormThreads, 0, s>>>(static_cast<float *>(o),
-                                                        static_cast<const float *>(g), w, b,
-                                                        rows, int(heads), int(D), eps);
+cudaError_t layernorm_gate(const void *o, const void *g, bool in_bf16, void *out, bool out_bf16,
+                           const float *w, const float *b, int64_t rows, int64_t heads, int64_t D,
+                           float eps, cudaStream_t s) {
+  if (in_bf16 && out_bf16) ln_launch<bf16, bf16>(o, g, out, w, b, rows, heads, D, eps, s);
+  else if (in_bf16) ln_launch<bf16, float>(o, g, out, w, b, rows, heads, D, eps, s);
+  else if (out_bf16) ln_launch<float, bf16>(o, g, out, w, b, rows, heads, D, eps, s);
+  else ln_launch<float, float>(o, g, out, w, b, rows, heads, D, eps, s);
   return cudaGetLastError();
 }
 

@@ -6,9 +6,13 @@
 //   the chunked CUDA kernel (WY form, a triangular solve per chunk) rounds
 //   differently from the CPU recurrence; each is ~1e-6 alone, the norms and
 //   the recurrence over 100 tokens add to that. TF32 is off.
-//   bf16 <= 5e-3 (the project's bf16 bound): weights and x are rounded to
-//   bf16 values first, so the CPU layer sees exactly the GPU's inputs and
-//   the error is the layer's own (bf16 q, k, v, o and norm outputs).
+//   bf16: weights and x are rounded to bf16 values first, so the CPU layer
+//   sees exactly the GPU's inputs and the error is the layer's own. With the
+//   f32 rule (CudaOptions::f32_rule) <= 5e-3, the project's bf16 bound: only
+//   the norm output and y are rounded to bf16. With the bf16 rule (the
+//   default) <= 1e-2: the bf16 kernel's own error (up to 5e-3 vs float64 by
+//   its tests, 3.4-4.3e-3 measured) plus the bf16 rounding of q, k, v, the
+//   norm output and y (~1.1e-3 relative RMS each); 4.1-5.4e-3 measured.
 // Prompt + decode steps through the device state == the whole sequence, for
 // DeltaNet (decoder mode) and every GatedDeltaNet layout; bad inputs give
 // errors naming the tensor. GPU cases skip without a usable GPU.
@@ -169,9 +173,10 @@ std::vector<float> device_floats(const float *p, size_t n) {
   return h;
 }
 
-CudaOptions options(ElemType dt) {
+CudaOptions options(ElemType dt, bool f32_rule = false) {
   CudaOptions o;
   o.dtype = dt;
+  o.f32_rule = f32_rule;
   return o;
 }
 
@@ -199,18 +204,18 @@ DeltaNetConfig deltanet_config(const char *mode) {
   return c;
 }
 
-void deltanet_vs_cpu(ElemType dt, double tol) {
+void deltanet_vs_cpu(ElemType dt, double tol, bool f32_rule = false) {
   SKIP_WITHOUT_GPU();
   const bool bf16 = dt == ElemType::BF16;
   const uint64_t seed = deltac::test_seed();
   SCOPED_TRACE(deltac::test_seed_note(seed));
-  std::printf("NnCudaDeltaNet %s: DELTAC_TEST_SEED=%llu\n", deltac::elem_name(dt),
-              (unsigned long long)seed);
+  std::printf("NnCudaDeltaNet %s%s: DELTAC_TEST_SEED=%llu\n", deltac::elem_name(dt),
+              f32_rule ? " f32 rule" : "", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   const SafeTensors st = deltanet_weights(rng, bf16).file();
   const DeltaNetConfig c = deltanet_config("encoder");
   DeltaNetAttention cpu(c, st);
-  CudaDeltaNetAttention gpu(c, st, "", options(dt));
+  CudaDeltaNetAttention gpu(c, st, "", options(dt, f32_rule));
   const Tensor x = random_x(rng, 2, 100, kHidden, bf16);
   const Tensor want = cpu.forward(x);
   DevTensor dx(x, dt), dy(x.shape, dt);
@@ -224,7 +229,8 @@ void deltanet_vs_cpu(ElemType dt, double tol) {
 }
 
 TEST(NnCudaDeltaNet, F32MatchesCpu) { deltanet_vs_cpu(ElemType::F32, 1e-4); }
-TEST(NnCudaDeltaNet, Bf16MatchesCpu) { deltanet_vs_cpu(ElemType::BF16, 5e-3); }
+TEST(NnCudaDeltaNet, Bf16MatchesCpu) { deltanet_vs_cpu(ElemType::BF16, 1e-2); }
+TEST(NnCudaDeltaNet, Bf16F32RuleMatchesCpu) { deltanet_vs_cpu(ElemType::BF16, 5e-3, true); }
 
 TEST(NnCudaDeltaNet, DecoderStepsEqualWholeSequence) {
   SKIP_WITHOUT_GPU();
@@ -334,18 +340,18 @@ Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c, bool b
 
 class NnCudaGated : public ::testing::TestWithParam<GatedCase> {};
 
-void gated_vs_cpu(const GatedCase &g, ElemType dt, double tol) {
+void gated_vs_cpu(const GatedCase &g, ElemType dt, double tol, bool f32_rule = false) {
   SKIP_WITHOUT_GPU();
   const bool bf16 = dt == ElemType::BF16;
   const uint64_t seed = deltac::test_seed();
   SCOPED_TRACE(std::string(g.name) + " " + deltac::test_seed_note(seed));
-  std::printf("NnCudaGated %s %s: DELTAC_TEST_SEED=%llu\n", g.name, deltac::elem_name(dt),
-              (unsigned long long)seed);
+  std::printf("NnCudaGated %s %s%s: DELTAC_TEST_SEED=%llu\n", g.name, deltac::elem_name(dt),
+              f32_rule ? " f32 rule" : "", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
   const GatedDeltaNetConfig c = gated_config(g);
   const SafeTensors st = gated_weights(rng, c, g.conv_bias, bf16).file();
   GatedDeltaNet cpu(c, st);
-  CudaGatedDeltaNet gpu(c, st, "", options(dt));
+  CudaGatedDeltaNet gpu(c, st, "", options(dt, f32_rule));
   const Tensor x = random_x(rng, 2, 100, kHidden, bf16);
   const Tensor want = cpu.forward(x);
   DevTensor dx(x, dt), dy(x.shape, dt);
@@ -353,10 +359,25 @@ void gated_vs_cpu(const GatedCase &g, ElemType dt, double tol) {
   const double err = rel_rms(dy.host().data, want.data);
   std::printf("  rel RMS vs CPU: %.3g\n", err);
   EXPECT_LE(err, tol);
+  // The same tokens as a prompt and decode steps through the device cache.
+  CudaGatedDeltaNetCache cache;
+  std::vector<Tensor> parts;
+  for (auto [t0, t1] : std::vector<std::pair<int64_t, int64_t>>{{0, 37}, {37, 42}, {42, 43}}) {
+    const Tensor xs = slice_t(x, t0, t1);
+    DevTensor px(xs, dt), py(xs.shape, dt);
+    gpu.forward(px.t, py.t, &cache);
+    parts.push_back(py.host());
+  }
+  const double derr = rel_rms(join_t(parts).data, slice_t(want, 0, 43).data);
+  std::printf("  prompt + steps vs CPU: %.3g\n", derr);
+  EXPECT_LE(derr, tol);
 }
 
 TEST_P(NnCudaGated, F32MatchesCpu) { gated_vs_cpu(GetParam(), ElemType::F32, 1e-4); }
-TEST_P(NnCudaGated, Bf16MatchesCpu) { gated_vs_cpu(GetParam(), ElemType::BF16, 5e-3); }
+TEST_P(NnCudaGated, Bf16MatchesCpu) { gated_vs_cpu(GetParam(), ElemType::BF16, 1e-2); }
+TEST_P(NnCudaGated, Bf16F32RuleMatchesCpu) {
+  gated_vs_cpu(GetParam(), ElemType::BF16, 5e-3, true);
+}
 
 TEST_P(NnCudaGated, DecodeStepsEqualWholeSequence) {
   SKIP_WITHOUT_GPU();

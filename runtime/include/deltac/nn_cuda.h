@@ -37,6 +37,11 @@ struct CudaOptions {
   ElemType dtype = ElemType::BF16;
   // F32 only: let cuBLAS use TF32 tensor cores (off: full f32 products).
   bool tf32 = false;
+  // BF16 only: run the delta rule on f32 q, k, v, o (the projections write
+  // f32; the kernel's f32 path) instead of bf16. The bf16 rule is faster
+  // and its own bf16 rounding (up to 5e-3 relative RMS by the kernel tests)
+  // is most of the layer's error; docs/nn.md has both.
+  bool f32_rule = false;
 };
 
 class CudaDeltaNetAttention {
