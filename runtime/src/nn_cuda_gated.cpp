@@ -96,8 +96,13 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   const bool cont = cache && !cache->empty();
   if (cont && cache->batch_ != B)
     throw Error(std::string(kName) + ": the cached state has batch " +
-                std::to_string(cache->batch_) + " but hidden_states has batch " +
-                std::to_string(B));
+                std::to_string(cache->batch_) + " but x has batch " + std::to_string(B));
+  const size_t conv_n = size_t(B * C * W), rec_n = size_t(B * HV * Dk * Dv);
+  if (cont && (cache->conv_n_ != conv_n || cache->rec_n_ != rec_n))
+    throw Error(std::string(kName) + ": the cache holds states of another layer's shape (" +
+                std::to_string(cache->conv_n_) + " conv and " + std::to_string(cache->rec_n_) +
+                " recurrent floats; this layer's are " + std::to_string(conv_n) + " and " +
+                std::to_string(rec_n) + ")");
   const int64_t ncol = C + vd + 2 * HV; // q, k, v, z, b, a
   // Rule tensors (q, k, v, o) of the rule's dtype; the norm writes the
   // activations' dtype (in place over o when they are the same).
@@ -115,8 +120,8 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
        *v = m.scratch.as<void>(v_at), *o = m.scratch.as<void>(o_at),
        *normed = m.scratch.as<void>(n_at);
   if (cache && !cont) {
-    reserve_floats(&cache->conv_, &cache->conv_cap_, size_t(B * C * W), "conv state");
-    reserve_floats(&cache->rec_, &cache->rec_cap_, size_t(B * HV * Dk * Dv), "recurrent state");
+    reserve_floats(&cache->conv_, &cache->conv_cap_, conv_n, "conv state");
+    reserve_floats(&cache->rec_, &cache->rec_cap_, rec_n, "recurrent state");
   }
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
@@ -146,7 +151,11 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
                       HV, Dv, c.rms_norm_eps, s),
         kName, "norm kernel launch");
   m.blas.gemm(normed, m.w_out.p, y.data, rows, c.hidden_size, vd, c.hidden_size, m.bf16, false);
-  if (cache) cache->batch_ = B;
+  if (cache) {
+    cache->batch_ = B;
+    cache->conv_n_ = conv_n;
+    cache->rec_n_ = rec_n;
+  }
 }
 
 } // namespace nn

@@ -479,6 +479,14 @@ TEST(NnCudaErrors, BadInputs) {
   EXPECT_EQ(error_of([&] { gpu.forward(f, dy.t); }),
             "CudaGatedDeltaNet: x is float32: expected bfloat16 (the layer's CudaOptions::dtype)");
   EXPECT_EQ(error_of([&] { gpu.forward(dx.t, dy.t); }), "(no error)");
+  // A cache belongs to one layer.
+  CudaGatedDeltaNetCache cache;
+  EXPECT_EQ(error_of([&] { gpu.forward(dx.t, dy.t, &cache); }), "(no error)");
+  GatedDeltaNetConfig c2 = c;
+  c2.head_k_dim = c2.head_v_dim = 128;
+  CudaGatedDeltaNet other(c2, gated_weights(rng, c2, false, false).file());
+  const std::string e = error_of([&] { other.forward(dx.t, dy.t, &cache); });
+  EXPECT_NE(e.find("the cache holds states of another layer's shape"), std::string::npos) << e;
 
   CudaDeltaNetAttention dn(deltanet_config("encoder"), deltanet_weights(rng, false).file(), "",
                            options(ElemType::F32));

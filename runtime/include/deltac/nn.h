@@ -6,7 +6,8 @@
 // deltac_forward. Errors (a missing or
 // misshapen weight, a bad config, a bad input shape, a kernel error) throw
 // deltac::nn::Error with a one-line message naming the tensor or field.
-// docs/nn.md has the API and the math.
+// The same layers on CUDA device tensors: deltac/nn_cuda.h. docs/nn.md has
+// the API and the math.
 #ifndef DELTAC_NN_H
 #define DELTAC_NN_H
 

@@ -79,7 +79,8 @@ private:
 // The decode state of one CUDA GatedDeltaNet layer, in device memory:
 // conv [B, conv_dim, W] and recurrent [B, HV, K, V], f32 (the layouts of
 // GatedDeltaNetCache). Updated in place by each forward; memory kept across
-// reset() and freed by the destructor.
+// reset() and freed by the destructor. One cache belongs to one layer (and
+// its device).
 class CudaGatedDeltaNetCache {
 public:
   CudaGatedDeltaNetCache() = default;
@@ -98,6 +99,7 @@ private:
   int64_t batch_ = 0;
   float *conv_ = nullptr, *rec_ = nullptr;
   size_t conv_cap_ = 0, rec_cap_ = 0; // floats allocated
+  size_t conv_n_ = 0, rec_n_ = 0;     // floats of the held states
 };
 
 class CudaGatedDeltaNet {
