@@ -32,6 +32,7 @@ struct Call {
   int stages;  // bit 0 prep, bit 1 scan
   size_t* ws_out;  // non-null: workspace query only
   int split = 0;   // segments per sequence forced (0: the rule)
+  int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
 };
 
 template <deltac_variant Var, int K, int V, class Cfg>
@@ -41,7 +42,7 @@ cudaError_t run(const Call& c) {
     return cudaSuccess;
   }
   return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(
-      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, 0, c.split);
+      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, 0, c.split, c.fuse);
 }
 
 // Config I of the sweep where it is legal for this variant and shape.
@@ -70,9 +71,11 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 }
 
 // cfg 100 S + i: config i (0: the default) with the sequence split forced
-// to S segments.
+// to S segments; + 1000: with the fused launch.
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
+  if (cfg >= 1000)
+    c.fuse = 1, cfg %= 1000;
   if (cfg >= 100)
     c.split = cfg / 100, cfg %= 100;
   const int var = c.p->variant, K = c.p->K, V = c.p->V;
@@ -105,7 +108,8 @@ size_t deltac_bench_chunked_ws(const deltac_fwd_params* p, int cfg) {
 // Launches the chunked forward on `stream` (stages: 3 all, 1 prep, 2 scan
 // with the split's fold and fix-up, 4 the fold and fix-up alone)
 // under config `cfg` (0: the default; 100 S + i: config i with S segments
-// per sequence, 100: the default with no split); returns the cudaError_t.
+// per sequence, 100: the default with no split; + 1000: the fused launch);
+// returns the cudaError_t. Stages other than 3 never fuse.
 int deltac_bench_chunked(const deltac_fwd_params* p, void* ws, size_t ws_bytes, void* stream,
                          int cfg, int stages) {
   Call c{p, ws, ws_bytes, static_cast<cudaStream_t>(stream), stages, nullptr};

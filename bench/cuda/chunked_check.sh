@@ -5,7 +5,8 @@
 # (quick: no sanitizers, fewer timing repeats; BENCH_TIMEOUT=s stops the
 # benchmark after s seconds, keeping the rows printed so far; SAN_TIMEOUT=s
 # bounds each sanitizer run; RECURRENT=0 skips the recurrent tests; SAN=split
-# runs the sanitizers on the sequence-split cases and T65 only)
+# runs the sanitizers on the sequence-split cases and T65 only; MEM_FILTER /
+# RACE_FILTER replace the sanitizers' gtest filters)
 # BUILD_DIR holds tests/cuda/deltac_cuda_tests and
 # bench/cuda/libdeltac_chunked_bench.so; .peer/fla is the peer. Logs: $OUT.
 set -u
@@ -27,6 +28,7 @@ if [ "${SAN:-all}" = split ]; then
 else
   MEM="$MEM:$SPLIT_MEM"; RACE="$RACE:$SPLIT_RACE"
 fi
+MEM=${MEM_FILTER:-$MEM}; RACE=${RACE_FILTER:-$RACE}
 "$t" --gtest_filter='*Chunked*:*chunked*' >"$OUT/chunked_tests.log" 2>&1; r=$?
 grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED' "$OUT/chunked_tests.log" | head -60
 echo "== chunked tests: exit $r"; [ $r -eq 0 ] || rc=1

@@ -20,6 +20,8 @@ segments (1: none; CFG: a config of the sweep, default 0) on every row, and the 
 (scan, fold, fix-up) and the fold + fix-up alone apart.
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
+--stages also times, on every row, the intra-chunk kernel and the scan apart,
+and deltac with the fused launch (chunked_fused.cuh, where it fits).
 """
 import ctypes
 import statistics
@@ -207,6 +209,22 @@ def main():
                 del buf
             except Exception as e:  # noqa: BLE001
                 print(f"  split {name} S={sp}: failed: {e}")
+
+        if "--stages" in sys.argv:
+            try:
+                full, buf = make_ours(1000, 3)
+                t_full = time_graph(full, reps)
+                t_prep = time_graph(lambda: lib.deltac_bench_chunked(
+                    ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                    torch.cuda.current_stream().cuda_stream, 0, 1), reps)
+                t_scan = time_graph(lambda: lib.deltac_bench_chunked(
+                    ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                    torch.cuda.current_stream().cuda_stream, 0, 2), reps)
+                print(f"  stages {name}: intra-chunk {t_prep:.3f} + scan {t_scan:.3f} ms; "
+                      f"fused launch {t_full:.3f} ms", flush=True)
+                del buf
+            except Exception as e:  # noqa: BLE001
+                print(f"  stages {name}: failed: {e}")
 
         out = {}
 

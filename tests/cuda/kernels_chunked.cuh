@@ -75,12 +75,25 @@ ChunkedFns fns_bv() {
   return f;
 }
 
+// Cfg with the fused launch (chunked_fused.cuh) where it fits.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_fused(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                        const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
+                                                           1);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
     return {};
   if (config == 0)
     return fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
+  if (config == kChunkedFused) {
+    ChunkedFns f = fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
+    f.run = &run_fused<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
+    return f;
+  }
   constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16>) ||
                            (K == 64 && V == 64 && std::is_same_v<InT, float>);
   if constexpr (kForced) {

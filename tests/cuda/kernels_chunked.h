@@ -22,10 +22,11 @@ struct ChunkedFns {
 // V tile, 4 and 5 the default's widest V tile and half of it, 6 / 7 / 8
 // the default with the sequence split forced to 2 / 4 / 8 segments, 9 with
 // no split, 10 chunk 32, BV 32, 4 warps split 4 (bf16 K = V = 128; f32
-// K = V = 64).
+// K = V = 64); 11 the default with the fused launch where it fits (every
+// shape).
 inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
-inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10;
+inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
 
 // The instantiation for (variant, K, V, in_dtype, config), or empty.
 ChunkedFns find_chunked_delta(int K, int V, int dtype, int config);

@@ -30,10 +30,14 @@
 // sequence: chunked_scan.cuh; reads q, k, v again). With the sequence split
 // (when value heads x sequences leave the GPU idle; chunked_plan), the scan
 // runs S segments of each sequence in parallel and two more launches
-// compose them (chunked_split.cuh). Config knobs: chunked_traits.cuh.
+// compose them (chunked_split.cuh). On request (chunked_stages' fuse, not
+// the default: slower today), where the scan's grid is one wave, the
+// intra-chunk work and the scan run as one launch instead (a memset of its
+// flags, then chunked_fused.cuh). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
+#include "deltac/cuda/chunked_fused.cuh"
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
@@ -45,6 +49,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -96,6 +102,77 @@ bool chunked_matches(const deltac_fwd_params& p) {
   return true;
 }
 
+// Per-device facts the launches need, read once per device (the host
+// calls cost time on every launch otherwise): multiprocessors, the opt-in
+// shared memory per block. Devices 0..63; others are asked every time.
+struct ChunkedDevice {
+  int dev, sms, smem;
+};
+inline cudaError_t chunked_device(ChunkedDevice& d) {
+  static std::atomic<int> sms_cache[64], smem_cache[64];  // 0: not read yet
+  d = {0, 0, 0};
+  cudaError_t e = cudaGetDevice(&d.dev);
+  if (e != cudaSuccess)
+    return e;
+  const bool cached = d.dev >= 0 && d.dev < 64;
+  if (cached) {
+    d.sms = sms_cache[d.dev].load(std::memory_order_relaxed);
+    d.smem = smem_cache[d.dev].load(std::memory_order_relaxed);
+    if (d.sms > 0 && d.smem > 0)
+      return cudaSuccess;
+  }
+  if ((e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.dev)) !=
+          cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&d.smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, d.dev)) !=
+          cudaSuccess) {
+    d.sms = d.smem = 0;
+    return e;
+  }
+  if (cached) {
+    sms_cache[d.dev].store(d.sms, std::memory_order_relaxed);
+    smem_cache[d.dev].store(d.smem, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
+}
+
+// cudaFuncSetAttribute(Kern, max dynamic shared memory, bytes), once per
+// device and kernel (Kern's own cache; the attribute is per device).
+template <auto Kern>
+cudaError_t chunked_smem_attr(int dev, int bytes) {
+  static std::atomic<unsigned long long> done{0};
+  const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+  if (bit && (done.load(std::memory_order_acquire) & bit))
+    return cudaSuccess;
+  const cudaError_t e =
+      cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && bit)
+    done.fetch_or(bit, std::memory_order_acq_rel);
+  return e;
+}
+
+// Blocks of Kern (threads, bytes of dynamic shared memory) one
+// multiprocessor holds, once per device (sets the shared-memory attribute).
+template <auto Kern>
+cudaError_t chunked_occupancy(int dev, int threads, int bytes, int& blocks) {
+  static std::atomic<int> cache[64];  // blocks + 1; 0: not read yet
+  blocks = 0;
+  const bool cached = dev >= 0 && dev < 64;
+  if (cached && cache[dev].load(std::memory_order_relaxed) > 0) {
+    blocks = cache[dev].load(std::memory_order_relaxed) - 1;
+    return cudaSuccess;
+  }
+  cudaError_t e = chunked_smem_attr<Kern>(dev, bytes);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kern, threads, size_t(bytes));
+  if (e != cudaSuccess) {
+    blocks = 0;
+    return e;
+  }
+  if (cached)
+    cache[dev].store(blocks + 1, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
 // Chunk slots to allocate: every chunk of every sequence fits.
 template <int C>
 int64_t chunked_max_chunks(const deltac_fwd_params& p) {
@@ -122,6 +199,10 @@ size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename 
   };
   ChunkedWs<Ts> w{};
   w.offsets = reinterpret_cast<int32_t*>(take(size_t(p.N + 1) * 4));
+  // The fused kernel's tickets and ready flags, one region (zeroed per call).
+  // (ready stays null: the scan waits on it only in the fused launch).
+  w.tickets = reinterpret_cast<unsigned long long*>(take(16 + size_t(slots) * 4));
+  w.ready = nullptr;
   w.t = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
   w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
   w.f = reinterpret_cast<float*>(take(size_t(slots) * 4 * Tr::C * 4));
@@ -151,8 +232,10 @@ cudaError_t chunked_scan_launch(const deltac_fwd_params& p, const ChunkedWs<InT>
   using Tr = ChunkedTraits<Var, K, V, InT,
                            ChunkedConfig<Cfg::kChunk, BVe, Cfg::kWarps, Cfg::kStages>>;
   auto scan = chunked_scan_kernel<Var, Tr>;
-  cudaError_t e = cudaFuncSetAttribute(scan, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(Tr::kScanSmem));
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess)
+    e = chunked_smem_attr<chunked_scan_kernel<Var, Tr>>(dev, int(Tr::kScanSmem));
   if (e != cudaSuccess)
     return e;
   // Split: K / BVe more V tiles (identity columns), split segments a sequence.
@@ -160,6 +243,48 @@ cudaError_t chunked_scan_launch(const deltac_fwd_params& p, const ChunkedWs<InT>
   scan<<<dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)), Tr::kThreads,
          Tr::kScanSmem, stream>>>(p, ws);
   return cudaGetLastError();
+}
+
+// The fused launch (chunked_fused.cuh) with V tiles of BVe columns, where it
+// fits: Cfg's chunk and warps with one stage are fusable, two blocks fit on
+// a multiprocessor and the scan's grid is at most one block per
+// multiprocessor. `done` says whether it launched (else nothing was).
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int BVe>
+cudaError_t chunked_fused_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
+                                 float scale, cudaStream_t stream, bool& done) {
+  done = false;
+  if constexpr (chunked_legal(Var, K, V, sizeof(InT), Cfg::kChunk, BVe, Cfg::kWarps, 1)) {
+    using Tp = ChunkedTraits<Var, K, V, InT, Cfg>;
+    using Ts1 = ChunkedTraits<Var, K, V, InT, ChunkedConfig<Cfg::kChunk, BVe, Cfg::kWarps, 1>>;
+    if constexpr (chunked_fusable<Ts1>()) {
+      constexpr int kSmem = int(Tp::kPrepSmem > Ts1::kScanSmem ? Tp::kPrepSmem : Ts1::kScanSmem);
+      ChunkedDevice d;
+      cudaError_t e = chunked_device(d);
+      if (e != cudaSuccess)
+        return e;
+      const int64_t nscan = int64_t(V / BVe) * p.HV * p.N;
+      if (size_t(kSmem) > size_t(d.smem) || nscan > d.sms)
+        return cudaSuccess;
+      int occ = 0;
+      if ((e = chunked_occupancy<chunked_fused_kernel<Var, Tp, Ts1>>(d.dev, Ts1::kThreads, kSmem,
+                                                                     occ)) != cudaSuccess)
+        return e;
+      if (occ < 2)
+        return cudaSuccess;
+      const int64_t items = ws.max_chunks * p.HV;
+      const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(items, int64_t(occ) * d.sms - nscan));
+      const size_t flags = 16 + size_t(items) * 4;
+      if ((e = cudaMemsetAsync(ws.tickets, 0, flags, stream)) != cudaSuccess)
+        return e;
+      ChunkedWs<InT> wf = ws;
+      wf.ready = reinterpret_cast<int32_t*>(ws.tickets + 2);
+      chunked_fused_kernel<Var, Tp, Ts1><<<unsigned(workers + nscan), Ts1::kThreads, kSmem,
+                                           stream>>>(p, wf, scale, int(workers));
+      done = true;
+      return cudaGetLastError();
+    }
+  }
+  return cudaSuccess;
 }
 
 // Whether the scan can run Cfg with V tiles of bv columns instead of Cfg's.
@@ -181,10 +306,8 @@ int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
     return force_bv == B0 || (force_bv == B0 / 2 && ok1) || (force_bv == B0 / 4 && ok2)
                ? force_bv
                : 0;
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms = 0;
+  ChunkedDevice d;
+  const int sms = chunked_device(d) == cudaSuccess ? d.sms : 0;
   const int64_t want = int64_t(sms) * 7 / 8;
   auto blocks = [&](int bv) { return int64_t(V / bv) * p.HV * p.N; };
   int bv = B0;
@@ -214,11 +337,10 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
   for (int b : {B0, B0 / 2, B0 / 4})
     if (!sbv && K % b == 0 && chunked_bv_ok<Var, K, V, InT, Cfg>(b) && (!force_bv || b == force_bv))
       sbv = b;
-  int dev = 0, sms = 0, smem = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    sms = smem = 0;
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    d.sms = d.smem = 0;
+  const int sms = d.sms, smem = d.smem;
   if (sbv == 0 || size_t(smem) < chunked_fix_smem<Tr, chunked_fix_cols<V>()>())
     return pl;
   int split = force_split;
@@ -238,10 +360,14 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // null; when it is nonzero the scan writes nothing (o and ht untouched).
 // force_bv: the scan's V tile (tests; 0: chunked_pick_bv chooses);
 // force_split: segments per sequence (0: the rule; chunked_plan).
+// fuse: 1 the intra-chunk work and the scan in one launch where that fits
+// (chunked_fused_launch; stages 3, no split, no forced V tile, varlen with
+// one sequence); 0 (the default) never: it measured slower (H200, GDN 16/32
+// heads 1x32768: 2.49 vs 2.01 ms; docs/performance.md, version 9).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
-                           int force_bv = 0, int force_split = 0) {
+                           int force_bv = 0, int force_split = 0, int fuse = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
@@ -262,9 +388,8 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     return cudaErrorInvalidValue;
   const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
 
-  auto prep = detail::chunked_prep_kernel<Var, Tr>;
-  cudaError_t e = cudaFuncSetAttribute(prep, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(Tr::kPrepSmem));
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess)
     return e;
   if (p.cu_seqlens && (stages & 1)) {
@@ -272,6 +397,25 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     if ((e = cudaGetLastError()) != cudaSuccess)
       return e;
   }
+  constexpr int B0 = Cfg::kBV;
+  if (fuse == 1 && stages == 3 && pl.split == 1 && force_bv == 0 &&
+      (!p.cu_seqlens || p.N == 1) && ws.max_chunks > 0) {
+    bool done = false;
+    if (bv == B0)
+      e = chunked_fused_launch<Var, K, V, InT, Cfg, B0>(p, ws, scale, stream, done);
+    if constexpr (B0 / 2 >= 16)
+      if (bv == B0 / 2)
+        e = chunked_fused_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, scale, stream, done);
+    if constexpr (B0 / 4 >= 16)
+      if (bv == B0 / 4)
+        e = chunked_fused_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, scale, stream, done);
+    if (e != cudaSuccess || done)
+      return e;
+  }
+  auto prep = detail::chunked_prep_kernel<Var, Tr>;
+  if ((e = chunked_smem_attr<detail::chunked_prep_kernel<Var, Tr>>(dev, int(Tr::kPrepSmem))) !=
+      cudaSuccess)
+    return e;
   if (ws.max_chunks > 0 && (stages & 1)) {
     prep<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV)), Tr::kPrepThreads, Tr::kPrepSmem,
            stream>>>(p, ws, scale);
@@ -280,7 +424,6 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   }
   if (!(stages & 6))
     return cudaSuccess;
-  constexpr int B0 = Cfg::kBV;
   e = (stages & 2) ? cudaErrorInvalidValue : cudaSuccess;
   if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
     if (bv == B0 / 4 && (stages & 2))
@@ -302,8 +445,7 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   constexpr int CV = chunked_fix_cols<V>();
   constexpr size_t kFixSmem = chunked_fix_smem<Tr, CV>();
   auto fix = chunked_fix_kernel<Tr, CV>;
-  if ((e = cudaFuncSetAttribute(fix, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                int(kFixSmem))) != cudaSuccess)
+  if ((e = chunked_smem_attr<chunked_fix_kernel<Tr, CV>>(dev, int(kFixSmem))) != cudaSuccess)
     return e;
   fix<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV), V / CV), Tr::C / 16 * 32, kFixSmem,
         stream>>>(p, ws);

@@ -58,11 +58,33 @@ __device__ __forceinline__ void copy_rows(Ts* dst, const Ts* src, int64_t gstrid
   }
 }
 
+// Thread 0: waits until the intra-chunk output of a slot is written (the
+// fused kernel, chunked_fused.cuh); the block's barrier that follows orders
+// the other threads' reads after it.
+__device__ __forceinline__ void wait_ready(const int32_t* flag) {
+#if DELTAC_MMA_OK
+  for (;;) {
+    int32_t v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    if (v)
+      return;
+    __nanosleep(64);
+  }
+#else
+  while (!*reinterpret_cast<const volatile int32_t*>(flag)) {
+  }
+  __threadfence();
+#endif
+}
+
+// One block of the scan: V tile bx, value head by, sequence x split +
+// segment bz (kThreads threads, kScanSmem bytes of dynamic shared memory).
+// With ws.ready (the fused kernel), each chunk's intra-chunk output is
+// waited for before its copy is issued.
 template <deltac_variant Var, class Tr>
-__global__ void __launch_bounds__(Tr::kThreads)
-    chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
-  if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
-    return;
+__device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
+                                                   const ChunkedWs<typename Tr::Ts>& ws, int bx,
+                                                   int by, int bz) {
   using Ts = typename Tr::Ts;
   using In = typename Tr::In;
   using Op = Mma<Ts>;
@@ -97,8 +119,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
   // starts at the identity, their v is zero, their outputs go to ws.qt and
   // their final state (the segment's transfer matrix) to ws.pst.
   const int nsplit = ws.split;
-  const int v0 = blockIdx.x * BV, j = blockIdx.y;
-  const int n = int(blockIdx.z) / nsplit, seg = int(blockIdx.z) % nsplit;
+  const int v0 = bx * BV, j = by;
+  const int n = bz / nsplit, seg = bz % nsplit;
   const bool ident = v0 >= V;
   if (ident && seg == 0)  // the whole block: before any barrier
     return;
@@ -214,6 +236,12 @@ __global__ void __launch_bounds__(Tr::kThreads)
   // Stages S > 1: chunks c + 1 .. c + S - 1 are in flight while c computes
   // (one cp.async group per chunk, empty past the last).
   constexpr int NS = Tr::kStages;
+  auto ready = [&](int64_t c) { return ws.ready + (first + c) * p.HV + j; };
+  if (ws.ready) {
+    if (tid == 0)
+      for (int i = 0; i < (NS > 1 ? NS - 1 : 1) && i < nchunks; ++i) wait_ready(ready(i));
+    __syncthreads();
+  }
   for (int i = 0; i < (NS > 1 ? NS - 1 : 1); ++i) {
     if (i < nchunks)
       issue(i, i);
@@ -222,6 +250,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
   }
   for (int64_t c = 0; c < nchunks; ++c, orow += C * ostride) {
     const int s = NS > 1 ? int(c % NS) : 0;
+    if (NS > 1 && ws.ready && tid == 0 && c + NS - 1 < nchunks)
+      wait_ready(ready(c + NS - 1));
     if constexpr (NS > 1)
       cp_async_wait<NS - 2>();
     else
@@ -244,7 +274,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
     const float* sgam = fa + 4 * C;
     const int len = int(s1 - (s0 + c * C) < C ? s1 - (s0 + c * C) : C);
 
-    // Phase 1: X = K S_hi (+ K S_lo), Y = Q S_hi; r = fb V - fa X, o = fq Y.
+    // Phase 1: X = K S_hi (+ K S_lo); r = fb V - fa X.
     float ax[MT1][NT1][4], al[MT1][NT1][4], ao[MT1][NT1][4];
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi)
@@ -263,15 +293,13 @@ __global__ void __launch_bounds__(Tr::kThreads)
       }
 #pragma unroll
       for (int mi = 0; mi < MT1; ++mi) {
-        typename Op::FragA fa_k, fa_q;
+        typename Op::FragA fa_k;
         tK.la(fa_k, (m1 + mi * 16) * LK + k0);
-        tQ.la(fa_q, (m1 + mi * 16) * LK + k0);
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           Op::mma(ax[mi][ni], fa_k, fh[ni]);
           if constexpr (kSplit)
             Op::mma(al[mi][ni], fa_k, fl[ni]);
-          Op::mma(ao[mi][ni], fa_q, fh[ni]);
         }
       }
     }
@@ -280,7 +308,7 @@ __global__ void __launch_bounds__(Tr::kThreads)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = m1 + mi * 16 + g + 8 * h;
-        const float a = fa[r], b = fbv[r], qf = fq[r];
+        const float a = fa[r], b = fbv[r];
 #pragma unroll
         for (int ni = 0; ni < NT1; ++ni) {
           const int cl = n1 + ni * 8 + 2 * t;
@@ -289,13 +317,13 @@ __global__ void __launch_bounds__(Tr::kThreads)
           const float y0 = ident ? 0.f : cvt_f(sv[r * LB + cl]);
           const float y1 = ident ? 0.f : cvt_f(sv[r * LB + cl + 1]);
           store2(R + r * LB + cl, b * y0 - a * x0, b * y1 - a * x1);
-          ao[mi][ni][2 * h] *= qf;
-          ao[mi][ni][2 * h + 1] *= qf;
         }
       }
     __syncthreads();
 
-    // Phase 2: v' = T r (T is lower triangular: k blocks <= row block).
+    // Phase 2: v' = T r (T is lower triangular: k blocks <= row block), and
+    // Y = Q S_hi, o = fq Y (off the state's chain: S_hi is rewritten only
+    // after phase 4; its products fill phase 2's latency).
 #pragma unroll
     for (int mi = 0; mi < MT1; ++mi) {
       const int rb = wm1 * MT1 + mi;
@@ -313,6 +341,27 @@ __global__ void __launch_bounds__(Tr::kThreads)
           typename Op::FragB fb;
           tR.lbt(fb, kb * 16 * LB + n1 + ni * 8);
           Op::mma(av[ni], fa_t, fb);
+        }
+      }
+#pragma unroll
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        typename Op::FragA fa_q;
+        tQ.la(fa_q, (m1 + mi * 16) * LK + k0);
+#pragma unroll
+        for (int ni = 0; ni < NT1; ++ni) {
+          typename Op::FragB fh;
+          tSH.lbt(fh, k0 * LB + n1 + ni * 8);
+          Op::mma(ao[mi][ni], fa_q, fh);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = rb * 16 + g + 8 * h;
+        const float qf = fq[r];
+#pragma unroll
+        for (int ni = 0; ni < NT1; ++ni) {
+          ao[mi][ni][2 * h] *= qf;
+          ao[mi][ni][2 * h + 1] *= qf;
         }
       }
 #pragma unroll
@@ -386,6 +435,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
     }
     store_state();
     if (NS == 1 && c + 1 < nchunks) {
+      if (ws.ready && tid == 0)
+        wait_ready(ready(c + 1));
       __syncthreads();
       issue(c + 1, 0);
     }
@@ -421,6 +472,14 @@ __global__ void __launch_bounds__(Tr::kThreads)
           }
         }
   }
+}
+
+template <deltac_variant Var, class Tr>
+__global__ void __launch_bounds__(Tr::kThreads)
+    chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
+  if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
+    return;
+  chunked_scan_block<Var, Tr>(p, ws, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
 }
 
 }  // namespace deltac::cuda::detail
