@@ -33,7 +33,10 @@ const char *name(Kernel k) {
 bool supported(Kernel k) {
 #if DELTAC_BITLINEAR_X86
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2");
+  // What bitlinear_avx2.cpp and nn_rows_avx2.cpp are compiled for (x86-64-v3).
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                    __builtin_cpu_supports("popcnt");
   switch (k) {
   case Kernel::generic: return true;
   case Kernel::avx2: return avx2;
