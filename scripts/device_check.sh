@@ -79,17 +79,17 @@ fi
 
 if [ -f "$B/python/libdeltac_c.so" ] && python3 -c 'import torch, pytest' 2>/dev/null; then
   export DELTAC_LIBRARY="$PWD/$B/python/libdeltac_c.so" PYTHONPATH="$PWD/python:$PWD/.peer"
-  py() { python3 -m pytest -q -rs -p no:cacheprovider -W ignore::DeprecationWarning "$@"; }
+  py=(python3 -m pytest -q -rs -p no:cacheprovider -W ignore::DeprecationWarning)  # timeout runs no shell function
   if want pytest; then
-    timeout 120 py tests/python/test_cuda.py >"$OUT/py_cuda_tests.log" 2>&1
+    timeout 120 "${py[@]}" tests/python/test_cuda.py >"$OUT/py_cuda_tests.log" 2>&1
     r=$?; tail -4 "$OUT/py_cuda_tests.log"; step "pytest tests/python/test_cuda.py" $r
   fi
   if want autograd; then
-    timeout 120 py tests/python/test_autograd.py -k cuda >"$OUT/py_autograd.log" 2>&1
+    timeout 120 "${py[@]}" tests/python/test_autograd.py -k cuda >"$OUT/py_autograd.log" 2>&1
     r=$?; tail -4 "$OUT/py_autograd.log"; step "pytest tests/python/test_autograd.py -k cuda" $r
   fi
   if want cp; then
-    timeout 150 py -s tests/python/test_cp.py -k cuda >"$OUT/py_cp_tests.log" 2>&1
+    timeout 150 "${py[@]}" -s tests/python/test_cp.py -k cuda >"$OUT/py_cp_tests.log" 2>&1
     r=$?; grep -E "err o|passed|failed|skipped" "$OUT/py_cp_tests.log" | tail -12
     step "pytest tests/python/test_cp.py -k cuda (context parallel, ranks on one GPU)" $r
   fi
