@@ -47,7 +47,8 @@ from torch import Tensor
 from . import ops
 from ._lib import DeltacError
 
-__all__ = ["CPContext", "context", "chunk_delta_rule", "chunk_gated_delta_rule", "chunk_kda"]
+__all__ = ["CPContext", "context", "conv_state", "chunk_delta_rule", "chunk_gated_delta_rule",
+           "chunk_kda"]
 
 
 @dataclass(frozen=True)
@@ -312,10 +313,57 @@ def _run_varlen(ctx, kernel, q, k, v, g, beta, h0, want_ht, grad):
     return o, _reduced(ctx, mine, xs, grad)
 
 
-def _cp(ctx, kernel, q, k, v, g, beta, initial_state, output_final_state, state_v_first):
+def _check_ctx(ctx):
     if not isinstance(ctx, CPContext):
         _fail(f"cp_context must be a deltac.cp.CPContext (from deltac.cp.context()); "
               f"got {type(ctx).__name__}", TypeError)
+
+
+def conv_state(x: Tensor, width: int, cp_context: CPContext) -> Tensor:
+    """The state a causal convolution of kernel ``width`` continues from on this rank
+    (batch layout): ``[B, C, width]``, the last ``width`` inputs of each sequence
+    before this rank's span, gathered from the ranks before it (several when their
+    spans are shorter than ``width``; zeros where fewer tokens precede). ``x``
+    ``[B, T_r, C]`` is this rank's convolution input. One all-gather of every rank's
+    last ``width`` rows (and one of the span lengths); differentiable: the gradient
+    of a halo row reaches the rank that owns it. Every rank must call it (the same
+    number of times, in the same order)."""
+    ctx = cp_context
+    _check_ctx(ctx)
+    if ctx.varlen:
+        _fail("conv_state takes the batch layout (a context without cu_seqlens)")
+    if x.dim() != 3:
+        _fail(f"x has shape {tuple(x.shape)}: expected [batch, tokens, channels]")
+    if width < 1:
+        _fail(f"width is {width}: expected >= 1")
+    B, T, C = x.shape
+    n = min(T, width)
+    tail = x[:, T - n:]
+    if n < width:
+        tail = torch.cat((x.new_zeros(B, width - n, C), tail), 1)
+    lens = [torch.zeros(1, dtype=torch.int64, device=x.device) for _ in range(ctx.world)]
+    dist.all_gather(lens, torch.full((1,), T, dtype=torch.int64, device=x.device),
+                    group=ctx.group)
+    lens = [int(t.item()) for t in lens]
+    grad = torch.is_grad_enabled() and x.requires_grad
+    stack = _AllGather.apply(_tracked(tail, grad), ctx.group)  # [ranks, B, width, C]
+    parts, need = [], width
+    for r in range(ctx.rank - 1, -1, -1):
+        take = min(lens[r], width, need)
+        if take:
+            parts.insert(0, stack[r][:, width - take:])
+            need -= take
+        if not need:
+            break
+    if need:
+        parts.insert(0, x.new_zeros(B, need, C))
+    halo = torch.cat(parts, 1).transpose(1, 2).contiguous()
+    # every rank's result depends on the gather, so every rank runs its backward
+    return _After.apply(halo, stack) if stack.requires_grad else halo
+
+
+def _cp(ctx, kernel, q, k, v, g, beta, initial_state, output_final_state, state_v_first):
+    _check_ctx(ctx)
     if initial_state is not None and state_v_first:
         initial_state = initial_state.transpose(-1, -2).contiguous()
     if ctx.varlen and q.shape[0] != 1:

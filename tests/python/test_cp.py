@@ -189,6 +189,7 @@ def _worker(rank, world, init, seed, check_grads):
             # the same through deltac's kernels and their backward (f32)
             _grads_match(ctx, variant, lens, rank, world, (q, k, v, g, beta, h0), cu,
                          w_o.float(), w_h.float(), what)
+        dist.barrier()  # no rank tears down gloo while another is still in a collective
     finally:
         dist.destroy_process_group()
 
@@ -198,6 +199,74 @@ def test_cp_gloo(world, seed):
     with tempfile.TemporaryDirectory() as d:
         init = "file://" + os.path.join(d, "rendezvous")
         mp.spawn(_worker, args=(world, init, seed, True), nprocs=world, join=True)
+
+
+def _layers(seed):
+    """The deltac.nn layers with a short convolution or not, small, the same weights
+    on every rank (seeded)."""
+    from deltac.nn import (DeltaNetAttention, DeltaNetConfig, GatedDeltaNet,
+                           GatedDeltaNetConfig, KimiDeltaAttention, KimiDeltaAttentionConfig)
+    torch.manual_seed(seed)
+    gcfg = GatedDeltaNetConfig(hidden_size=64, linear_num_key_heads=2, linear_num_value_heads=4,
+                               linear_key_head_dim=16, linear_value_head_dim=16,
+                               linear_conv_kernel_dim=4)
+    kcfg = KimiDeltaAttentionConfig(hidden_size=64, linear_attn_config={
+        "num_heads": 2, "head_dim": 16, "short_conv_kernel_size": 4})
+    return [("DeltaNetAttention", DeltaNetAttention(DeltaNetConfig(hidden_size=64, num_heads=2))),
+            ("GatedDeltaNet qwen3_next", GatedDeltaNet(gcfg, layout="qwen3_next")),
+            ("GatedDeltaNet olmo_hybrid", GatedDeltaNet(gcfg, layout="olmo_hybrid")),
+            ("KimiDeltaAttention", KimiDeltaAttention(kcfg))]
+
+
+def _layer_worker(rank, world, init, seed, lens):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        torch.set_num_threads(1)
+        ctx = cp.context()
+        a, b = sum(lens[:rank]), sum(lens[:rank + 1])
+        T = sum(lens)
+        for name, m in _layers(seed):
+            what = f"{name} lens {lens} rank {rank}/{world}"
+            gen = torch.Generator().manual_seed(seed + 1)
+            x = torch.randn(2, T, 64, generator=gen)
+            w = torch.randn(2, T, 64, generator=gen)
+            # the whole sequences in one process
+            xf = x.clone().requires_grad_()
+            yf = m(xf)
+            (yf * w).sum().backward()
+            want = {n: p.grad.clone() for n, p in m.named_parameters()}
+            m.zero_grad()
+            # this rank's span over the ranks
+            xl = x[:, a:b].clone().requires_grad_()
+            yl = m(xl, cp_context=ctx)
+            e = rel_err(yl, yf[:, a:b])
+            assert e <= F32_TOL, f"{what}: output err {e:.2e}"
+            (yl * w[:, a:b]).sum().backward()
+            e = rel_err(xl.grad, xf.grad[:, a:b])
+            assert e <= F32_TOL, f"{what}: input gradient err {e:.2e}"
+            for n, p in m.named_parameters():  # the ranks' losses sum to the whole loss
+                got = p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                dist.all_reduce(got)
+                e = rel_err(got, want[n])
+                assert e <= F32_TOL, f"{what}: d{n} err {e:.2e}"
+            m.zero_grad()
+            with torch.no_grad():  # inference: no gradient bookkeeping, same outputs
+                e = rel_err(m(x[:, a:b], cp_context=ctx), yf[:, a:b])
+            assert e <= F32_TOL, f"{what}: no_grad output err {e:.2e}"
+        dist.barrier()  # no rank tears down gloo while another is still in a collective
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("lens", [[7, 9], [5, 2, 1, 9], [3, 0, 6, 2]],
+                         ids=["2ranks", "4ranks_short_spans", "4ranks_empty_span"])
+def test_cp_layers_gloo(lens, seed):
+    """deltac.nn layers with cp_context: the short convolution's halo comes from one
+    or several earlier ranks (spans shorter than the kernel, an empty span), outputs
+    and every gradient (input, parameters summed over ranks) equal one process's."""
+    with tempfile.TemporaryDirectory() as d:
+        init = "file://" + os.path.join(d, "rendezvous")
+        mp.spawn(_layer_worker, args=(len(lens), init, seed, lens), nprocs=len(lens), join=True)
 
 
 def test_cp_errors():
@@ -222,6 +291,7 @@ def test_cp_errors():
             with pytest.raises(ValueError, match="global cu_seqlens to deltac.cp.context"):
                 ops.chunk_gated_delta_rule(q, q, q, torch.zeros(1, 4, 1), torch.ones(1, 4, 1),
                                            cp_context=ctx, cu_seqlens=torch.tensor([0, 4]))
+            dist.barrier()  # no rank tears down gloo while another is still in a collective
         finally:
             dist.destroy_process_group()
 
@@ -273,6 +343,7 @@ def _gpu_worker(rank, world, init, seed, backend):
             e_h = rel_err(ht, ht_ref)
             print(f"{what}: err o {e_o:.2e} ht {e_h:.2e}")
             assert e_o <= tol and e_h <= tol, f"{what}: err o {e_o:.2e} ht {e_h:.2e}"
+        dist.barrier()  # no rank tears down gloo while another is still in a collective
     finally:
         dist.destroy_process_group()
 

@@ -87,9 +87,8 @@ class DeltaNetAttention(nn.Module):
       values raise ValueError at construction.
     * the kernels take float32 or bfloat16: other dtypes (float16) run the recurrence
       in float32 and cast back. The state is float32.
-    * trainable on the CPU: ``loss.backward()`` runs deltac's CPU backward kernel
-      (``deltac.ops``; CUDA tensors raise NotImplementedError in the backward for now).
-      The decoder's one-token in-place step has no backward.
+    * trainable: ``loss.backward()`` runs deltac's backward kernels (CPU and CUDA,
+      ``deltac.ops``). The decoder's one-token in-place step has no backward.
     """
 
     def __init__(self, config):
@@ -131,12 +130,18 @@ class DeltaNetAttention(nn.Module):
         """Forgets the decoder's cached state (the next call starts from zero)."""
         self.state = None
 
-    def forward(self, x: Tensor, logical_layer_idx: Optional[int] = None) -> Tensor:
+    def forward(self, x: Tensor, logical_layer_idx: Optional[int] = None,
+                cp_context=None) -> Tensor:
         """(batch, seq, hidden_size) -> (batch, seq, hidden_size); ``logical_layer_idx``
-        is unused (interface compatibility with other mixers)."""
+        is unused (interface compatibility with other mixers). ``cp_context``
+        (``deltac.cp.context(group)``, batch layout, encoder mode): x is this rank's
+        span of each sequence and the delta rule runs over the ranks."""
         if x.dim() != 3 or x.shape[-1] != self.hidden_size:
             raise ValueError(f"DeltaNetAttention: x has shape {tuple(x.shape)}: expected "
                              f"(batch, seq, {self.hidden_size})")
+        if cp_context is not None and self.mode == "decoder":
+            raise ValueError("DeltaNetAttention: cp_context splits a prompt over ranks; the "
+                             "decoder mode's state cache runs on one rank")
         B, T, _ = x.shape
         H, D = self.num_heads, self.head_dim
         kdtype = x.dtype if x.dtype in _KERNEL_DTYPES else torch.float32
@@ -153,7 +158,10 @@ class DeltaNetAttention(nn.Module):
                     f"DeltaNetAttention: the cached decoder state has batch {self.state.shape[0]} "
                     f"but x has batch {B}: call reset_state() to start new sequences")
             h0 = self.state
-        if decoder and h0 is not None and T == 1:  # a decode step: the state in place
+        if cp_context is not None:
+            o, _ = ops.chunk_delta_rule(q, k, v, beta, use_qk_l2norm_in_kernel=True,
+                                        cp_context=cp_context)
+        elif decoder and h0 is not None and T == 1:  # a decode step: the state in place
             o, _ = ops.fused_recurrent_delta_rule(q, k, v, beta, initial_state=h0,
                                                   use_qk_l2norm_in_kernel=True,
                                                   inplace_final_state=True)

@@ -169,8 +169,7 @@ class GatedDeltaNet(nn.Module):
     * ``attention_mask`` (batch, seq) zeroes padded positions of the input, as
       transformers' ``apply_mask_to_padding_states`` does.
     * activations: the kernel takes float32 or bfloat16; float16 runs it in float32.
-    * trainable on the CPU (deltac's backward kernel, see ``deltac.ops``); CUDA
-      backward not implemented yet.
+    * trainable (deltac's backward kernels, CPU and CUDA, see ``deltac.ops``).
 
     Observation hook: ``register_kernel_hook(fn, per_token_states=False)`` calls
     ``fn(module, call)`` after each kernel call with a ``KernelCall`` (the values at
@@ -272,17 +271,22 @@ class GatedDeltaNet(nn.Module):
         q, k, v, z = torch.split(qkvz, [self.head_k_dim, self.head_k_dim,
                                         ratio * self.head_v_dim, ratio * self.head_v_dim], dim=3)
         b, a = torch.split(ba, [ratio, ratio], dim=3)
-        v = v.reshape(v.shape[0], v.shape[1], -1, self.head_v_dim)
-        z = z.reshape(z.shape[0], z.shape[1], -1, self.head_v_dim)
+        v = v.reshape(v.shape[0], v.shape[1], self.num_v_heads, self.head_v_dim)
+        z = z.reshape(z.shape[0], z.shape[1], self.num_v_heads, self.head_v_dim)
         b = b.reshape(b.shape[0], b.shape[1], self.num_v_heads)
         a = a.reshape(a.shape[0], a.shape[1], self.num_v_heads)
         return q, k, v, z, b, a
 
     def forward(self, hidden_states: Tensor, cache_params=None, cache_position=None,
-                attention_mask: Optional[Tensor] = None) -> Tensor:
+                attention_mask: Optional[Tensor] = None, cp_context=None) -> Tensor:
+        """``cp_context`` (``deltac.cp.context(group)``, batch layout): this rank's
+        hidden_states are its span of each sequence; the short convolution continues
+        from the ranks before (``deltac.cp.conv_state``) and the kernel runs over the
+        ranks (docs/parallel.md). Not with a cache or kernel hooks."""
         if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.hidden_size:
             raise ValueError(f"GatedDeltaNet: hidden_states has shape {tuple(hidden_states.shape)}: "
                              f"expected (batch, seq, {self.hidden_size})")
+        _cp_allowed(type(self).__name__, cp_context, cache_params, self._kernel_hooks)
         if (attention_mask is not None and attention_mask.dim() == 2
                 and attention_mask.shape[0] > 1 and attention_mask.shape[1] > 1):
             hidden_states = (hidden_states * attention_mask[:, :, None]).to(hidden_states.dtype)
@@ -308,11 +312,13 @@ class GatedDeltaNet(nn.Module):
 
         x = hidden_states
         if olmo:
+            projs = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
+            if cp_context is not None:
+                conv_state = split_conv_state(projs, self.conv_kernel_size, cp_context)
             outs, new_conv_state = [], []
-            for i, (proj, conv) in enumerate(((self.q_proj, self.q_conv1d),
-                                              (self.k_proj, self.k_conv1d),
-                                              (self.v_proj, self.v_conv1d))):
-                y, st = causal_conv_silu(proj(x).transpose(1, 2), conv.weight, conv.bias,
+            for i, (p, conv) in enumerate(zip(projs, (self.q_conv1d, self.k_conv1d,
+                                                      self.v_conv1d))):
+                y, st = causal_conv_silu(p.transpose(1, 2), conv.weight, conv.bias,
                                          None if conv_state is None else conv_state[i])
                 outs.append(y.transpose(1, 2))
                 new_conv_state.append(st)
@@ -324,12 +330,15 @@ class GatedDeltaNet(nn.Module):
             if self.layout == "qwen3_next":
                 q, k, v, z, b, a = self.fix_query_key_value_ordering(
                     self.in_proj_qkvz(x), self.in_proj_ba(x))
-                mixed = torch.cat((q.reshape(B, T, -1), k.reshape(B, T, -1), v.reshape(B, T, -1)),
+                mixed = torch.cat((q.reshape(B, T, self.key_dim), k.reshape(B, T, self.key_dim),
+                                   v.reshape(B, T, self.value_dim)),
                                   dim=-1)
             else:
                 mixed = self.in_proj_qkv(x)
                 z = self.in_proj_z(x).view(B, T, self.num_v_heads, self.head_v_dim)
                 b, a = self.in_proj_b(x), self.in_proj_a(x)
+            if cp_context is not None:
+                conv_state = split_conv_state([mixed], self.conv_kernel_size, cp_context)[0]
             y, new_conv_state = causal_conv_silu(mixed.transpose(1, 2), self.conv1d.weight,
                                                  self.conv1d.bias, conv_state)
             mixed = y.transpose(1, 2)
@@ -346,9 +355,14 @@ class GatedDeltaNet(nn.Module):
         beta = beta.contiguous()
         g = (-self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())).contiguous()
 
-        core, last_state = self._kernel(
-            ops.fused_recurrent_gated_delta_rule, ops.chunk_gated_delta_rule,
-            query, key, value, g, beta, recurrent_state, cache_params is not None)
+        if cp_context is not None:
+            core, last_state = ops.chunk_gated_delta_rule(
+                query, key, value, g=g, beta=beta, use_qk_l2norm_in_kernel=True,
+                cp_context=cp_context)
+        else:
+            core, last_state = self._kernel(
+                ops.fused_recurrent_gated_delta_rule, ops.chunk_gated_delta_rule,
+                query, key, value, g, beta, recurrent_state, cache_params is not None)
         if cache_params is not None:
             if olmo and hasattr(cache_params, "conv_states_q"):
                 for x_, st in zip("qkv", new_conv_state):
@@ -360,7 +374,7 @@ class GatedDeltaNet(nn.Module):
         norm, out = (self.o_norm, self.o_proj) if olmo else (self.norm, self.out_proj)
         core = norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
                     z.reshape(-1, self.head_v_dim))
-        return out(core.reshape(B, T, -1))
+        return out(core.reshape(B, T, self.value_dim))
 
     def _kernel(self, step, chunk, query, key, value, g, beta, state, want_state):
         """The kernel call: a one-token step continuing a float32 cached state updates
@@ -415,6 +429,26 @@ class GatedDeltaNet(nn.Module):
         return torch.stack(out, dim=1)
 
 
+def _cp_allowed(layer: str, cp_context, cache_params, hooks) -> None:
+    if cp_context is None:
+        return
+    if cache_params is not None:
+        raise ValueError(f"{layer}: cp_context splits a prompt over ranks; it takes no "
+                         "cache_params (decode runs on one rank)")
+    if hooks:
+        raise ValueError(f"{layer}: kernel hooks observe a whole sequence; remove them to "
+                         "run with cp_context")
+
+
+def split_conv_state(projs: List[Tensor], width: int, cp_context) -> List[Tensor]:
+    """deltac.cp.conv_state of several convolution inputs [B, T, C_i] by one
+    exchange: their states [B, C_i, width], in order."""
+    from .. import cp
+    x = projs[0] if len(projs) == 1 else torch.cat(projs, -1)
+    state = cp.conv_state(x, width, cp_context)
+    return list(torch.split(state, [p.shape[-1] for p in projs], dim=1))
+
+
 def causal_conv_silu(x: Tensor, weight: Tensor, bias: Optional[Tensor], state: Optional[Tensor]):
     """Depthwise causal conv1d + silu over x [B, C, T] with weight [C, 1, W].
 
@@ -426,5 +460,6 @@ def causal_conv_silu(x: Tensor, weight: Tensor, bias: Optional[Tensor], state: O
     W = weight.shape[-1]
     prev = x.new_zeros(B, C, W) if state is None else state.to(x.dtype)
     ext = torch.cat((prev, x), dim=-1)
-    out = F.conv1d(ext, weight, bias, groups=C)[:, :, -T:]
+    out = F.conv1d(ext, weight, bias, groups=C)
+    out = out[:, :, out.shape[-1] - T:]  # not [-T:]: T may be 0
     return F.silu(out), ext[:, :, -W:].contiguous()

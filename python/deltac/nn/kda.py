@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import ops
-from .gated_deltanet import GatedDeltaNet, _cache_get, causal_conv_silu
+from .gated_deltanet import (GatedDeltaNet, _cache_get, _cp_allowed, causal_conv_silu,
+                             split_conv_state)
 
 
 @dataclass
@@ -100,10 +101,12 @@ class KimiDeltaAttention(GatedDeltaNet):
         self._kernel_hooks: List = []
 
     def forward(self, hidden_states: Tensor, cache_params=None, cache_position=None,
-                attention_mask: Optional[Tensor] = None) -> Tensor:
+                attention_mask: Optional[Tensor] = None, cp_context=None) -> Tensor:
+        """``cp_context``: as GatedDeltaNet.forward's (context parallelism)."""
         if hidden_states.dim() != 3 or hidden_states.shape[-1] != self.hidden_size:
             raise ValueError(f"KimiDeltaAttention: hidden_states has shape "
                              f"{tuple(hidden_states.shape)}: expected (batch, seq, {self.hidden_size})")
+        _cp_allowed(type(self).__name__, cp_context, cache_params, self._kernel_hooks)
         if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] > 1:
             hidden_states = (hidden_states * attention_mask[:, -hidden_states.shape[1]:, None]
                              ).to(hidden_states.dtype)
@@ -121,9 +124,11 @@ class KimiDeltaAttention(GatedDeltaNet):
         x = hidden_states
         new_conv = []
         outs = []
-        for i, (proj, conv) in enumerate(((self.q_proj, self.q_conv1d), (self.k_proj, self.k_conv1d),
-                                          (self.v_proj, self.v_conv1d))):
-            y, st = causal_conv_silu(proj(x).transpose(1, 2), conv.weight, conv.bias,
+        projs = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
+        if cp_context is not None:
+            conv_states = split_conv_state(projs, self.q_conv1d.weight.shape[-1], cp_context)
+        for i, (p, conv) in enumerate(zip(projs, (self.q_conv1d, self.k_conv1d, self.v_conv1d))):
+            y, st = causal_conv_silu(p.transpose(1, 2), conv.weight, conv.bias,
                                      None if conv_states is None else conv_states[i])
             outs.append(y.transpose(1, 2))
             new_conv.append(st)
@@ -133,8 +138,12 @@ class KimiDeltaAttention(GatedDeltaNet):
         g = (-self.A_log.float().exp() * F.softplus(a + self.dt_bias.float().view(H, D))).contiguous()
         beta = torch.sigmoid(self.b_proj(x).float()).contiguous()
 
-        o, last_state = self._kernel(ops.fused_recurrent_kda, ops.chunk_kda, q, k, v, g, beta,
-                                     recurrent_state, cache_params is not None)
+        if cp_context is not None:
+            o, last_state = ops.chunk_kda(q, k, v, g=g, beta=beta, use_qk_l2norm_in_kernel=True,
+                                          cp_context=cp_context)
+        else:
+            o, last_state = self._kernel(ops.fused_recurrent_kda, ops.chunk_kda, q, k, v, g, beta,
+                                         recurrent_state, cache_params is not None)
         if cache_params is not None:
             cache_params.conv_states[self.layer_idx] = tuple(new_conv)
             cache_params.recurrent_states[self.layer_idx] = last_state
