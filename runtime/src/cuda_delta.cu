@@ -9,6 +9,6 @@ cudaError_t deltac::rt::cuda_launch_delta(const deltac_fwd_params &p,
 }
 
 size_t deltac::rt::cuda_workspace_delta(const deltac_fwd_params &p,
-                                        const KernelConfig &c) {
-  return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c);
+                                        const KernelConfig &c, bool det) {
+  return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, det);
 }

@@ -75,14 +75,15 @@ struct DeviceBuffer {
 
 bool cuda_built() { return true; }
 
-size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c) {
+size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
+                           bool deterministic) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_workspace_delta(p, c);
+    return cuda_workspace_delta(p, c, deterministic);
   case DELTAC_VARIANT_GATED:
-    return cuda_workspace_gated(p, c);
+    return cuda_workspace_gated(p, c, deterministic);
   default:
-    return cuda_workspace_kda(p, c);
+    return cuda_workspace_kda(p, c, deterministic);
   }
 }
 
@@ -222,6 +223,7 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
                        const deltac_options &opt, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
   Launch l;
+  l.deterministic = opt.deterministic != 0;
   l.ws = opt.workspace;
   l.ws_bytes = opt.workspace_bytes;
   if (opt.check_values) {
@@ -276,7 +278,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
     }
   }
   const deltac_fwd_params d = onDevice(p, l, buf.base);
-  if (!launchChecked(d, c, stream, Launch{}, error))
+  Launch run;
+  run.deterministic = opt.deterministic != 0;
+  if (!launchChecked(d, c, stream, run, error))
     return false;
   e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)

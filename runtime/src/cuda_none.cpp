@@ -8,7 +8,7 @@ bool cuda_built() { return false; }
 bool cuda_available() { return false; }
 int cuda_sm_count() { return 0; }
 void cuda_env(std::map<std::string, std::string> *) {}
-size_t cuda_workspace_size(const deltac_fwd_params &, const KernelConfig &) {
+size_t cuda_workspace_size(const deltac_fwd_params &, const KernelConfig &, bool) {
   return 0;
 }
 bool cuda_run(const deltac_fwd_params &, const KernelConfig &,

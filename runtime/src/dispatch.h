@@ -44,7 +44,9 @@ void cuda_env(std::map<std::string, std::string> *env);
 // and guards the kernel through opt.check_flag. Returns false with *error
 // set on failure.
 // Device workspace bytes config c needs for p (0: none).
-size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c);
+// deterministic: options.deterministic (the batch-invariant plan).
+size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
+                           bool deterministic);
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
               const deltac_options &opt, std::string *error);
 

@@ -55,6 +55,8 @@ std::string validateOptions(const deltac_options &opt) {
     return bad("check_values", opt.check_values, "0 or 1");
   if (opt.allow_neg_eigval != 0 && opt.allow_neg_eigval != 1)
     return bad("allow_neg_eigval", opt.allow_neg_eigval, "0 or 1");
+  if (opt.deterministic != 0 && opt.deterministic != 1)
+    return bad("deterministic", opt.deterministic, "0 or 1");
   if (opt.config.family && *opt.config.family && opt.chunk != 0)
     return bad("chunk", opt.chunk,
                "0: options.config names the kernel, chunk included");
@@ -179,7 +181,9 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   Device device;
   if (!chooseDevice(opt, prob, &device, &err))
     return failWith(err);
-  if (device == Device::CUDA)
+  // Batch-invariant: no choice may read the device's size against the
+  // batch (sm_count 0: the CUDA recurrent kernel's wide V tile).
+  if (device == Device::CUDA && !opt.deterministic)
     prob.sm_count = rt::cuda_sm_count();
   rt::Choice choice;
   if (!rt::choose_config(device, opt, prob, &choice, &err))
@@ -190,7 +194,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     p.threads = choice.threads;
   if (ws_bytes) { // deltac_workspace_size: the choice, not the run
     if (device == Device::CUDA)
-      *ws_bytes = rt::cuda_workspace_size(p, choice.config);
+      *ws_bytes = rt::cuda_workspace_size(p, choice.config, opt.deterministic != 0);
     return 0;
   }
 

@@ -162,9 +162,12 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
     return error->empty();
   }
   Family f;
-  if (!shipped_family(d, m, prob, &f, error))
+  if (!(opt.deterministic && invariant_family(d, m, prob, &f)) &&
+      !shipped_family(d, m, prob, &f, error))
     return false;
   out->config = default_config(f, prob);
+  if (opt.deterministic) // batch-invariant: records are chosen per batch shape
+    return true;
 
   DbSnapshot db = tuning_db();
   if (!db.error.empty()) {
@@ -214,6 +217,16 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
   out->config = r->config;
   out->tuned = true;
   out->threads = d == Device::CPU ? r->threads : 0;
+  return true;
+}
+
+bool invariant_family(Device d, Mode m, const Problem &prob, Family *out) {
+  std::string why;
+  if (d == Device::CUDA)
+    return m == Mode::Auto && shipped_family(d, Mode::Chunked, prob, out, &why);
+  if (m == Mode::Chunked || !check_family(Family::CpuRecurrent, prob).empty())
+    return false;
+  *out = Family::CpuRecurrent;
   return true;
 }
 

@@ -55,6 +55,12 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
 // default config this runtime ships (precompiled); false with *why if none.
 bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
                     std::string *why);
+// options.deterministic (batch-invariant): the one family d runs prob with
+// under m whatever the sequences' lengths, where that differs from the
+// default rule: CUDA auto: cuda_chunked where it is shipped for prob; CPU
+// auto / recurrent: cpu_recurrent (never cpu_decode). False: the default
+// rule (its choice does not depend on the lengths then).
+bool invariant_family(Device d, Mode m, const Problem &prob, Family *out);
 // "" when CUDA has a precompiled kernel for prob under mode m (the
 // default rule's family and config), else why not.
 std::string cuda_kernel_refusal(const Problem &prob, Mode m);

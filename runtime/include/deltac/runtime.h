@@ -99,6 +99,22 @@ typedef struct deltac_options {
    * host synchronisation, graph-capturable). */
   void *workspace;
   size_t workspace_bytes;
+  /* Batch-invariant (deterministic) serving: 0 (the default) = off; 1 = a
+   * sequence's outputs and final state are bitwise identical whether it runs
+   * alone or at any position of any batch or varlen batch (same spec: variant,
+   * dims, dtypes, layout, options). Every choice that changes the arithmetic
+   * then depends on the spec only, never on the other sequences: mode auto
+   * runs one kernel for every length (CUDA: the chunked family wherever it
+   * can run the call, else the recurrent one; CPU: the recurrent family, not
+   * cpu_decode), the tuning database is not consulted (the default config
+   * runs; options.config and options.chunk still win), the CUDA chunked
+   * kernel runs its widest V tile and no sequence split, and the CUDA
+   * recurrent kernel its wide V tile and one kernel form for every T. Costs
+   * speed where a batch is too small to fill the GPU (H200: 1.3-2.3x for one
+   * long sequence) and for decode under mode auto (2.7-4.3x: the chunked
+   * kernel; mode recurrent costs 1.04-1.10x there); docs/performance.md,
+   * "Batch-invariant mode". Other values are an error. */
+  int32_t deterministic;
 } deltac_options;
 
 /* What deltac_forward ran; filled when the call succeeds. */

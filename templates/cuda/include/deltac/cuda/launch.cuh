@@ -2,17 +2,17 @@
 // knobs as template parameters, and the one place that turns a KernelConfig
 // into a template instance:
 //
-//   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip)
+//   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip[, det])
 //       family cuda_recurrent: tile_v = BV, warps = Warps
 //   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages[, Split]>(
-//       p, stream, workspace, workspace_bytes)
+//       p, stream, workspace, workspace_bytes[, skip, det])
 //       family cuda_chunked: chunk, tile_v = BV, warps, stages; Split:
 //       segments per sequence (0, the default: chunked_default_split's rule
 //       on the device; 1: none; 2..16 forced where it can run). With no
 //       workspace it takes one from the stream-ordered allocator
 //       (cudaMallocAsync / cudaFreeAsync on `stream`: no host sync, graph-
-//       capturable); chunked_cfg_workspace<...>(p) is the size to pass.
-//   deltac::cuda::launch_dims<Var, InT>(config, p, stream, skip, &found, ws)
+//       capturable); chunked_cfg_workspace<...>(p[, det]) is the size to pass.
+//   deltac::cuda::launch_dims<Var, InT>(config, p, stream, skip, &found, ws, ws_bytes, det)
 //       config -> the instance among DELTAC_CUDA_RECURRENT_DIMS (tile_v 16
 //       and 32 where it divides V, default warps) or DELTAC_CUDA_CHUNKED_DIMS
 //       (the default config): the ones the runtime ships
@@ -23,6 +23,14 @@
 // writing anything when it is nonzero (set by a device-side check enqueued
 // before, so a failed check never needs a host round trip). The chunked
 // family's scan reads it (its intra-chunk kernel writes only the workspace).
+//
+// det (deltac_options.deterministic, batch-invariant): every choice that
+// changes the arithmetic depends on the config and the spec only, never on
+// the grid (sequences x heads): the chunked family runs the config's V tile
+// (BV) and no sequence split (Split ignored); the recurrent family one kernel
+// form for every call (the several-token form also for T = 1 calls, where it
+// would otherwise run the packed one-token form). Each sequence's blocks then
+// compute the same operations in the same order wherever it sits in a batch.
 #ifndef DELTAC_CUDA_LAUNCH_CUH
 #define DELTAC_CUDA_LAUNCH_CUH
 
@@ -38,38 +46,41 @@ namespace deltac::cuda {
 
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
-                          const int32_t* skip = nullptr) {
+                          const int32_t* skip = nullptr, bool det = false) {
   static_assert(cuda_recurrent_warps_ok(K, BV, Warps), "warps: see the catalogue");
-  return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip);
+  return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip,
+                                                            detail::Form::Auto, true, det);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0>
-size_t chunked_cfg_workspace(const deltac_fwd_params& p) {
+size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false) {
   return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
-      p, Split);
+      p, det ? 1 : Split);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
-                        const int32_t* skip = nullptr) {
+                        const int32_t* skip = nullptr, bool det = false) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
                     Split == 16,
                 "split: 0 (the rule) or one of kChunkedSplits");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
+  // Batch-invariant: BV itself (the widest tile) and no split.
+  const int force_bv = det ? BV : 0, split = det ? 1 : Split;
   if (workspace)
     return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
-                                                       skip, 0, Split);
-  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, Split);
+                                                       skip, force_bv, split);
+  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, split);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
-  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, 0, Split);
+  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
@@ -80,25 +91,25 @@ namespace detail {
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
-                           size_t ws_bytes, bool* found) {
+                           size_t ws_bytes, bool* found, bool det) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   *found = false;
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
       return chunked_cfg<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, stream, ws,
-                                                                           ws_bytes, skip);
+                                                                           ws_bytes, skip, det);
     }
   }
   return cudaErrorInvalidValue;
 }
 
 template <deltac_variant Var, int K, int V, class InT>
-size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p) {
+size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool det) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
-      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p);
+      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, det);
   }
   return 0;
 }
@@ -107,15 +118,16 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p) {
 // V) 32, each with the catalogue's default warps.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p,
-                               cudaStream_t stream, const int32_t* skip, bool* found) {
+                               cudaStream_t stream, const int32_t* skip, bool* found,
+                               bool det) {
   *found = true;
   if (c.tile_v == 16 && c.warps == cuda_recurrent_default_warps(K, 16))
     return recurrent_cfg<Var, K, V, InT, 16, cuda_recurrent_default_warps(K, 16)>(p, stream,
-                                                                                 skip);
+                                                                                 skip, det);
   if constexpr (V % 32 == 0) {
     if (c.tile_v == 32 && c.warps == cuda_recurrent_default_warps(K, 32))
       return recurrent_cfg<Var, K, V, InT, 32, cuda_recurrent_default_warps(K, 32)>(
-          p, stream, skip);
+          p, stream, skip, det);
   }
   *found = false;
   return cudaErrorInvalidValue;
@@ -130,11 +142,11 @@ cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p
 template <deltac_variant Var, class InT>
 cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaStream_t stream,
                         const int32_t* skip, bool* found, void* ws = nullptr,
-                        size_t ws_bytes = 0) {
+                        size_t ws_bytes = 0, bool det = false) {
   *found = false;
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found);
+    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found, det);
   if (c.family == Family::CudaChunked) {
     DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
     return cudaErrorInvalidValue;
@@ -145,7 +157,7 @@ cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaS
   if constexpr (!std::is_same_v<InT, __half>) {
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found);
+    return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found, det);
     DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
 #undef DELTAC_X
   }
@@ -155,12 +167,12 @@ cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaS
 // Workspace bytes the precompiled instance of c needs for p (0: none, or
 // no such instance).
 template <deltac_variant Var, class InT>
-size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p) {
+size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p, bool det = false) {
   if (c.family != Family::CudaChunked)
     return 0;
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::workspace_chunked<Var, k, v, InT>(c, p);
+    return detail::workspace_chunked<Var, k, v, InT>(c, p, det);
   DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
 #undef DELTAC_X
   return 0;

@@ -126,12 +126,15 @@ cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, c
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, class StT,
           bool PerToken, bool Guarded>
 cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
-                      cudaStream_t stream, const int32_t* skip, Form form, bool pdl) {
+                      cudaStream_t stream, const int32_t* skip, Form form, bool pdl,
+                      bool det) {
   constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
   constexpr int kVec = strip_vec<K, V, BV, Warps, kBf16>();         // several tokens
   constexpr int kVecOne = strip_vec_one<K, V, BV, Warps, kBf16>();  // one token
   constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
-  const bool one = !PerToken && !p.cu_seqlens && p.T <= 1;
+  // det (batch-invariant): the several-token form for every call, so that a
+  // one-token sequence computes alike alone and inside a varlen batch.
+  const bool one = !det && !PerToken && !p.cu_seqlens && p.T <= 1;
   // 16-byte aligned bases: every lane's offset is a multiple of its access.
   const bool io = aligned(p.v, 16) && aligned(p.o, 16);
   const bool st = aligned(p.h0, 16) && aligned(p.ht, 16) && aligned(p.state_steps, 16);
@@ -186,18 +189,18 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
-                   bool pdl = true) {
+                   bool pdl = true, bool det = false) {
   const bool per_token = p.state_steps || p.accepted;
   using B16 = __nv_bfloat16;
   if (p.state_dtype == DELTAC_BF16)
     return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl)
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det)
                      : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl);
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det);
   return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl)
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det)
                    : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl);
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det);
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
@@ -218,7 +221,8 @@ void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* ve
 // tests).
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
-                            const int32_t* skip, Form form = Form::Auto, bool pdl = true) {
+                            const int32_t* skip, Form form = Form::Auto, bool pdl = true,
+                            bool det = false) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   if (p.N == 0)
@@ -227,7 +231,7 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
   bool vec_io, vec_state;
   call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
   return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
-                                                            stream, skip, form, pdl);
+                                                            stream, skip, form, pdl, det);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
