@@ -1,10 +1,11 @@
 // Internal pieces of deltac::nn on CUDA (deltac/nn_cuda.h): device memory,
 // the cuBLAS GEMM, the delta-rule call through deltac_forward
-// (nn_cuda_common.cpp) and the elementwise kernels (nn_cuda_kernels.cu).
+// (nn_cuda_common.cpp); the elementwise kernels are fused.h's.
 #ifndef DELTAC_NN_CUDA_INTERNAL_H
 #define DELTAC_NN_CUDA_INTERNAL_H
 
 #include "deltac/nn_cuda.h"
+#include "fused.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -104,49 +105,9 @@ struct RuleCall {
 };
 void run_rule(const RuleCall &c, cudaStream_t s, DeviceMem *ws, const char *layer);
 
-// ---- Elementwise kernels (nn_cuda_kernels.cu); each returns the launch's
-// error. x is bf16 when bf16, else f32.
-
-constexpr int kMaxConvKernel = 8;
-
-// GatedDeltaNet: the causal depthwise conv1d + silu over q || k || v of the
-// projection y (f32 [B*T, ldy], columns q, k, v, z, b, a), written to q, k,
-// v; with the W previous inputs of *state when cont ([B, C, W], then
-// rewritten in place with the last W inputs); and beta = sigmoid(b) *
-// beta_scale, g = -exp(A_log) * softplus(a + dt_bias) for the HV heads.
-struct ConvGates {
-  const float *y;
-  int64_t ldy;
-  const float *w, *bias; // [C, W], [C] or null
-  float *state;          // [B, C, W] or null
-  bool cont;             // state holds inputs (else zeros)
-  void *q, *k, *v;
-  bool bf16;
-  int64_t B, T, C, kd, vd;
-  int32_t W;
-  int64_t HV, b_col, a_col; // columns of b and a in y
-  const float *A_log, *dt_bias;
-  float beta_scale;
-  float *beta, *g; // [B*T, HV]
-};
-cudaError_t conv_gates(const ConvGates &a, cudaStream_t s);
-
-// out [rows, heads * D] = w * (o * rsqrt(mean o^2 + eps)) * silu(z) per
-// head (o, out: bf16 or f32 each, out may be o; z f32 with row stride ldz).
-// D <= 256.
-cudaError_t gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const float *z,
-                          int64_t ldz, const float *w, int64_t rows, int64_t heads, int64_t D,
-                          float eps, cudaStream_t s);
-
-// out [rows, heads * D] = ((o - mean) * rstd * w + b) * silu(g) per head
-// (LayerNorm with the biased variance; g of o's dtype; out may be o).
-// D <= 256.
-cudaError_t layernorm_gate(const void *o, const void *g, bool in_bf16, void *out, bool out_bf16,
-                           const float *w, const float *b, int64_t rows, int64_t heads, int64_t D,
-                           float eps, cudaStream_t s);
-
-// x = sigmoid(x) * scale.
-cudaError_t sigmoid(float *x, int64_t n, float scale, cudaStream_t s);
+// The elementwise kernels: fused.h (fused_kernels.cu, in the runtime, shared
+// with the C API deltac/fused_ops.h); they return a cudaError_t as an int.
+using fused::kMaxConvKernel;
 
 } // namespace cudanet
 } // namespace nn

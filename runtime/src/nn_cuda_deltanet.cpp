@@ -90,7 +90,8 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
   m.blas.set_stream(s);
   m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, !m.rule_bf16, 4, n * hs, rows * n);
   m.blas.gemm(x.data, m.w_beta.p, beta, rows, H, hs, H, m.bf16, true);
-  check(sigmoid(beta, rows * H, 1.0f, s), kName, "sigmoid kernel launch");
+  check(cudaError_t(fused::sigmoid(beta, false, beta, rows * H, 1.0f, s)), kName,
+        "sigmoid kernel launch");
   float *state = nullptr;
   if (decoder) {
     m.state.reserve(size_t(B * H * D * D) * 4, kName, "decoder state");
@@ -99,8 +100,9 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
   run_rule({DELTAC_VARIANT_DELTA, B, T, H, H, D, D, m.rule_bf16, qkvg, qkvg + part, qkvg + 2 * part,
             beta, nullptr, state, state_batch_ != 0, o},
            s, &m.ws, kName);
-  check(layernorm_gate(o, qkvg + 3 * part, m.rule_bf16, normed, m.bf16, m.norm_w.as<float>(),
-                       m.norm_b.as<float>(), rows, H, D, cfg_.norm_eps, s),
+  check(cudaError_t(fused::layernorm_gate(o, qkvg + 3 * part, m.rule_bf16, normed, m.bf16,
+                                          m.norm_w.as<float>(), m.norm_b.as<float>(), false, rows,
+                                          H, D, cfg_.norm_eps, s)),
         kName, "layernorm kernel launch");
   m.blas.gemm(normed, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
   if (decoder) state_batch_ = B;

@@ -127,28 +127,32 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   m.blas.set_stream(s);
   m.blas.gemm(x.data, m.w_in.p, proj, rows, ncol, c.hidden_size, ncol, m.bf16, true);
-  ConvGates a;
-  a.y = proj;
-  a.ldy = ncol;
+  fused::ConvGates a{};
+  a.y = proj, a.y_bf16 = false;
+  a.ldy = ncol, a.group = 0;
   a.w = m.conv_w.as<float>();
   a.bias = m.conv_bias ? m.conv_b.as<float>() : nullptr;
-  a.state = cache ? cache->conv_ : nullptr;
-  a.cont = cont;
+  a.p_bf16 = false;
+  a.state_in = cache && cont ? cache->conv_ : nullptr;
+  a.state_out = cache ? cache->conv_ : nullptr;
   a.q = q, a.k = k, a.v = v;
-  a.bf16 = m.rule_bf16;
+  a.out_bf16 = m.rule_bf16;
   a.B = B, a.T = T, a.C = C, a.kd = kd, a.vd = vd;
   a.W = int32_t(W);
-  a.HV = HV, a.b_col = C + vd, a.a_col = C + vd + HV;
+  a.HV = HV;
+  a.b = proj + C + vd, a.a = proj + C + vd + HV;
+  a.ldba = ncol, a.ba_heads = HV, a.ba_group = 0;
   a.A_log = m.A_log.as<float>();
   a.dt_bias = m.dt_bias.as<float>();
   a.beta_scale = c.allow_neg_eigval ? 2.0f : 1.0f;
   a.beta = beta, a.g = g;
-  check(conv_gates(a, s), kName, "conv kernel launch");
+  check(cudaError_t(fused::conv_gates(a, s)), kName, "conv kernel launch");
   run_rule({DELTAC_VARIANT_GATED, B, T, H, HV, Dk, Dv, m.rule_bf16, q, k, v, beta, g,
             cache ? cache->rec_ : nullptr, cont, o},
            s, &m.ws, kName);
-  check(gated_rmsnorm(o, m.rule_bf16, normed, m.bf16, proj + C, ncol, m.norm_w.as<float>(), rows,
-                      HV, Dv, c.rms_norm_eps, s),
+  check(cudaError_t(fused::gated_rmsnorm(o, m.rule_bf16, normed, m.bf16, proj + C, false, ncol,
+                                         HV, 0, m.norm_w.as<float>(), false, rows, HV, Dv,
+                                         c.rms_norm_eps, s)),
         kName, "norm kernel launch");
   m.blas.gemm(normed, m.w_out.p, y.data, rows, c.hidden_size, vd, c.hidden_size, m.bf16, false);
   if (cache) {

@@ -1,0 +1,75 @@
+// The layers' fused elementwise CUDA kernels (fused_kernels.cu), called by
+// the C++ CUDA layers (nn_cuda_*.cpp) and by the C API (deltac/fused.h,
+// fused.cpp). No CUDA types here: the runtime's host code includes it. Each
+// launch goes to `stream` (a cudaStream_t) and returns its cudaError_t as an
+// int (0: launched); a build without CUDA returns nonzero (fused_none.cpp).
+// "bf16" flags pick bf16 over f32 for a buffer.
+#ifndef DELTAC_FUSED_INTERNAL_H
+#define DELTAC_FUSED_INTERNAL_H
+
+#include <cstdint>
+
+namespace deltac {
+namespace fused {
+
+constexpr int kMaxConvKernel = 8;
+
+// The causal depthwise conv1d + silu over the C = 2 kd + vd channels q || k
+// || v read from y (rows b * T + t, row stride ldy), written to q [B*T, kd],
+// k [B*T, kd], v [B*T, vd]; and beta = sigmoid(b) * beta_scale, g =
+// -exp(A_log) * softplus(a + dt_bias) for the HV heads ([B*T, HV], f32).
+//
+// Columns in y: channel c at column c (group == 0), or, grouped by key head
+// (Qwen3-Next's fused projection, group > 0 columns per key head h: q_h (dk),
+// k_h (dk), v_h (vg), ...): q channel c at h*group + c%dk, k at h*group + dk
+// + c%dk, v at h*group + 2 dk + c%vg. Head j's b and a: b[r * ldba +
+// (j / ba_heads) * ba_group + j % ba_heads] (a alike), in y's dtype.
+// The conv inputs before this call: state_in [B, C, W] (null: zeros); the
+// last W inputs are written to state_out (may equal state_in; null: not
+// kept); both in y's dtype.
+struct ConvGates {
+  const void *y;
+  bool y_bf16;
+  int64_t ldy, group, dk, vg;
+  const void *w, *bias; // [C, W], [C] or null; params' dtype
+  bool p_bf16;          // w, bias, A_log, dt_bias are bf16
+  const void *state_in;
+  void *state_out;
+  void *q, *k, *v;
+  bool out_bf16;
+  int64_t B, T, C, kd, vd;
+  int32_t W;
+  int64_t HV;
+  const void *b, *a;
+  int64_t ldba, ba_heads, ba_group;
+  const void *A_log, *dt_bias;
+  float beta_scale;
+  float *beta, *g;
+};
+int conv_gates(const ConvGates &a, void *stream);
+
+// out [rows, heads * D] = w * (o * rsqrt(mean o^2 + eps)) * silu(z) per
+// head; head h of row r reads z[r * ldz + (h / z_heads) * z_group + (h %
+// z_heads) * D]. o, out: bf16 or f32 each (out may be o); z: f32, or bf16
+// when o and out are bf16; w: p_bf16. D <= 256.
+int gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const void *z,
+                  bool z_bf16, int64_t ldz, int64_t z_heads, int64_t z_group, const void *w,
+                  bool p_bf16, int64_t rows, int64_t heads, int64_t D, float eps, void *stream);
+
+// out [rows, heads * D] = ((o - mean) * rstd * w + b) * silu(g) per head
+// (LayerNorm with the biased variance; g of o's dtype; out may be o; w, b:
+// p_bf16). D <= 256.
+int layernorm_gate(const void *o, const void *g, bool in_bf16, void *out, bool out_bf16,
+                   const void *w, const void *b, bool p_bf16, int64_t rows, int64_t heads,
+                   int64_t D, float eps, void *stream);
+
+// out[i] = sigmoid(x[i]) * scale (x bf16 or f32; out f32, may be x when f32).
+int sigmoid(const void *x, bool x_bf16, float *out, int64_t n, float scale, void *stream);
+
+// The name and text of a launch's error ("no CUDA support" without CUDA).
+const char *error_text(int err);
+
+} // namespace fused
+} // namespace deltac
+
+#endif

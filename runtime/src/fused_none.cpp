@@ -1,0 +1,24 @@
+// The fused kernels (fused.h) in a build without CUDA: every call fails.
+#include "fused.h"
+
+namespace deltac {
+namespace fused {
+
+namespace {
+constexpr int kNoCuda = -1;
+} // namespace
+
+int conv_gates(const ConvGates &, void *) { return kNoCuda; }
+int gated_rmsnorm(const void *, bool, void *, bool, const void *, bool, int64_t, int64_t,
+                  int64_t, const void *, bool, int64_t, int64_t, int64_t, float, void *) {
+  return kNoCuda;
+}
+int layernorm_gate(const void *, const void *, bool, void *, bool, const void *, const void *,
+                   bool, int64_t, int64_t, int64_t, float, void *) {
+  return kNoCuda;
+}
+int sigmoid(const void *, bool, float *, int64_t, float, void *) { return kNoCuda; }
+const char *error_text(int) { return "this build of deltac has no CUDA support"; }
+
+} // namespace fused
+} // namespace deltac
