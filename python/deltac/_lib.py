@@ -20,8 +20,8 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
-from ctypes import (POINTER, byref, c_char_p, c_float, c_int, c_int32, c_longlong, c_size_t,
-                    c_void_p)
+from ctypes import (POINTER, byref, c_char_p, c_float, c_int, c_int32, c_int64, c_longlong,
+                    c_size_t, c_void_p)
 
 # deltac_variant, deltac_dtype, deltac_state_layout (params.h)
 VARIANT_DELTA, VARIANT_GATED, VARIANT_KDA = 0, 1, 2
@@ -179,6 +179,17 @@ def _load():
     lib.deltac_cuda_available.restype = c_int
     lib.deltac_cuda_supports.argtypes = [c_int32, c_int32, c_int32, c_int32]
     lib.deltac_cuda_supports.restype = c_int
+    # the layers' fused kernels (deltac/fused_ops.h; deltac.ops_fused), stream last
+    P, I, F = c_void_p, c_int64, c_float
+    for name, args in (
+            ("deltac_conv_gates", [P, I, I, P, P, P, P, P, P, I, I, I, P, P, F, P, P, P, P, P,
+                                   I, I, I, I, I, I, c_int32, c_int32, c_int32, P]),
+            ("deltac_gated_rmsnorm", [P, P, P, I, I, I, I, I, I, P, F, c_int32, c_int32, P]),
+            ("deltac_layernorm_gate", [P, P, P, I, I, I, P, P, F, c_int32, c_int32, P]),
+            ("deltac_sigmoid", [P, P, I, F, c_int32, P])):
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = c_int
     return lib, path
 
 
@@ -189,6 +200,11 @@ _last_error = lib.deltac_last_error
 
 class DeltacError(RuntimeError):
     """A call the C runtime refused or failed; the message is the runtime's."""
+
+
+def last_error() -> str:
+    """This thread's deltac_last_error() message."""
+    return _last_error().decode("utf-8", "replace")
 
 
 def forward(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,

@@ -917,3 +917,8 @@ def fused_recurrent_kda(
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
                  output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)
+
+
+# The layers' fused elementwise CUDA kernels (custom ops deltac::conv_gates,
+# gated_rmsnorm, layernorm_gate, sigmoid): deltac/ops_fused.py.
+from .ops_fused import conv_gates, gated_rmsnorm, layernorm_gate, sigmoid  # noqa: E402,F401

@@ -1,7 +1,10 @@
 """CUDA cases, one test each; every one skips without a GPU (or a CUDA build of deltac)."""
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 import deltac
 from deltac import ops
@@ -224,3 +227,127 @@ def test_cuda_float16(name, seed):
     assert o.dtype == torch.float16
     ro, rht = delta_rule(*cpu[:3], cpu[4], cpu[3], h0=cpu[5], l2=True)
     assert rel_err(o, ro) <= 2e-3 and rel_err(ht, rht) <= 2e-3
+
+
+# ---- deltac's fused elementwise kernels in the modules (ops.conv_gates, gated_rmsnorm,
+# layernorm_gate, sigmoid): the fused CUDA path == the PyTorch path of the same module.
+
+def _torch_path(m):
+    """A copy of m whose forward never takes the fused kernels."""
+    m = copy.deepcopy(m)
+    m._fused_ok = lambda x: False
+    return m
+
+
+def _fused_tol(dtype):
+    return 1e-5 if dtype == torch.float32 else 1e-2
+
+
+@pytest.mark.parametrize("neg", [False, True], ids=["beta1", "beta2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("layout", ["qwen3_next", "qwen3_5"])
+def test_fused_gdn_matches_torch_path(layout, dtype, neg, seed):
+    cfg = GatedDeltaNetConfig(hidden_size=256, linear_num_key_heads=2, linear_num_value_heads=4,
+                              linear_key_head_dim=64, linear_value_head_dim=128,
+                              linear_allow_neg_eigval=neg)
+    m = randomize(GatedDeltaNet(cfg, layout=layout)).to("cuda", dtype).eval()
+    m.conv1d.bias = torch.nn.Parameter(0.1 * torch.randn(m.conv_dim, device="cuda", dtype=dtype))
+    ref = _torch_path(m)
+    x = torch.randn(2, 37, 256, device="cuda", dtype=dtype)
+    # f32: full f32 convolutions in the PyTorch path (no TF32)
+    with torch.no_grad(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        assert m._fused_ok(x)
+        got, want = m(x), ref(x)
+        # prompt then decode steps through a cache: outputs and both states
+        c1, c2 = GatedDeltaNetCache(), GatedDeltaNetCache()
+        s1 = torch.cat([m(x[:, :9], cache_params=c1)] +
+                       [m(x[:, t:t + 1], cache_params=c1) for t in range(9, 13)], dim=1)
+        s2 = torch.cat([ref(x[:, :9], cache_params=c2)] +
+                       [ref(x[:, t:t + 1], cache_params=c2) for t in range(9, 13)], dim=1)
+    tol = _fused_tol(dtype)
+    assert got.dtype == dtype and rel_err(got, want) <= tol
+    assert rel_err(s1, s2) <= tol
+    assert c1.conv_states[0].dtype == c2.conv_states[0].dtype
+    assert rel_err(c1.conv_states[0], c2.conv_states[0]) == 0  # the last inputs, copied
+    assert rel_err(c1.recurrent_states[0], c2.recurrent_states[0]) <= tol
+
+
+@pytest.mark.parametrize("mode", ["encoder", "decoder"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_fused_deltanet_matches_torch_path(dtype, mode, seed):
+    cfg = DeltaNetConfig(hidden_size=256, num_heads=2, mode=mode)
+    m = DeltaNetAttention(cfg).to("cuda", dtype).eval()
+    with torch.no_grad():
+        m.norm.weight.uniform_(0.5, 1.5)
+        m.norm.bias.normal_()
+    ref = _torch_path(m)
+    x = torch.randn(2, 29, 256, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        assert m._fused_ok(x)
+        got = torch.cat([m(x[:, :20])] + [m(x[:, t:t + 1]) for t in range(20, 29)], dim=1)
+        want = torch.cat([ref(x[:, :20])] + [ref(x[:, t:t + 1]) for t in range(20, 29)], dim=1)
+    assert got.dtype == dtype and rel_err(got, want) <= _fused_tol(dtype)
+
+
+def test_fused_path_only_without_grad(seed):
+    cfg = GatedDeltaNetConfig(hidden_size=256, linear_num_key_heads=2, linear_num_value_heads=4,
+                              linear_key_head_dim=64, linear_value_head_dim=64)
+    m = randomize(GatedDeltaNet(cfg)).cuda()
+    d = DeltaNetAttention(DeltaNetConfig(hidden_size=256, num_heads=2)).cuda()
+    x = torch.randn(1, 8, 256, device="cuda")
+    assert not m._fused_ok(x) and not d._fused_ok(x)  # parameters require grad
+    m(x).sum().backward()  # the PyTorch path, differentiable
+    assert m.conv1d.weight.grad is not None
+    with torch.no_grad():
+        assert m._fused_ok(x) and d._fused_ok(x)
+    with pytest.raises(RuntimeError, match="no backward"):
+        ops.sigmoid(x.requires_grad_())
+
+
+def test_fused_ops_opcheck(seed):
+    B, T, H, HV, K, V, W = 2, 5, 2, 4, 16, 32, 4
+    C = 2 * H * K + HV * V
+    y = torch.randn(B, T, C, device="cuda", dtype=torch.bfloat16)
+    ba = torch.randn(B, T, 2 * HV, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(C, 1, W, device="cuda")
+    A, dt = torch.rand(HV, device="cuda"), torch.randn(HV, device="cuda")
+    o = torch.randn(B, T, HV, V, device="cuda", dtype=torch.bfloat16)
+    z = torch.randn(B, T, HV * V, device="cuda", dtype=torch.bfloat16)
+    nw, nb = torch.rand(V, device="cuda"), torch.randn(V, device="cuda")
+    utils = ("test_schema", "test_faketensor")
+    from deltac import ops_fused as F_
+    torch.library.opcheck(F_.conv_gates_op, (y, ba, ba, w, None, None, A, dt, H, K, V, 0, HV, 0,
+                                             HV, 1.0), test_utils=utils)
+    torch.library.opcheck(F_.gated_rmsnorm_op, (o, z, nw, 1e-6, 0, HV, 0), test_utils=utils)
+    torch.library.opcheck(F_.layernorm_gate_op, (o, z, nw, nb, 1e-5), test_utils=utils)
+    torch.library.opcheck(F_.sigmoid_op, (ba, 2.0), test_utils=utils)
+    # the ops against PyTorch
+    q, k, v, beta, g, st = ops.conv_gates(y, ba, ba, w, None, None, A, dt, H, K, V,
+                                          ba_heads=HV, a_offset=HV)
+    ext = torch.cat((torch.zeros(B, C, W, device="cuda"), y.float().transpose(1, 2)), -1)
+    mixed = F.silu(F.conv1d(ext, w, groups=C)[:, :, -T:]).transpose(1, 2)
+    assert rel_err(torch.cat((q.flatten(2), k.flatten(2), v.flatten(2)), -1), mixed) <= 5e-3
+    assert rel_err(st, ext[:, :, -W:]) == 0
+    assert rel_err(beta, torch.sigmoid(ba[..., :HV].float())) <= 1e-6
+    want_g = -A.exp() * F.softplus(ba[..., HV:].float() + dt)
+    assert rel_err(g, want_g) <= 1e-6
+
+
+def test_fused_gdn_cuda_graph(seed):
+    cfg = GatedDeltaNetConfig(hidden_size=256, linear_num_key_heads=2, linear_num_value_heads=4,
+                              linear_key_head_dim=64, linear_value_head_dim=64)
+    m = randomize(GatedDeltaNet(cfg)).to("cuda", torch.bfloat16).eval()
+    x = torch.randn(1, 16, 256, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            m(x)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = m(x)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(out, m(x)) == 0

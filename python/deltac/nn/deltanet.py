@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ops
+from .. import _lib, ops
 from .bitlinear import BitLinear
 
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16)
@@ -148,7 +148,11 @@ class DeltaNetAttention(nn.Module):
         q = self.q_proj(x).view(B, T, H, D).to(kdtype).contiguous()
         k = self.k_proj(x).view(B, T, H, D).to(kdtype).contiguous()
         v = self.v_proj(x).view(B, T, H, D).to(kdtype).contiguous()
-        beta = torch.sigmoid(self.beta_proj(x).float()).contiguous()
+        fused = self._fused_ok(x)
+        if fused:  # deltac's fused CUDA kernels (no gradient needed)
+            beta = ops.sigmoid(self.beta_proj(x).contiguous())
+        else:
+            beta = torch.sigmoid(self.beta_proj(x).float()).contiguous()
 
         decoder = self.mode == "decoder"
         h0 = None
@@ -172,7 +176,27 @@ class DeltaNetAttention(nn.Module):
             if decoder:
                 self.state = ht
 
+        gate = self.g_proj(x)
+        if fused and o.dtype == x.dtype and gate.dtype == x.dtype:
+            o = ops.layernorm_gate(o, gate.contiguous(), self.norm.weight, self.norm.bias,
+                                   self.norm.eps)
+            return self.out_proj(o)
         o = self.norm(o.to(x.dtype))
-        o = o.reshape(B, T, self.total_dim) * F.silu(self.g_proj(x))
+        o = o.reshape(B, T, self.total_dim) * F.silu(gate)
         o = self.dropout(o)
         return self.out_proj(o)
+
+    def _fused_ok(self, x: Tensor) -> bool:
+        """Whether forward runs beta's sigmoid and the LayerNorm + silu gate as deltac's
+        fused CUDA kernels (ops.sigmoid, ops.layernorm_gate): float32 / bfloat16 CUDA
+        input, a LayerNorm with weight and bias of one dtype, no active dropout, no
+        autocast, and no gradient needed (those ops have no backward; else PyTorch)."""
+        n = self.norm
+        if not (x.is_cuda and x.dtype in _KERNEL_DTYPES and x.numel() > 0
+                and n.weight is not None and n.bias is not None
+                and n.weight.dtype in _KERNEL_DTYPES and n.bias.dtype == n.weight.dtype
+                and not (self.training and self.dropout.p > 0)
+                and _lib.cuda_available() and not torch.is_autocast_enabled()):
+            return False
+        return not (torch.is_grad_enabled()
+                    and (x.requires_grad or any(p.requires_grad for p in self.parameters())))

@@ -10,7 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import ops
+from .. import _lib, ops
+
+_FUSED_DTYPES = (torch.float32, torch.bfloat16)
 
 
 @dataclass
@@ -311,49 +313,55 @@ class GatedDeltaNet(nn.Module):
                     f"hidden_states has batch {B}")
 
         x = hidden_states
-        if olmo:
-            projs = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
-            if cp_context is not None:
-                conv_state = split_conv_state(projs, self.conv_kernel_size, cp_context)
-            outs, new_conv_state = [], []
-            for i, (p, conv) in enumerate(zip(projs, (self.q_conv1d, self.k_conv1d,
-                                                      self.v_conv1d))):
-                y, st = causal_conv_silu(p.transpose(1, 2), conv.weight, conv.bias,
-                                         None if conv_state is None else conv_state[i])
-                outs.append(y.transpose(1, 2))
-                new_conv_state.append(st)
-            mixed = torch.cat(outs, dim=-1)
-            new_conv_state = tuple(new_conv_state)
-            z = self.g_proj(x).view(B, T, self.num_v_heads, self.head_v_dim)
-            b, a = self.b_proj(x), self.a_proj(x)
+        fused = not olmo and cp_context is None and self._fused_ok(x)
+        if fused:  # deltac's fused CUDA kernels (no gradient needed)
+            query, key, value, beta, g, new_conv_state, zsrc = self._fused_in(x, conv_state)
         else:
-            if self.layout == "qwen3_next":
-                q, k, v, z, b, a = self.fix_query_key_value_ordering(
-                    self.in_proj_qkvz(x), self.in_proj_ba(x))
-                mixed = torch.cat((q.reshape(B, T, self.key_dim), k.reshape(B, T, self.key_dim),
-                                   v.reshape(B, T, self.value_dim)),
-                                  dim=-1)
+            if olmo:
+                projs = [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
+                if cp_context is not None:
+                    conv_state = split_conv_state(projs, self.conv_kernel_size, cp_context)
+                outs, new_conv_state = [], []
+                for i, (p, conv) in enumerate(zip(projs, (self.q_conv1d, self.k_conv1d,
+                                                          self.v_conv1d))):
+                    y, st = causal_conv_silu(p.transpose(1, 2), conv.weight, conv.bias,
+                                             None if conv_state is None else conv_state[i])
+                    outs.append(y.transpose(1, 2))
+                    new_conv_state.append(st)
+                mixed = torch.cat(outs, dim=-1)
+                new_conv_state = tuple(new_conv_state)
+                z = self.g_proj(x).view(B, T, self.num_v_heads, self.head_v_dim)
+                b, a = self.b_proj(x), self.a_proj(x)
             else:
-                mixed = self.in_proj_qkv(x)
-                z = self.in_proj_z(x).view(B, T, self.num_v_heads, self.head_v_dim)
-                b, a = self.in_proj_b(x), self.in_proj_a(x)
-            if cp_context is not None:
-                conv_state = split_conv_state([mixed], self.conv_kernel_size, cp_context)[0]
-            y, new_conv_state = causal_conv_silu(mixed.transpose(1, 2), self.conv1d.weight,
-                                                 self.conv1d.bias, conv_state)
-            mixed = y.transpose(1, 2)
+                if self.layout == "qwen3_next":
+                    q, k, v, z, b, a = self.fix_query_key_value_ordering(
+                        self.in_proj_qkvz(x), self.in_proj_ba(x))
+                    mixed = torch.cat((q.reshape(B, T, self.key_dim),
+                                       k.reshape(B, T, self.key_dim),
+                                       v.reshape(B, T, self.value_dim)), dim=-1)
+                else:
+                    mixed = self.in_proj_qkv(x)
+                    z = self.in_proj_z(x).view(B, T, self.num_v_heads, self.head_v_dim)
+                    b, a = self.in_proj_b(x), self.in_proj_a(x)
+                if cp_context is not None:
+                    conv_state = split_conv_state([mixed], self.conv_kernel_size, cp_context)[0]
+                y, new_conv_state = causal_conv_silu(mixed.transpose(1, 2), self.conv1d.weight,
+                                                     self.conv1d.bias, conv_state)
+                mixed = y.transpose(1, 2)
 
-        kdtype = mixed.dtype if mixed.dtype in (torch.float32, torch.bfloat16) else torch.float32
-        query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
-        query = query.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
-        key = key.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
-        value = value.reshape(B, T, self.num_v_heads, self.head_v_dim).to(kdtype).contiguous()
+            kdtype = mixed.dtype if mixed.dtype in _FUSED_DTYPES else torch.float32
+            query, key, value = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim],
+                                            dim=-1)
+            query = query.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
+            key = key.reshape(B, T, self.num_k_heads, self.head_k_dim).to(kdtype).contiguous()
+            value = value.reshape(B, T, self.num_v_heads, self.head_v_dim).to(kdtype).contiguous()
 
-        beta = torch.sigmoid(b.float())
-        if self.allow_neg_eigval:
-            beta = beta * 2.0
-        beta = beta.contiguous()
-        g = (-self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())).contiguous()
+            beta = torch.sigmoid(b.float())
+            if self.allow_neg_eigval:
+                beta = beta * 2.0
+            beta = beta.contiguous()
+            g = (-self.A_log.float().exp()
+                 * F.softplus(a.float() + self.dt_bias.float())).contiguous()
 
         if cp_context is not None:
             core, last_state = ops.chunk_gated_delta_rule(
@@ -372,9 +380,54 @@ class GatedDeltaNet(nn.Module):
             cache_params.recurrent_states[self.layer_idx] = last_state
 
         norm, out = (self.o_norm, self.o_proj) if olmo else (self.norm, self.out_proj)
-        core = norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
-                    z.reshape(-1, self.head_v_dim))
+        if fused:
+            zt, z_offset, z_heads, z_group = zsrc
+            core = ops.gated_rmsnorm(core, zt, norm.weight, norm.variance_epsilon,
+                                     z_offset=z_offset, z_heads=z_heads, z_group=z_group)
+        else:
+            core = norm(core.to(hidden_states.dtype).reshape(-1, self.head_v_dim),
+                        z.reshape(-1, self.head_v_dim))
         return out(core.reshape(B, T, self.value_dim))
+
+    def _fused_ok(self, x: Tensor) -> bool:
+        """Whether forward runs the conv, gates and gated norm as deltac's fused CUDA
+        kernels (ops.conv_gates, ops.gated_rmsnorm): float32 / bfloat16 CUDA input,
+        layouts qwen3_next and qwen3_5, parameters of one dtype, no autocast, and no
+        gradient needed (those ops have no backward; else the PyTorch path)."""
+        if not (x.is_cuda and x.dtype in _FUSED_DTYPES and x.shape[0] > 0 and x.shape[1] > 0
+                and self.conv_kernel_size <= 8 and _lib.cuda_available()
+                and not torch.is_autocast_enabled()):
+            return False
+        ps = [p for p in (self.conv1d.weight, self.conv1d.bias, self.A_log, self.dt_bias,
+                          self.norm.weight) if p is not None]
+        if ps[0].dtype not in _FUSED_DTYPES or any(p.dtype != ps[0].dtype for p in ps):
+            return False
+        return not (torch.is_grad_enabled()
+                    and (x.requires_grad or any(p.requires_grad for p in self.parameters())))
+
+    def _fused_in(self, x: Tensor, conv_state: Optional[Tensor]):
+        """The projections, then conv + silu and beta, g in one ops.conv_gates launch.
+        Returns (query, key, value, beta, g, new_conv_state, (z source, z_offset,
+        z_heads, z_group) for ops.gated_rmsnorm)."""
+        H, HV, Dk, Dv = self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim
+        r = HV // H
+        if self.layout == "qwen3_next":  # grouped by key head: q, k, v, z | b, a
+            y, ba = self.in_proj_qkvz(x), self.in_proj_ba(x)
+            b = a = ba
+            group = 2 * Dk + 2 * r * Dv
+            kw = dict(y_group=group, ba_heads=r, ba_group=2 * r, a_offset=r)
+            zsrc = (y, 2 * Dk + r * Dv, r, group)
+        else:  # qwen3_5: q || k || v, z, b, a apart
+            y, b, a = self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x)
+            kw = {}
+            zsrc = (self.in_proj_z(x).contiguous(), 0, HV, 0)
+        if conv_state is not None:
+            conv_state = conv_state.to(y.dtype).contiguous()
+        q, k, v, beta, g, st = ops.conv_gates(
+            y.contiguous(), b.contiguous(), a.contiguous(), self.conv1d.weight, self.conv1d.bias,
+            conv_state, self.A_log, self.dt_bias, H, Dk, Dv,
+            beta_scale=2.0 if self.allow_neg_eigval else 1.0, **kw)
+        return q, k, v, beta, g, st, zsrc
 
     def _kernel(self, step, chunk, query, key, value, g, beta, state, want_state):
         """The kernel call: a one-token step continuing a float32 cached state updates
