@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -156,12 +157,17 @@ int main() {
   std::vector<int> mixed = rep(4, 2048);
   for (int i = 0; i < 60; ++i)
     mixed.push_back(1);
+  std::vector<int> mixed2 = rep(8, 1000);
+  for (int i = 0; i < 56; ++i)
+    mixed2.insert(mixed2.begin() + (i * 7) % int(mixed2.size()), 1 + i % 4);
   const Row rows[] = {
       {"16/32 heads 1x32768 (auto)", 16, 32, A, rep(1, 32768)},
       {"16/32 heads 4x8192 (auto)", 16, 32, A, rep(4, 8192)},
       {"2/8 heads 1x32768 (auto)", 2, 8, A, rep(1, 32768)},
       {"2/8 heads 8x1024 (auto)", 2, 8, A, rep(8, 1024)},
       {"16/32 heads 4x2048 + 60x1 (auto)", 16, 32, A, mixed},
+      {"16/32 heads 64x1 varlen (auto)", 16, 32, A, rep(64, 1)},
+      {"16/32 heads 8x1000 + 56x(1..4) (auto)", 16, 32, A, mixed2},
       {"16/32 heads decode B=1 T=1 (auto)", 16, 32, A, rep(1, 1), true},
       {"16/32 heads decode B=64 T=1 (auto)", 16, 32, A, rep(64, 1), true},
       {"16/32 heads decode B=1 T=1 (recurrent)", 16, 32, R, rep(1, 1), true},
@@ -173,8 +179,11 @@ int main() {
   for (const Row &r : rows) {
     deltac_run_info i0{}, i1{};
     const double off = timeCall(r, false, &i0), on = timeCall(r, true, &i1);
-    std::printf("%-40s %12.4f %12.4f %8.2f  %s tile_v=%d -> %s tile_v=%d\n", r.name, off, on,
-                on / off, i0.family, i0.tile_v, i1.family, i1.tile_v);
+    auto mixed = [](const deltac_run_info &i) {
+      return i.note && std::strstr(i.note, "mixed batch") ? " + cuda_recurrent (mixed)" : "";
+    };
+    std::printf("%-40s %12.4f %12.4f %8.2f  %s tile_v=%d%s -> %s tile_v=%d%s\n", r.name, off,
+                on, on / off, i0.family, i0.tile_v, mixed(i0), i1.family, i1.tile_v, mixed(i1));
   }
   return 0;
 }

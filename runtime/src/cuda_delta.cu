@@ -9,6 +9,7 @@ cudaError_t deltac::rt::cuda_launch_delta(const deltac_fwd_params &p,
 }
 
 size_t deltac::rt::cuda_workspace_delta(const deltac_fwd_params &p,
-                                        const KernelConfig &c, bool det) {
-  return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, det);
+                                        const KernelConfig &c, bool det,
+                                        int32_t route) {
+  return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, det, route);
 }

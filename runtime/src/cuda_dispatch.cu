@@ -76,14 +76,14 @@ struct DeviceBuffer {
 bool cuda_built() { return true; }
 
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
-                           bool deterministic) {
+                           bool deterministic, int32_t route) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_workspace_delta(p, c, deterministic);
+    return cuda_workspace_delta(p, c, deterministic, route);
   case DELTAC_VARIANT_GATED:
-    return cuda_workspace_gated(p, c, deterministic);
+    return cuda_workspace_gated(p, c, deterministic, route);
   default:
-    return cuda_workspace_kda(p, c, deterministic);
+    return cuda_workspace_kda(p, c, deterministic, route);
   }
 }
 
@@ -220,7 +220,8 @@ deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
 // Checking mode: the device check runs first on the same stream and the
 // kernel reads its flag.
 bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
-                       const deltac_options &opt, std::string *error) {
+                       const deltac_options &opt, const Mixed &mixed,
+                       std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
   Launch l;
   l.deterministic = opt.deterministic != 0;
@@ -235,12 +236,17 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
     }
     l.skip = opt.check_flag;
   }
-  return launchChecked(p, c, stream, l, error);
+  l.route = mixed.route;
+  if (mixed.route > 0 && (mixed.parts & 1) &&
+      !launchChecked(p, mixed.short_config, stream, l, error))
+    return false;
+  return mixed.route > 0 && !(mixed.parts & 2) ? true : launchChecked(p, c, stream, l, error);
 }
 
 // Host pointers: one allocation, copies in, the kernel, copies back, sync.
 bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
-                     const deltac_options &opt, std::string *error) {
+                     const deltac_options &opt, const Mixed &mixed,
+                     std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
   const Layout l(p);
   DeviceBuffer buf;
@@ -280,6 +286,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
   const deltac_fwd_params d = onDevice(p, l, buf.base);
   Launch run;
   run.deterministic = opt.deterministic != 0;
+  run.route = mixed.route;
+  if (mixed.route > 0 && !launchChecked(d, mixed.short_config, stream, run, error))
+    return false;
   if (!launchChecked(d, c, stream, run, error))
     return false;
   e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
@@ -300,9 +309,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
 } // namespace
 
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
-              const deltac_options &opt, std::string *error) {
-  return opt.device_pointers ? runDevicePointers(p, c, opt, error)
-                             : runHostPointers(p, c, opt, error);
+              const deltac_options &opt, std::string *error, const Mixed &mixed) {
+  return opt.device_pointers ? runDevicePointers(p, c, opt, mixed, error)
+                             : runHostPointers(p, c, opt, mixed, error);
 }
 
 } // namespace rt

@@ -8,11 +8,12 @@ bool cuda_built() { return false; }
 bool cuda_available() { return false; }
 int cuda_sm_count() { return 0; }
 void cuda_env(std::map<std::string, std::string> *) {}
-size_t cuda_workspace_size(const deltac_fwd_params &, const KernelConfig &, bool) {
+size_t cuda_workspace_size(const deltac_fwd_params &, const KernelConfig &, bool,
+                           int32_t) {
   return 0;
 }
 bool cuda_run(const deltac_fwd_params &, const KernelConfig &,
-              const deltac_options &, std::string *error) {
+              const deltac_options &, std::string *error, const Mixed &) {
   *error = "this build of deltac has no CUDA support";
   return false;
 }

@@ -45,10 +45,20 @@ void cuda_env(std::map<std::string, std::string> *env);
 // set on failure.
 // Device workspace bytes config c needs for p (0: none).
 // deterministic: options.deterministic (the batch-invariant plan).
+// A mixed batch (varlen, mode auto; runtime.cpp): with route > 0 the
+// recurrent config `short_config` runs the sequences of at most route tokens
+// and c (cuda_chunked) the others, two launches on one stream, each reading
+// cu_seqlens on the device (launch.cuh's route). route 0: c runs all.
+struct Mixed {
+  KernelConfig short_config;
+  int32_t route = 0;
+  int parts = 3; // bit 0: the short_config launch, bit 1: c's (tests run one)
+};
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
-                           bool deterministic);
+                           bool deterministic, int32_t route = 0);
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
-              const deltac_options &opt, std::string *error);
+              const deltac_options &opt, std::string *error,
+              const Mixed &mixed = Mixed{});
 
 } // namespace rt
 } // namespace deltac

@@ -9,10 +9,12 @@
 #include "dispatch.h"
 #include "select.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -151,6 +153,117 @@ bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {
   }
 }
 
+// Mixed batches (issue 8): a varlen call under mode auto whose chosen family
+// is cuda_chunked also runs cuda_recurrent, which takes the sequences of at
+// most kCudaAutoRecurrentMaxTokens tokens (each kernel reads cu_seqlens on
+// the device and skips the other's sequences): when the lengths are known
+// (host cu_seqlens) and some are that short, or always when they are not
+// (device cu_seqlens). Pinned configs, options.chunk and other modes run
+// one family. route 0: no mixed batch.
+rt::Mixed mixedBatch(const deltac_fwd_params &p, const deltac_options &opt,
+                     const Problem &prob, bool hostMemory, std::string *note) {
+  rt::Mixed m;
+  const int64_t L = kCudaAutoRecurrentMaxTokens;
+  if (opt.mode != DELTAC_MODE_AUTO || opt.chunk || (opt.config.family && *opt.config.family) ||
+      !p.cu_seqlens || p.N < 2)
+    return m;
+  if (hostMemory) {
+    int64_t shortest = L + 1;
+    for (int32_t n = 0; n < p.N; ++n)
+      shortest = std::min<int64_t>(shortest, p.cu_seqlens[n + 1] - p.cu_seqlens[n]);
+    if (shortest > L)
+      return m;
+  }
+  Problem sp = prob;
+  sp.max_seqlen = L;
+  Family f;
+  std::string why;
+  if (!rt::shipped_family(Device::CUDA, Mode::Recurrent, sp, &f, &why) ||
+      f != Family::CudaRecurrent)
+    return m;
+  m.short_config = default_config(f, sp);
+  m.route = int32_t(L);
+  *note = "mixed batch: sequences of at most " + std::to_string(L) + " tokens ran " +
+          rt::config_string(m.short_config) + (note->empty() ? "" : "; " + *note);
+  return m;
+}
+
+// CPU mixed batches (host cu_seqlens, mode auto, nothing pinned, not
+// deterministic): each sequence's own length picks its family by the default
+// rule (or a tuning record); runs of consecutive sequences with the same
+// config are one call each (pointers, states and cu_seqlens shifted to the
+// run). False when one config fits every sequence (*err empty: run p as one
+// call) or a run failed (*err set).
+bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
+                 const rt::Choice &choice, std::string *note, bool *specialized,
+                 std::string *err) {
+  if (opt.mode != DELTAC_MODE_AUTO || opt.chunk || opt.deterministic ||
+      (opt.config.family && *opt.config.family) || !p.cu_seqlens || p.N < 2)
+    return false;
+  std::vector<KernelConfig> cfg(size_t(p.N));
+  std::vector<int32_t> threads(size_t(p.N));
+  bool mixed = false;
+  for (int32_t n = 0; n < p.N; ++n) {
+    rt::Choice c;
+    if (!rt::choose_config(Device::CPU, opt, problem_of(p, p.cu_seqlens[n + 1] - p.cu_seqlens[n]),
+                           &c, err))
+      return false;
+    cfg[size_t(n)] = c.config;
+    threads[size_t(n)] = p.threads ? p.threads : c.threads;
+    mixed = mixed || !(c.config == choice.config);
+  }
+  if (!mixed)
+    return false;
+  auto bytes = [](int32_t dt) { return dt == DELTAC_F32 ? size_t(4) : size_t(2); };
+  const size_t in = bytes(p.in_dtype), out = bytes(p.out_dtype), st = bytes(p.state_dtype);
+  const size_t state = size_t(p.HV) * p.K * p.V * st;
+  std::string ran;
+  *specialized = true;
+  for (int32_t s = 0; s < p.N;) {
+    int32_t e = s + 1;
+    while (e < p.N && cfg[size_t(e)] == cfg[size_t(s)] && threads[size_t(e)] == threads[size_t(s)])
+      ++e;
+    const int64_t t0 = p.cu_seqlens[s];
+    std::vector<int64_t> cu;
+    for (int32_t n = s; n <= e; ++n)
+      cu.push_back(p.cu_seqlens[n] - t0);
+    deltac_fwd_params r = p;
+    r.N = e - s, r.T = int32_t(cu.back()), r.cu_seqlens = cu.data();
+    r.threads = threads[size_t(s)];
+    const size_t tok = size_t(t0);
+    r.q = static_cast<const char *>(p.q) + tok * p.H * p.K * in;
+    r.k = static_cast<const char *>(p.k) + tok * p.H * p.K * in;
+    r.v = static_cast<const char *>(p.v) + tok * p.HV * p.V * in;
+    r.beta = p.beta + tok * p.HV;
+    if (p.g)
+      r.g = p.g + tok * p.HV * (p.variant == DELTAC_VARIANT_KDA ? p.K : 1);
+    r.o = static_cast<char *>(p.o) + tok * p.HV * p.V * out;
+    if (p.state_steps)
+      r.state_steps = static_cast<char *>(p.state_steps) + tok * state;
+    if (p.read_slots) { // a pool: the same pool, this run's slots
+      r.read_slots = p.read_slots + s;
+      r.write_slots = p.write_slots ? p.write_slots + s : nullptr;
+    } else {
+      r.h0 = p.h0 ? static_cast<const char *>(p.h0) + size_t(s) * state : nullptr;
+      r.ht = p.ht ? static_cast<char *>(p.ht) + size_t(s) * state : nullptr;
+    }
+    if (p.accepted)
+      r.accepted = p.accepted + s;
+    bool spec = false;
+    if (!runCpu(r, cfg[size_t(s)], &spec)) {
+      *err = "no CPU instance for " + rt::config_string(cfg[size_t(s)]);
+      return false;
+    }
+    *specialized = *specialized && spec;
+    if (!(cfg[size_t(s)] == choice.config) && ran.find(rt::config_string(cfg[size_t(s)])) == std::string::npos)
+      ran += (ran.empty() ? "" : ", ") + rt::config_string(cfg[size_t(s)]);
+    s = e;
+  }
+  *note = "mixed batch: the sequences whose own length picks it ran " + ran +
+          (note->empty() ? "" : "; " + *note);
+  return true;
+}
+
 // ws_bytes: null for a run; else only the choice is made and the workspace
 // it needs is stored there (deltac_workspace_size).
 int forward(const deltac_fwd_params *pp, const deltac_options *optp,
@@ -188,22 +301,29 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   rt::Choice choice;
   if (!rt::choose_config(device, opt, prob, &choice, &err))
     return failWith(err);
+  rt::Mixed mixed;
+  if (device == Device::CUDA && choice.config.family == Family::CudaChunked)
+    mixed = mixedBatch(p, opt, prob, hostMemory, &choice.note);
 
   // A tuned record's thread count, unless the caller set one.
   if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
     p.threads = choice.threads;
   if (ws_bytes) { // deltac_workspace_size: the choice, not the run
     if (device == Device::CUDA)
-      *ws_bytes = rt::cuda_workspace_size(p, choice.config, opt.deterministic != 0);
+      *ws_bytes = rt::cuda_workspace_size(p, choice.config, opt.deterministic != 0,
+                                          mixed.route);
     return 0;
   }
 
   try {
     bool specialized = false;
     if (device == Device::CUDA) {
-      if (!rt::cuda_run(p, choice.config, opt, &err))
+      if (!rt::cuda_run(p, choice.config, opt, &err, mixed))
         return failWith(err);
       specialized = true; // CUDA instances are compiled per (K, V)
+    } else if (runCpuMixed(p, opt, choice, &choice.note, &specialized, &err)) {
+    } else if (!err.empty()) {
+      return failWith(err);
     } else if (!runCpu(p, choice.config, &specialized)) {
       return failWith("no CPU instance for " +
                       rt::config_string(choice.config));

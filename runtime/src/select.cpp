@@ -221,9 +221,8 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
 }
 
 bool invariant_family(Device d, Mode m, const Problem &prob, Family *out) {
-  std::string why;
-  if (d == Device::CUDA)
-    return m == Mode::Auto && shipped_family(d, Mode::Chunked, prob, out, &why);
+  if (d == Device::CUDA) // the default rule, per sequence (mixed batches)
+    return false;
   if (m == Mode::Chunked || !check_family(Family::CpuRecurrent, prob).empty())
     return false;
   *out = Family::CpuRecurrent;

@@ -57,9 +57,10 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
                     std::string *why);
 // options.deterministic (batch-invariant): the one family d runs prob with
 // under m whatever the sequences' lengths, where that differs from the
-// default rule: CUDA auto: cuda_chunked where it is shipped for prob; CPU
-// auto / recurrent: cpu_recurrent (never cpu_decode). False: the default
-// rule (its choice does not depend on the lengths then).
+// default rule: CPU auto / recurrent: cpu_recurrent (never cpu_decode).
+// False: the default rule. On CUDA that is always the case: under auto each
+// sequence runs the family its own length picks (a varlen call is a mixed
+// batch, runtime.cpp), and both families run a batch-invariant plan.
 bool invariant_family(Device d, Mode m, const Problem &prob, Family *out);
 // "" when CUDA has a precompiled kernel for prob under mode m (the
 // default rule's family and config), else why not.

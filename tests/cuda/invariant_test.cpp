@@ -280,7 +280,8 @@ TEST_P(Invariant, AloneEqualsInsideBatches) {
     EXPECT_LE(eh, tol) << "ht vs float64";
     for (const Placement &pl : fx.places(t)) {
       const Out in = run(c, pl.seqs);
-      EXPECT_EQ(in.mode, alone.mode) << pl.name << ": another kernel family ran";
+      if (mode != DELTAC_MODE_AUTO)  // auto: a varlen call is a mixed batch
+        EXPECT_EQ(in.mode, alone.mode) << pl.name << ": another kernel family ran";
       EXPECT_TRUE(same(alone, in, pl, inB)) << pl.name << ": not bitwise equal to alone";
     }
   }

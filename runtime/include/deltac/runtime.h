@@ -103,17 +103,26 @@ typedef struct deltac_options {
    * sequence's outputs and final state are bitwise identical whether it runs
    * alone or at any position of any batch or varlen batch (same spec: variant,
    * dims, dtypes, layout, options). Every choice that changes the arithmetic
-   * then depends on the spec only, never on the other sequences: mode auto
-   * runs one kernel for every length (CUDA: the chunked family wherever it
-   * can run the call, else the recurrent one; CPU: the recurrent family, not
+   * then depends on the spec and the sequence's own length only: mode auto
+   * picks each sequence's family by its own length (CUDA: a varlen call is a
+   * mixed batch, see below; CPU: cpu_recurrent for every length, never
    * cpu_decode), the tuning database is not consulted (the default config
    * runs; options.config and options.chunk still win), the CUDA chunked
    * kernel runs its widest V tile and no sequence split, and the CUDA
    * recurrent kernel its wide V tile and one kernel form for every T. Costs
    * speed where a batch is too small to fill the GPU (H200: 1.3-2.3x for one
-   * long sequence) and for decode under mode auto (2.7-4.3x: the chunked
-   * kernel; mode recurrent costs 1.04-1.10x there); docs/performance.md,
-   * "Batch-invariant mode". Other values are an error. */
+   * long sequence); docs/performance.md, "Batch-invariant mode". Other values
+   * are an error.
+   *
+   * Mixed batches (CUDA, mode auto, cu_seqlens, no options.config or chunk):
+   * one varlen call may hold decode steps and prompts. When the chunked family
+   * is chosen (the longest sequence, or T with device cu_seqlens, is over
+   * kCudaAutoRecurrentMaxTokens = 16) and the call has sequences of at most 16
+   * tokens (device cu_seqlens: assumed), the recurrent kernel runs those and
+   * the chunked kernel the others, two launches on the stream, each reading
+   * cu_seqlens on the device and writing only its own sequences' o and ht; no
+   * host sync. deltac_run_info names the chunked config and its note the
+   * recurrent one. */
   int32_t deterministic;
 } deltac_options;
 

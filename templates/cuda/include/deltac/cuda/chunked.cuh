@@ -364,16 +364,24 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // (chunked_fused_launch; stages 3, no split, no forced V tile, varlen with
 // one sequence); 0 (the default) never: it measured slower (H200, GDN 16/32
 // heads 1x32768: 2.49 vs 2.01 ms; docs/performance.md, version 9).
+// route > 0 (mixed batches, varlen only): this call runs only the sequences
+// of more than route tokens and writes nothing of the others (the recurrent
+// kernel's, launched with the same route); no split, no fused launch then.
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
-                           int force_bv = 0, int force_split = 0, int fuse = 0) {
+                           int force_bv = 0, int force_split = 0, int fuse = 0,
+                           int32_t route = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   if (p.N == 0)
     return cudaSuccess;
+  if (route < 0 || (route > 0 && !p.cu_seqlens))
+    return cudaErrorInvalidValue;
+  if (route > 0)
+    force_split = 1, fuse = 0;
   const ChunkedPlan pl = chunked_plan<Var, K, V, InT, Cfg>(p, force_bv, force_split);
   const int bv = pl.bv;
   if (bv == 0)
@@ -384,6 +392,7 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   detail::ChunkedWs<Ts> ws;
   detail::chunked_carve<Tr>(p, workspace, &ws, pl.split);
   ws.skip = skip;
+  ws.route = route;
   if (ws.max_chunks > 0x7fffffff)
     return cudaErrorInvalidValue;
   const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
@@ -393,7 +402,8 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   if (e != cudaSuccess)
     return e;
   if (p.cu_seqlens && (stages & 1)) {
-    detail::chunked_index_kernel<Tr::C><<<1, 1024, 0, stream>>>(p, ws.offsets, ws.max_chunks);
+    detail::chunked_index_kernel<Tr::C><<<1, 1024, 0, stream>>>(p, ws.offsets, ws.max_chunks,
+                                                                 route);
     if ((e = cudaGetLastError()) != cudaSuccess)
       return e;
   }

@@ -53,6 +53,10 @@ struct ChunkedWs {
   // Zeroed before each fused launch.
   unsigned long long* tickets;
   int32_t* ready;
+  // Mixed batches (varlen; chunked.cuh's route): > 0 leaves the sequences of
+  // at most route tokens to the recurrent kernel: they get no chunk slots and
+  // the scan writes none of their o or ht. 0: every sequence.
+  int32_t route;
 };
 
 // Token range of sequence n, clamped into [0, B*T) so that a bad cu_seqlens
@@ -84,12 +88,20 @@ __device__ __forceinline__ void seq_slots(const deltac_fwd_params& p, const int3
   }
 }
 
-// Varlen: offsets[n] = sum over earlier sequences of ceil(len / C), clamped
-// to the slots allocated. One block.
+// Chunks of a sequence of len tokens: none when it has at most route tokens
+// (mixed batches: the recurrent kernel's), else ceil(len / C).
+template <int C>
+__device__ __forceinline__ int64_t routed_chunks(int64_t len, int32_t route) {
+  return len > route ? (len + C - 1) / C : 0;
+}
+
+// Varlen: offsets[n] = sum over earlier sequences of their chunks
+// (routed_chunks), clamped to the slots allocated. One block.
 template <int C>
 __global__ void __launch_bounds__(1024) chunked_index_kernel(const deltac_fwd_params p,
                                                              int32_t* offsets,
-                                                             int64_t max_chunks) {
+                                                             int64_t max_chunks,
+                                                             int32_t route) {
   __shared__ int64_t part[1024];
   const int tid = threadIdx.x, nth = blockDim.x;
   const int per = (p.N + nth - 1) / nth;
@@ -98,7 +110,7 @@ __global__ void __launch_bounds__(1024) chunked_index_kernel(const deltac_fwd_pa
   for (int n = b; n < e; ++n) {
     int64_t s0, s1;
     seq_bounds(p, n, s0, s1);
-    sum += (s1 - s0 + C - 1) / C;
+    sum += routed_chunks<C>(s1 - s0, route);
   }
   part[tid] = sum;
   __syncthreads();
@@ -116,7 +128,7 @@ __global__ void __launch_bounds__(1024) chunked_index_kernel(const deltac_fwd_pa
     offsets[n] = int32_t(run < max_chunks ? run : max_chunks);
     int64_t s0, s1;
     seq_bounds(p, n, s0, s1);
-    run += (s1 - s0 + C - 1) / C;
+    run += routed_chunks<C>(s1 - s0, route);
   }
   if (tid == nth - 1)
     offsets[p.N] = int32_t(run < max_chunks ? run : max_chunks);

@@ -479,6 +479,12 @@ __global__ void __launch_bounds__(Tr::kThreads)
     chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
   if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
     return;
+  if (ws.route > 0 && p.cu_seqlens) {  // mixed batches: the recurrent kernel's sequence
+    int64_t s0, s1;
+    seq_bounds(p, int(blockIdx.z) / ws.split, s0, s1);
+    if (s1 - s0 <= ws.route)
+      return;
+  }
   chunked_scan_block<Var, Tr>(p, ws, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
 }
 

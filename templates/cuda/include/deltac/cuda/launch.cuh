@@ -31,6 +31,13 @@
 // form for every call (the several-token form also for T = 1 calls, where it
 // would otherwise run the packed one-token form). Each sequence's blocks then
 // compute the same operations in the same order wherever it sits in a batch.
+//
+// route (mixed batches: prompts and decode steps in one varlen call; 0: off):
+// the cuda_chunked instance runs only the sequences of more than route
+// tokens (no split then), the cuda_recurrent one only those of at most route
+// tokens; each reads cu_seqlens on the device and writes no o or ht of the
+// other's sequences. The runtime launches both with route =
+// kCudaAutoRecurrentMaxTokens on one stream.
 #ifndef DELTAC_CUDA_LAUNCH_CUH
 #define DELTAC_CUDA_LAUNCH_CUH
 
@@ -46,41 +53,42 @@ namespace deltac::cuda {
 
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
-                          const int32_t* skip = nullptr, bool det = false) {
+                          const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
   static_assert(cuda_recurrent_warps_ok(K, BV, Warps), "warps: see the catalogue");
   return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip,
-                                                            detail::Form::Auto, true, det);
+                                                            detail::Form::Auto, true, det, route);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0>
-size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false) {
+size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
   return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
-      p, det ? 1 : Split);
+      p, det || route ? 1 : Split);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
-                        const int32_t* skip = nullptr, bool det = false) {
+                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
                     Split == 16,
                 "split: 0 (the rule) or one of kChunkedSplits");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
-  // Batch-invariant: BV itself (the widest tile) and no split.
-  const int force_bv = det ? BV : 0, split = det ? 1 : Split;
+  // Batch-invariant: BV itself (the widest tile) and no split; routed: no split.
+  const int force_bv = det ? BV : 0, split = det || route ? 1 : Split;
   if (workspace)
     return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
-                                                       skip, force_bv, split);
+                                                       skip, force_bv, split, 0, route);
   const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, split);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
-  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split);
+  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split, 0,
+                                                 route);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
@@ -91,25 +99,28 @@ namespace detail {
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
-                           size_t ws_bytes, bool* found, bool det) {
+                           size_t ws_bytes, bool* found, bool det, int32_t route) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   *found = false;
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
       return chunked_cfg<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, stream, ws,
-                                                                           ws_bytes, skip, det);
+                                                                           ws_bytes, skip, det,
+                                                                           route);
     }
   }
   return cudaErrorInvalidValue;
 }
 
 template <deltac_variant Var, int K, int V, class InT>
-size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool det) {
+size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool det,
+                         int32_t route) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
-      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, det);
+      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, det,
+                                                                                     route);
   }
   return 0;
 }
@@ -119,15 +130,15 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p,
                                cudaStream_t stream, const int32_t* skip, bool* found,
-                               bool det) {
+                               bool det, int32_t route) {
   *found = true;
   if (c.tile_v == 16 && c.warps == cuda_recurrent_default_warps(K, 16))
-    return recurrent_cfg<Var, K, V, InT, 16, cuda_recurrent_default_warps(K, 16)>(p, stream,
-                                                                                 skip, det);
+    return recurrent_cfg<Var, K, V, InT, 16, cuda_recurrent_default_warps(K, 16)>(
+        p, stream, skip, det, route);
   if constexpr (V % 32 == 0) {
     if (c.tile_v == 32 && c.warps == cuda_recurrent_default_warps(K, 32))
       return recurrent_cfg<Var, K, V, InT, 32, cuda_recurrent_default_warps(K, 32)>(
-          p, stream, skip, det);
+          p, stream, skip, det, route);
   }
   *found = false;
   return cudaErrorInvalidValue;
@@ -142,11 +153,12 @@ cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p
 template <deltac_variant Var, class InT>
 cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaStream_t stream,
                         const int32_t* skip, bool* found, void* ws = nullptr,
-                        size_t ws_bytes = 0, bool det = false) {
+                        size_t ws_bytes = 0, bool det = false, int32_t route = 0) {
   *found = false;
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found, det);
+    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found, det, \
+                                                  route);
   if (c.family == Family::CudaChunked) {
     DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
     return cudaErrorInvalidValue;
@@ -157,7 +169,7 @@ cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaS
   if constexpr (!std::is_same_v<InT, __half>) {
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found, det);
+    return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found, det, route);
     DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
 #undef DELTAC_X
   }
@@ -167,12 +179,13 @@ cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaS
 // Workspace bytes the precompiled instance of c needs for p (0: none, or
 // no such instance).
 template <deltac_variant Var, class InT>
-size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p, bool det = false) {
+size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p, bool det = false,
+                      int32_t route = 0) {
   if (c.family != Family::CudaChunked)
     return 0;
 #define DELTAC_X(k, v)                                                               \
   if (p.K == k && p.V == v)                                                          \
-    return detail::workspace_chunked<Var, k, v, InT>(c, p, det);
+    return detail::workspace_chunked<Var, k, v, InT>(c, p, det, route);
   DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
 #undef DELTAC_X
   return 0;

@@ -76,9 +76,9 @@ bool matches(const deltac_fwd_params& p) {
 template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads)
     guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
-                   const int32_t* skip) {
+                   const int32_t* skip, int32_t route) {
   pdl_enter();
-  if (skip && *skip != 0)
+  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
     return;
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(Tr::kThreads)
 template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, 2)
     guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
-                     const int32_t* skip) {
+                     const int32_t* skip, int32_t route) {
   pdl_enter();
-  if (skip && *skip != 0)
+  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
     return;
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
@@ -122,12 +122,16 @@ cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, c
 // the split kernel; several tokens: the strip kernel wherever its geometry
 // exists (no barrier per token). The split kernel is that of traits
 // RecurrentTraits<K, V, BV, Warps>: the guarded one when Guarded, else the
-// plain entry kernels of recurrent_kernel.cuh.
+// plain entry kernels of recurrent_kernel.cuh. route > 0 (mixed batches,
+// varlen; guarded instances only): sequences of more than route tokens are
+// the chunked kernel's, their blocks return at once (routed_away).
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, class StT,
           bool PerToken, bool Guarded>
 cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                       cudaStream_t stream, const int32_t* skip, Form form, bool pdl,
-                      bool det) {
+                      bool det, int32_t route) {
+  if (!Guarded && route > 0)
+    return cudaErrorInvalidValue;
   constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
   constexpr int kVec = strip_vec<K, V, BV, Warps, kBf16>();         // several tokens
   constexpr int kVecOne = strip_vec_one<K, V, BV, Warps, kBf16>();  // one token
@@ -159,7 +163,7 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
       if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
       return launch_ex(strip_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk);
+                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk, route);
     }
   }
   if constexpr (kSplit) {
@@ -170,10 +174,10 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
     if constexpr (Guarded) {
       if constexpr (Tr::kThreads > 128)
         return launch_ex(guarded_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip);
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
       else
         return launch_ex(guarded_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip);
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
     } else if constexpr (Tr::kThreads > 128) {
       return launch_ex(recurrent_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
                        Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
@@ -189,18 +193,18 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
-                   bool pdl = true, bool det = false) {
+                   bool pdl = true, bool det = false, int32_t route = 0) {
   const bool per_token = p.state_steps || p.accepted;
   using B16 = __nv_bfloat16;
   if (p.state_dtype == DELTAC_BF16)
     return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det)
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
                      : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det);
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
   return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det)
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
                    : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det);
+                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
@@ -222,7 +226,7 @@ void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* ve
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
                             const int32_t* skip, Form form = Form::Auto, bool pdl = true,
-                            bool det = false) {
+                            bool det = false, int32_t route = 0) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   if (p.N == 0)
@@ -231,7 +235,8 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
   bool vec_io, vec_state;
   call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
   return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
-                                                            stream, skip, form, pdl, det);
+                                                            stream, skip, form, pdl, det,
+                                                            route);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32

@@ -260,6 +260,13 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// Mixed batches (route > 0, varlen): whether sequence n has more than route
+// tokens, i.e. belongs to the chunked kernel: this kernel's blocks of it
+// return before touching o or ht.
+__device__ __forceinline__ bool routed_away(const deltac_fwd_params& p, int n, int32_t route) {
+  return route > 0 && p.cu_seqlens && p.cu_seqlens[n + 1] - p.cu_seqlens[n] > route;
+}
+
 // Entry points. ptxas picks few registers for launch bounds with no
 // minimum, but spilled at 256 threads; asking for 2 blocks per SM there
 // (at most 128 registers) removes the spills.

@@ -508,9 +508,9 @@ constexpr int strip_min_blocks() {
 template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
 __global__ void __launch_bounds__(Tr::kThreads, (strip_min_blocks<Tr>()))
     strip_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
-                 bool vec_qk, const int32_t* skip) {
+                 bool vec_qk, const int32_t* skip, int32_t route) {
   pdl_enter();
-  if (skip && *skip != 0)
+  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
     return;
   strip_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
