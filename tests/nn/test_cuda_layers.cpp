@@ -19,6 +19,7 @@
 #include "deltac/nn_cuda.h"
 #include "deltac/runtime.h"
 #include "deltac/test_seed.h"
+#include "layer_fixtures.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -30,6 +31,7 @@
 namespace {
 
 using namespace deltac::nn;
+using namespace deltac::nn::testing;
 using deltac::ElemType;
 using deltac::SafeTensorF32;
 using deltac::SafeTensors;
@@ -38,52 +40,6 @@ bool have_gpu() { return deltac_cuda_available() != 0; }
 
 #define SKIP_WITHOUT_GPU()                                                                         \
   if (!have_gpu()) GTEST_SKIP() << "no usable CUDA device"
-
-float bf16_round(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-struct Weights {
-  std::map<std::string, SafeTensorF32> t;
-  std::mt19937_64 *rng;
-  bool bf16 = false; // values rounded to bf16
-  void add(const std::string &name, std::vector<int64_t> shape, float scale, float mean = 0) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::normal_distribution<float> nd(mean, scale);
-    SafeTensorF32 v{shape, std::vector<float>(size_t(n))};
-    for (float &e : v.data) e = bf16 ? bf16_round(nd(*rng)) : nd(*rng);
-    t[name] = v;
-  }
-  SafeTensors file(const std::string &skip = "") const {
-    auto m = t;
-    m.erase(skip);
-    auto b = deltac::safetensors_bytes(m);
-    SafeTensors st;
-    std::string err;
-    EXPECT_TRUE(st.parse(b.data(), b.size(), "w.safetensors", &err)) << err;
-    return st;
-  }
-};
-
-Tensor random_x(std::mt19937_64 &rng, int64_t B, int64_t T, int64_t C, bool bf16) {
-  Tensor x{{B, T, C}, std::vector<float>(size_t(B * T * C))};
-  std::normal_distribution<float> nd(0, 1);
-  for (float &e : x.data) e = bf16 ? bf16_round(nd(rng)) : nd(rng);
-  return x;
-}
-
-Tensor slice_t(const Tensor &x, int64_t t0, int64_t t1) {
-  const int64_t B = x.shape[0], T = x.shape[1], C = x.shape[2];
-  Tensor s{{B, t1 - t0, C}, {}};
-  for (int64_t b = 0; b < B; ++b)
-    s.data.insert(s.data.end(), x.data.begin() + (b * T + t0) * C, x.data.begin() + (b * T + t1) * C);
-  return s;
-}
 
 // Joins per-call outputs [B, t_i, C] along T.
 Tensor join_t(const std::vector<Tensor> &parts) {
@@ -184,18 +140,6 @@ CudaOptions options(ElemType dt, bool f32_rule = false) {
 
 constexpr int64_t kHidden = 256;
 
-Weights deltanet_weights(std::mt19937_64 &rng, bool bf16, int64_t hs = kHidden, int64_t H = 4) {
-  Weights w{{}, &rng, bf16};
-  const float s = 1.0f / std::sqrt(float(hs));
-  for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"})
-    w.add(std::string(n) + ".weight", {hs, hs}, s);
-  w.add("beta_proj.weight", {H, hs}, s);
-  w.add("out_proj.weight", {hs, hs}, s);
-  w.add("norm.weight", {hs / H}, 0.3f, 1.0f);
-  w.add("norm.bias", {hs / H}, 0.3f);
-  return w;
-}
-
 DeltaNetConfig deltanet_config(const char *mode) {
   DeltaNetConfig c;
   c.hidden_size = kHidden;
@@ -212,7 +156,7 @@ void deltanet_vs_cpu(ElemType dt, double tol, bool f32_rule = false) {
   std::printf("NnCudaDeltaNet %s%s: DELTAC_TEST_SEED=%llu\n", deltac::elem_name(dt),
               f32_rule ? " f32 rule" : "", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
-  const SafeTensors st = deltanet_weights(rng, bf16).file();
+  const SafeTensors st = deltanet_weights(rng, kHidden, 4, bf16).file();
   const DeltaNetConfig c = deltanet_config("encoder");
   DeltaNetAttention cpu(c, st);
   CudaDeltaNetAttention gpu(c, st, "", options(dt, f32_rule));
@@ -238,7 +182,7 @@ TEST(NnCudaDeltaNet, DecoderStepsEqualWholeSequence) {
   SCOPED_TRACE(deltac::test_seed_note(seed));
   std::printf("NnCudaDeltaNet decoder: DELTAC_TEST_SEED=%llu\n", (unsigned long long)seed);
   std::mt19937_64 rng(seed);
-  const SafeTensors st = deltanet_weights(rng, false).file();
+  const SafeTensors st = deltanet_weights(rng, kHidden, 4, false).file();
   const DeltaNetConfig c = deltanet_config("decoder");
   DeltaNetAttention cpu(c, st);
   CudaDeltaNetAttention gpu(c, st, "", options(ElemType::F32));
@@ -303,39 +247,6 @@ GatedDeltaNetConfig gated_config(const GatedCase &g) {
   c.layout = g.layout;
   c.allow_neg_eigval = g.neg_eigval;
   return c;
-}
-
-Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c, bool bias, bool bf16) {
-  Weights w{{}, &rng, bf16};
-  const int64_t hs = c.hidden_size, kd = c.num_k_heads * c.head_k_dim,
-                vd = c.num_v_heads * c.head_v_dim, HV = c.num_v_heads, W = c.conv_kernel;
-  const float s = 1.0f / std::sqrt(float(hs));
-  if (c.layout == "qwen3_next") {
-    w.add("in_proj_qkvz.weight", {2 * kd + 2 * vd, hs}, s);
-    w.add("in_proj_ba.weight", {2 * HV, hs}, s);
-  } else if (c.layout == "qwen3_5") {
-    w.add("in_proj_qkv.weight", {2 * kd + vd, hs}, s);
-    w.add("in_proj_z.weight", {vd, hs}, s);
-    w.add("in_proj_b.weight", {HV, hs}, s);
-    w.add("in_proj_a.weight", {HV, hs}, s);
-  } else {
-    w.add("q_proj.weight", {kd, hs}, s);
-    w.add("k_proj.weight", {kd, hs}, s);
-    w.add("v_proj.weight", {vd, hs}, s);
-    w.add("g_proj.weight", {vd, hs}, s);
-    w.add("b_proj.weight", {HV, hs}, s);
-    w.add("a_proj.weight", {HV, hs}, s);
-    w.add("q_conv1d.weight", {kd, 1, W}, 0.5f);
-    w.add("k_conv1d.weight", {kd, 1, W}, 0.5f);
-    w.add("v_conv1d.weight", {vd, 1, W}, 0.5f);
-  }
-  if (c.layout != "olmo_hybrid") w.add("conv1d.weight", {2 * kd + vd, 1, W}, 0.5f);
-  if (bias) w.add("conv1d.bias", {2 * kd + vd}, 0.3f);
-  w.add(c.layout == "olmo_hybrid" ? "o_norm.weight" : "norm.weight", {c.head_v_dim}, 0.3f, 1.0f);
-  w.add(c.layout == "olmo_hybrid" ? "o_proj.weight" : "out_proj.weight", {hs, vd}, s);
-  w.add("dt_bias", {HV}, 0.5f, 1.0f);
-  w.add("A_log", {HV}, 0.5f, 1.0f);
-  return w;
 }
 
 class NnCudaGated : public ::testing::TestWithParam<GatedCase> {};
@@ -488,7 +399,7 @@ TEST(NnCudaErrors, BadInputs) {
   const std::string e = error_of([&] { other.forward(dx.t, dy.t, &cache); });
   EXPECT_NE(e.find("the cache holds states of another layer's shape"), std::string::npos) << e;
 
-  CudaDeltaNetAttention dn(deltanet_config("encoder"), deltanet_weights(rng, false).file(), "",
+  CudaDeltaNetAttention dn(deltanet_config("encoder"), deltanet_weights(rng, kHidden, 4, false).file(), "",
                            options(ElemType::F32));
   DevTensor fx(x, ElemType::F32), fy(x.shape, ElemType::F32);
   DeviceTensor fh = fx.t;
@@ -511,7 +422,7 @@ TEST(NnCudaErrors, WeightsAndConfig) {
             "w.safetensors: tensor 'A_log' is missing");
   DeltaNetConfig d = deltanet_config("encoder");
   d.use_bitnet = true;
-  const std::string e = error_of([&] { CudaDeltaNetAttention l(d, deltanet_weights(rng, false).file()); });
+  const std::string e = error_of([&] { CudaDeltaNetAttention l(d, deltanet_weights(rng, kHidden, 4, false).file()); });
   EXPECT_NE(e.find("CudaDeltaNetAttention: use_bitnet: BitLinear does not run on CUDA"),
             std::string::npos)
       << e;
@@ -527,7 +438,7 @@ TEST(NnCudaErrors, NoGpu) {
   if (have_gpu()) GTEST_SKIP() << "a CUDA device is usable";
   std::mt19937_64 rng(5);
   const std::string e = error_of([&] {
-    CudaDeltaNetAttention l(deltanet_config("encoder"), deltanet_weights(rng, false).file());
+    CudaDeltaNetAttention l(deltanet_config("encoder"), deltanet_weights(rng, kHidden, 4, false).file());
   });
   EXPECT_NE(e.find("CudaDeltaNetAttention: no usable CUDA device"), std::string::npos) << e;
 }

@@ -4,6 +4,7 @@
 // nn_vs_pytorch.py, ctest nn_vs_pytorch.)
 #include "deltac/nn.h"
 #include "deltac/test_seed.h"
+#include "layer_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -13,45 +14,9 @@
 namespace {
 
 using namespace deltac::nn;
+using namespace deltac::nn::testing;
 using deltac::SafeTensorF32;
 using deltac::SafeTensors;
-
-struct Weights {
-  std::map<std::string, SafeTensorF32> t;
-  std::mt19937_64 *rng;
-  void add(const std::string &name, std::vector<int64_t> shape, float scale, float mean = 0) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::normal_distribution<float> nd(mean, scale);
-    SafeTensorF32 v{shape, std::vector<float>(size_t(n))};
-    for (float &e : v.data) e = nd(*rng);
-    t[name] = v;
-  }
-  SafeTensors file(const std::string &skip = "") const {
-    auto m = t;
-    m.erase(skip);
-    auto b = deltac::safetensors_bytes(m);
-    SafeTensors st;
-    std::string err;
-    EXPECT_TRUE(st.parse(b.data(), b.size(), "w.safetensors", &err)) << err;
-    return st;
-  }
-};
-
-Tensor random_x(std::mt19937_64 &rng, int64_t B, int64_t T, int64_t C) {
-  Tensor x{{B, T, C}, std::vector<float>(size_t(B * T * C))};
-  std::normal_distribution<float> nd(0, 1);
-  for (float &e : x.data) e = nd(rng);
-  return x;
-}
-
-Tensor slice_t(const Tensor &x, int64_t t0, int64_t t1) {
-  const int64_t B = x.shape[0], T = x.shape[1], C = x.shape[2];
-  Tensor s{{B, t1 - t0, C}, {}};
-  for (int64_t b = 0; b < B; ++b)
-    s.data.insert(s.data.end(), x.data.begin() + (b * T + t0) * C, x.data.begin() + (b * T + t1) * C);
-  return s;
-}
 
 // Concatenates per-call outputs along T.
 void expect_same_as_whole(const Tensor &whole, const std::vector<Tensor> &parts,
@@ -71,17 +36,6 @@ void expect_same_as_whole(const Tensor &whole, const std::vector<Tensor> &parts,
   }
   EXPECT_EQ(t0, T);
   EXPECT_LE(num / den, tol) << "prompt + decode steps vs whole sequence";
-}
-
-Weights deltanet_weights(std::mt19937_64 &rng, int64_t hs, int64_t H) {
-  Weights w{{}, &rng};
-  const float s = 1.0f / std::sqrt(float(hs));
-  for (const char *n : {"q_proj", "k_proj", "v_proj", "g_proj"}) w.add(std::string(n) + ".weight", {hs, hs}, s);
-  w.add("beta_proj.weight", {H, hs}, s);
-  w.add("out_proj.weight", {hs, hs}, s);
-  w.add("norm.weight", {hs / H}, 0.3f, 1.0f);
-  w.add("norm.bias", {hs / H}, 0.3f);
-  return w;
 }
 
 TEST(NnDeltaNet, DecodeStepsEqualWholeSequence) {
@@ -148,38 +102,6 @@ TEST(NnDeltaNet, Errors) {
   DeltaNetAttention l(c, w.file());
   Tensor bad{{1, 3, 32}, std::vector<float>(96)};
   EXPECT_THROW(l.forward(bad), Error);
-}
-
-Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c) {
-  Weights w{{}, &rng};
-  const int64_t hs = c.hidden_size, kd = c.num_k_heads * c.head_k_dim,
-                vd = c.num_v_heads * c.head_v_dim, HV = c.num_v_heads, W = c.conv_kernel;
-  const float s = 1.0f / std::sqrt(float(hs));
-  if (c.layout == "qwen3_next") {
-    w.add("in_proj_qkvz.weight", {2 * kd + 2 * vd, hs}, s);
-    w.add("in_proj_ba.weight", {2 * HV, hs}, s);
-  } else if (c.layout == "qwen3_5") {
-    w.add("in_proj_qkv.weight", {2 * kd + vd, hs}, s);
-    w.add("in_proj_z.weight", {vd, hs}, s);
-    w.add("in_proj_b.weight", {HV, hs}, s);
-    w.add("in_proj_a.weight", {HV, hs}, s);
-  } else {
-    w.add("q_proj.weight", {kd, hs}, s);
-    w.add("k_proj.weight", {kd, hs}, s);
-    w.add("v_proj.weight", {vd, hs}, s);
-    w.add("g_proj.weight", {vd, hs}, s);
-    w.add("b_proj.weight", {HV, hs}, s);
-    w.add("a_proj.weight", {HV, hs}, s);
-    w.add("q_conv1d.weight", {kd, 1, W}, 0.5f);
-    w.add("k_conv1d.weight", {kd, 1, W}, 0.5f);
-    w.add("v_conv1d.weight", {vd, 1, W}, 0.5f);
-  }
-  if (c.layout != "olmo_hybrid") w.add("conv1d.weight", {2 * kd + vd, 1, W}, 0.5f);
-  w.add(c.layout == "olmo_hybrid" ? "o_norm.weight" : "norm.weight", {c.head_v_dim}, 0.3f, 1.0f);
-  w.add(c.layout == "olmo_hybrid" ? "o_proj.weight" : "out_proj.weight", {hs, vd}, s);
-  w.add("dt_bias", {HV}, 0.5f, 1.0f);
-  w.add("A_log", {HV}, 0.5f, 1.0f);
-  return w;
 }
 
 TEST(NnGatedDeltaNet, DecodeStepsEqualWholeSequence) {
