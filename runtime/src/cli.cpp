@@ -47,6 +47,7 @@ deltac_options runtimeOptions(const cli::Options &opt, bool cuda) {
   d.chunk = opt.chunk;
   d.check_values = 1; // the inputs were checked already; the runtime again
   d.allow_neg_eigval = opt.negEig ? 1 : 0;
+  d.deterministic = opt.deterministic ? 1 : 0;
   return d;
 }
 

@@ -32,7 +32,7 @@ const char kUsage[] =
     "                  [--dtype=f32|bf16] [--scale=X] [--qk-l2norm]"
     " [--allow-neg-eigval]\n"
     "                  [--threads=N] [--stats] [--beta-sigmoid] [--gate-in-kernel]\n"
-    "                  [--tuning-db=FILE]\n"
+    "                  [--tuning-db=FILE] [--deterministic]\n"
     "\n"
     "Runs one delta-rule forward call on .npy inputs (float32, C order):\n"
     "  q.npy [B,T,H,K]  k.npy [B,T,H,K]  v.npy [B,T,HV,V]  beta.npy [B,T,HV]\n"
@@ -67,6 +67,8 @@ const char kUsage[] =
     "                   error\n"
     "  --tuning-db FILE pick kernel configs by this tuning database (default:\n"
     "                   the file named by $DELTAC_TUNING_DB, if any)\n"
+    "  --deterministic  batch-invariant mode (deltac_options.deterministic):\n"
+    "                   each sequence's result does not depend on the batch\n"
     "Exit code 0 on success, 1 on any error (nothing is written then).\n";
 
 namespace {
@@ -78,7 +80,7 @@ const char *const kValued[] = {"--variant", "--inputs", "--outputs",
                                "--tuning-db"};
 const char *const kSwitches[] = {"--qk-l2norm", "--allow-neg-eigval",
                                  "--stats", "--beta-sigmoid",
-                                 "--gate-in-kernel"};
+                                 "--gate-in-kernel", "--deterministic"};
 
 void oneOf(const std::string &key, const std::string &value,
            std::initializer_list<const char *> allowed, std::string *out) {
@@ -140,6 +142,7 @@ void apply(const std::string &key, const std::string &value, Options *o) {
      : key == "--allow-neg-eigval" ? o->negEig
      : key == "--stats"            ? o->stats
      : key == "--beta-sigmoid"     ? o->betaSigmoid
+     : key == "--deterministic"    ? o->deterministic
                                    : o->gateInKernel) = true;
   }
 }

@@ -29,6 +29,7 @@ struct Options {
   double scale = 0; // 0: 1/sqrt(K)
   bool haveScale = false;
   bool l2norm = false, negEig = false, stats = false, help = false;
+  bool deterministic = false; // deltac_options.deterministic
   bool betaSigmoid = false, gateInKernel = false;
   int threads = 0;
 };

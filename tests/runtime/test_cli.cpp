@@ -208,6 +208,19 @@ TEST(Cli, ChunkSizes) {
   }
 }
 
+// --deterministic (batch-invariant mode) runs and matches the reference.
+TEST(Cli, Deterministic) {
+  uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::TempDir dir;
+  test::Problem pr = smallProblem(1, seed, true);
+  writeInputs(pr, dir.path());
+  CliResult r = runCli({"--variant=gated", "--inputs=" + dir.path(),
+                        "--outputs=" + dir.path(), "--deterministic", "--device=cpu"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expectOutputsMatch(pr, dir.path(), 1e-5);
+}
+
 TEST(Cli, L2NormScaleAndNegativeEigenvalues) {
   uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
