@@ -7,6 +7,7 @@
 // ones. Qwen3-Next GDN: 16 q/k heads, 32 value heads, K = V = 128, bf16,
 // f32 state, device pointers, caller workspace.
 //   deltac_cuda_first_call [--tokens=8192] [--batch=64] [--db=FILE]
+#include "bench_fill.cuh"
 #include "deltac/runtime.h"
 
 #include <cuda_bf16.h>
@@ -28,31 +29,10 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "first_call: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using deltac::bench::fill;
+using deltac::bench::fillF;
 
-__global__ void fill(__nv_bfloat16 *x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    x[i] = __float2bfloat16(float(h >> 8) / float(1u << 24) - 0.5f);
-  }
-}
-
-__global__ void fillF(float *x, size_t n, float lo, float hi) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2246822519u;
-    h ^= h >> 15;
-    x[i] = lo + (hi - lo) * float(h >> 8) / float(1u << 24);
-  }
-}
+void check(cudaError_t e, const char *what) { deltac::bench::check(e, "first_call", what); }
 
 struct Case {
   const char *name;

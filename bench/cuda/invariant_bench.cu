@@ -5,6 +5,7 @@
 // both as CUDA-graph replay (20 replays per timing, 5 warm-up, median of 15
 // timings, CUDA events). GDN, bf16 in/out, f32 state in place, q/k L2 norm.
 //   deltac_cuda_invariant_bench
+#include "bench_fill.cuh"
 #include "deltac/runtime.h"
 
 #include <cuda_bf16.h>
@@ -18,31 +19,10 @@
 
 namespace {
 
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "invariant_bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using deltac::bench::fill;
+using deltac::bench::fillF;
 
-__global__ void fill(__nv_bfloat16 *x, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed;
-    h ^= h >> 13;
-    h *= 0x5bd1e995u;
-    x[i] = __float2bfloat16(float(h >> 8) / float(1u << 24) - 0.5f);
-  }
-}
-
-__global__ void fillF(float *x, size_t n, float lo, float hi) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2246822519u;
-    h ^= h >> 15;
-    x[i] = lo + (hi - lo) * float(h >> 8) / float(1u << 24);
-  }
-}
+void check(cudaError_t e, const char *what) { deltac::bench::check(e, "invariant_bench", what); }
 
 struct Row {
   const char *name;
