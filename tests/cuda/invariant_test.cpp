@@ -9,6 +9,7 @@
 #include "deltac/reference.h"
 #include "deltac/runtime.h"
 #include "deltac/test_seed.h"
+#include "batch_inputs.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -32,35 +33,9 @@ struct Seq {
   int len = 0;
   std::vector<float> q, k, v, g, beta, h0;
   Seq(int variant, int n, uint64_t seed) : len(n) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> n01(0.f, 1.f);
-    std::uniform_real_distribution<float> u01(0.f, 1.f);
-    auto unitRows = [&](std::vector<float> &x) {
-      x.resize(size_t(n) * kH * kK);
-      for (size_t r = 0; r < x.size() / kK; ++r) {
-        double s = 0;
-        for (int i = 0; i < kK; ++i)
-          s += double(x[r * kK + i] = n01(rng)) * x[r * kK + i];
-        for (int i = 0; i < kK; ++i)
-          x[r * kK + i] = float(x[r * kK + i] / std::sqrt(s));
-      }
-    };
-    unitRows(q);
-    unitRows(k);
-    v.resize(size_t(n) * kHV * kV);
-    for (float &x : v)
-      x = n01(rng);
-    beta.resize(size_t(n) * kHV);
-    for (float &x : beta)
-      x = u01(rng);
-    if (variant != DELTAC_VARIANT_DELTA) {
-      g.resize(size_t(n) * kHV * (variant == DELTAC_VARIANT_KDA ? kK : 1));
-      for (float &x : g)
-        x = -0.2f * u01(rng);
-    }
-    h0.resize(size_t(kHV) * kK * kV);
-    for (float &x : h0)
-      x = 0.3f * n01(rng);
+    test_inputs::Inputs in = test_inputs::draw_inputs(variant, n, 1, kH, kHV, kK, kV, seed);
+    q = std::move(in.q), k = std::move(in.k), v = std::move(in.v);
+    g = std::move(in.g), beta = std::move(in.beta), h0 = std::move(in.h0);
   }
 };
 
@@ -93,19 +68,8 @@ Out run(const Call &c, const std::vector<const Seq *> &seqs) {
   }
   const int T = int(cu.back()), N = int(seqs.size());
   const size_t inB = c.bf16 ? 2 : 4;
-  auto cast = [&](const std::vector<float> &x) {
-    std::vector<uint8_t> b(x.size() * inB);
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (c.bf16) {
-        const uint16_t h = ref::float_to_bf16(x[i]);
-        std::memcpy(&b[2 * i], &h, 2);
-      } else {
-        std::memcpy(&b[4 * i], &x[i], 4);
-      }
-    }
-    return b;
-  };
-  const std::vector<uint8_t> qb = cast(q), kb = cast(k), vb = cast(v);
+  const std::vector<uint8_t> qb = test_inputs::as_bytes(q, c.bf16), kb = test_inputs::as_bytes(k, c.bf16),
+                             vb = test_inputs::as_bytes(v, c.bf16);
   Out out;
   out.o.assign(size_t(T) * kHV * kV * inB, 0xff);  // poison: NaN
   out.ht.assign(h0.size(), std::nanf(""));

@@ -13,6 +13,7 @@
 #include "deltac/runtime.h"
 #include "deltac/test_seed.h"
 #include "dispatch.h"
+#include "batch_inputs.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -47,48 +48,13 @@ struct Batch {
   size_t stBytes() const { return (size_t(N) + 1) * kHV * kK * kV * 4; }  // + 1 poisoned
 
   Batch(int var, bool b16, const std::vector<int> &lens, uint64_t seed) : variant(var), bf16(b16) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> n01(0.f, 1.f);
-    std::uniform_real_distribution<float> u01(0.f, 1.f);
     for (int l : lens)
       cu.push_back(cu.back() + l);
     T = int(cu.back()), N = int(lens.size());
-    q.resize(size_t(T) * kH * kK), k.resize(q.size());
-    for (auto *x : {&q, &k})
-      for (size_t r = 0; r < x->size() / kK; ++r) {
-        double s = 0;
-        for (int i = 0; i < kK; ++i)
-          s += double((*x)[r * kK + i] = n01(rng)) * (*x)[r * kK + i];
-        for (int i = 0; i < kK; ++i)
-          (*x)[r * kK + i] = float((*x)[r * kK + i] / std::sqrt(s));
-      }
-    v.resize(size_t(T) * kHV * kV);
-    for (float &x : v)
-      x = n01(rng);
-    beta.resize(size_t(T) * kHV);
-    for (float &x : beta)
-      x = u01(rng);
-    if (var != DELTAC_VARIANT_DELTA) {
-      g.resize(size_t(T) * kHV * (var == DELTAC_VARIANT_KDA ? kK : 1));
-      for (float &x : g)
-        x = -0.2f * u01(rng);
-    }
-    h0.resize(size_t(N) * kHV * kK * kV);
-    for (float &x : h0)
-      x = 0.3f * n01(rng);
-    auto cast = [&](const std::vector<float> &x) {
-      std::vector<uint8_t> b(x.size() * inB());
-      for (size_t i = 0; i < x.size(); ++i) {
-        if (bf16) {
-          const uint16_t h = ref::float_to_bf16(x[i]);
-          std::memcpy(&b[2 * i], &h, 2);
-        } else {
-          std::memcpy(&b[4 * i], &x[i], 4);
-        }
-      }
-      return b;
-    };
-    qb = cast(q), kb = cast(k), vb = cast(v);
+    test_inputs::Inputs in = test_inputs::draw_inputs(var, T, N, kH, kHV, kK, kV, seed);
+    q = std::move(in.q), k = std::move(in.k), v = std::move(in.v);
+    g = std::move(in.g), beta = std::move(in.beta), h0 = std::move(in.h0);
+    qb = test_inputs::as_bytes(q, bf16), kb = test_inputs::as_bytes(k, bf16), vb = test_inputs::as_bytes(v, bf16);
   }
 
   // Params over host buffers o, ht (or device copies, see Dev).
