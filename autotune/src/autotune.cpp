@@ -3,6 +3,7 @@
 #include "deltac/autotune.h"
 
 #include "bench.h"
+#include "deltac/cpu/isa.h"
 #include "deltac/tune_cuda.h"
 #include "deltac/reference.h"
 #include "deltac/runtime.h"
@@ -44,6 +45,8 @@ Problem problemOf(const Spec &sp, int64_t tokens, int32_t batch) {
   p.max_seqlen = tokens;
   if (sp.device == Device::CUDA) // the default rule reads the SM count
     cuda::usable(&p.sm_count);
+  else // and the CPU rule the instruction set, as the runtime's
+    cpu::isa::set_problem(&p);
   return p;
 }
 
@@ -58,6 +61,8 @@ std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
     opt.config.chunk = c.config.chunk, opt.config.tile_k = c.config.tile_k;
     opt.config.tile_v = c.config.tile_v, opt.config.warps = c.config.warps;
     opt.config.stages = c.config.stages, opt.config.split = c.config.split;
+    if (sp.device == Device::CPU)
+      opt.config.isa = cpu_isa_name(c.isa);
   }
   deltac_run_info info{};
   if (deltac_forward_info(&p, &opt, &info) != 0)
@@ -170,6 +175,24 @@ private:
   Tensors t_;
   std::vector<double> o_, ht_;
 };
+
+// The CPU instances to time: s.isas, else every one this call may run
+// (no wider than the active one) from avx2 up, or generic alone.
+std::vector<CpuIsa> isaList(const Settings &s, const Problem &prob) {
+  std::vector<CpuIsa> out;
+  for (const std::string &n : s.isas) {
+    CpuIsa i;
+    if (cpu_isa_by_name(n, &i) && check_cpu_isa(Family::CpuRecurrent, i, prob).empty())
+      out.push_back(i);
+  }
+  if (!s.isas.empty())
+    return out;
+  for (int i = static_cast<int>(prob.cpu_isa); i >= 1; --i)
+    out.insert(out.begin(), static_cast<CpuIsa>(i));
+  if (out.empty())
+    out.push_back(CpuIsa::generic);
+  return out;
+}
 
 std::vector<int32_t> threadList(const Settings &s) {
   if (!s.threads.empty())
@@ -359,9 +382,11 @@ std::string candidate_string(const Candidate &c) {
   for (int i = 0; i < kKnobCount; ++i)
     if (f.knobs & (1u << i))
       s += std::string(" ") + kKnobNames[i] + "=" + std::to_string(c.config.knob(i));
-  if (f.device == Device::CPU)
+  if (f.device == Device::CPU) {
+    s += std::string(" isa=") + cpu_isa_name(c.isa);
     s += c.threads ? " threads=" + std::to_string(c.threads)
                    : std::string(" threads=auto");
+  }
   return s;
 }
 
@@ -391,6 +416,8 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
   if (default_family(spec.device, Mode::Auto, prob, &df, nullptr)) {
     Candidate d;
     d.config = default_config(df, prob);
+    if (spec.device == Device::CPU)
+      d.isa = cpu_isa_for(df, prob);
     d.is_default = true;
     if (compiled(spec, d.config, prob))
       out.push_back(d);
@@ -403,24 +430,29 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
     if (!s.families.empty() &&
         std::find(s.families.begin(), s.families.end(), f.name) == s.families.end())
       continue;
+    const std::vector<CpuIsa> isas =
+        spec.device == Device::CPU ? isaList(s, prob) : std::vector<CpuIsa>{CpuIsa::generic};
     for (const KernelConfig &c : knob_product(f)) {
       if (!check_config(c, prob).empty() || !compiled(spec, c, prob))
         continue;
-      for (int32_t t : threads) {
-        // The default config on all cores is what the default candidate
-        // runs for any call above the kernels' one-thread threshold
-        // (deltac/cpu/common.h, thread_count: 2^17 state updates): the
-        // same run, not another candidate.
-        if (!out.empty() && out[0].config == c && spec.device == Device::CPU &&
-            t == int32_t(std::thread::hardware_concurrency()) &&
-            !std::getenv("OMP_NUM_THREADS") &&
-            batch * tokens * spec.HV * int64_t(spec.K) * spec.V >= (int64_t(1) << 17))
-          continue;
-        Candidate x;
-        x.config = c;
-        x.threads = t;
-        out.push_back(x);
-      }
+      for (CpuIsa isa : isas)
+        for (int32_t t : threads) {
+          // The default config on the rule's instance and all cores is what
+          // the default candidate runs for any call above the kernels'
+          // one-thread threshold (deltac/cpu/common.h, thread_count: 2^17
+          // state updates): the same run, not another candidate.
+          if (!out.empty() && out[0].config == c && out[0].isa == isa &&
+              spec.device == Device::CPU &&
+              t == int32_t(std::thread::hardware_concurrency()) &&
+              !std::getenv("OMP_NUM_THREADS") &&
+              batch * tokens * spec.HV * int64_t(spec.K) * spec.V >= (int64_t(1) << 17))
+            continue;
+          Candidate x;
+          x.config = c;
+          x.threads = t;
+          x.isa = isa;
+          out.push_back(x);
+        }
     }
   }
   return out;
@@ -433,8 +465,13 @@ TuningRecord record_of(const Spec &spec, const Settings &s,
   r.in_dtype = spec.in_dtype;
   r.max_tokens = b.tokens == s.buckets.back() ? 0 : b.tokens;
   if (b.winner >= 0) {
-    r.config = b.all[b.winner].cand.config;
-    r.threads = b.all[b.winner].cand.threads;
+    const Candidate &w = b.all[b.winner].cand;
+    r.config = w.config;
+    r.threads = w.threads;
+    // The instance, unless the rule's own (the default candidate): a record
+    // then follows the rule of the machine that reads it.
+    if (spec.device == Device::CPU && !w.is_default)
+      r.isa = cpu_isa_name(w.isa);
     r.time_us = b.winner_us;
   }
   r.env = current_env(spec.device);
@@ -507,9 +544,11 @@ bool verify(const Spec &spec, const Settings &s, const std::string &db_path,
       v.tuned = info.tuned;
       v.same = std::string(info.family) == plain.family &&
                info.chunk == plain.chunk && info.tile_v == plain.tile_v &&
-               info.warps == plain.warps && info.threads == plain.threads;
+               info.warps == plain.warps && info.threads == plain.threads &&
+               std::string(info.isa) == plain.isa;
       v.ran = std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
               (info.tile_v ? " tile_v=" + std::to_string(info.tile_v) : "") +
+              (*info.isa ? std::string(" isa=") + info.isa : std::string()) +
               (info.threads ? " threads=" + std::to_string(info.threads) : " threads=auto");
       if (*info.note)
         v.ran += std::string(" (") + info.note + ")";

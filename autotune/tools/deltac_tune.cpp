@@ -21,7 +21,8 @@ const char *kUsage =
     "                   [--out-dtype=f32|bf16] [--qk-l2norm] [--target=cpu|cuda]\n"
     "                   [-o DB.json] [--report=FILE.html|FILE.svg]\n"
     "                   [--buckets=1,64,1024,8192] [--decode-batch=8] [--batch=1]\n"
-    "                   [--threads=1,2,..] [--families=cpu_recurrent,..]\n"
+    "                   [--threads=1,2,..] [--isas=avx2,avx512]\n"
+    "                   [--families=cpu_recurrent,..]\n"
     "                   [--repeats=7] [--min-sample-ms=0.5]\n"
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
     "                   [--min-gain=PERCENT (3)]\n"
@@ -206,6 +207,19 @@ int main(int argc, char **argv) {
       else if (key == "--threads") {
         for (int64_t t : intList(key, val, 1, 1024))
           s.threads.push_back(int32_t(t));
+      } else if (key == "--isas") {
+        size_t i = 0;
+        while (i <= val.size()) {
+          size_t j = val.find(',', i);
+          if (j == std::string::npos)
+            j = val.size();
+          const std::string n = val.substr(i, j - i);
+          CpuIsa x;
+          if (!cpu_isa_by_name(n, &x))
+            die("--isas=" + val + ": '" + n + "': expected generic, avx2 or avx512");
+          s.isas.push_back(n);
+          i = j + 1;
+        }
       } else if (key == "--families") {
         size_t i = 0;
         while (i <= val.size()) {

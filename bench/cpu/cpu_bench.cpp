@@ -5,6 +5,7 @@
 //                 chunked   2 * (3KV + C(K+V)) per token and value head,
 //                 sgemm     2 * M * N * K.
 // OpenBLAS cblas_sgemm on the chunked form's block shapes is the ceiling.
+#include "deltac/convert.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/flops.h"
 
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <new>
 #include <random>
+#include <string>
 #include <vector>
 
 #ifdef DELTAC_HAVE_OPENBLAS
@@ -104,29 +106,47 @@ void set_counters(benchmark::State& st, double tokens, double flops) {
 
 constexpr int kPrefillT = 8192, kHeads = 16, kD = 128;
 
-// st.range(0): threads (0 = all cores).
-template <deltac_variant Var, int Chunk>
-void BM_Chunked(benchmark::State& st) {
-  Problem pr = make_problem(Var, 1, kPrefillT, kHeads, kD, kD, true);
-  pr.p.threads = int(st.range(0));
-  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuChunked)));
-  for (auto _ : st) {
-    deltac::cpu::isa::forward(Var, Chunk, pr.p);
-    benchmark::DoNotOptimize(pr.o.data());
+// The instance a benchmark runs: its "isa" argument (deltac::CpuIsa: 0
+// generic, 1 avx2, 2 avx512), skipped when this CPU lacks it; the label
+// names it. Both instances in one binary, so that runs with
+// --benchmark_enable_random_interleaving compare them under the same load.
+bool use_isa(benchmark::State& st, int64_t arg, deltac::cpu::isa::Isa* out) {
+  *out = static_cast<deltac::cpu::isa::Isa>(arg);
+  if (!deltac::cpu::isa::supported(*out)) {
+    st.SkipWithError("instruction set not supported by this CPU");
+    return false;
   }
-  const double tokens = kPrefillT;
-  set_counters(st, tokens,
-               tokens * kHeads * deltac::chunked_flops_per_token(kD, kD, Chunk));
+  st.SetLabel(deltac::cpu::isa::name(*out));
+  return true;
 }
 
+// st.range: T, threads (0 = all cores), isa.
+template <deltac_variant Var, int Chunk>
+void BM_Chunked(benchmark::State& st) {
+  const int T = int(st.range(0));
+  Problem pr = make_problem(Var, 1, T, kHeads, kD, kD, true);
+  pr.p.threads = int(st.range(1));
+  deltac::cpu::isa::Isa isa;
+  if (!use_isa(st, st.range(2), &isa))
+    return;
+  for (auto _ : st) {
+    deltac::cpu::isa::forward(Var, Chunk, pr.p, isa);
+    benchmark::DoNotOptimize(pr.o.data());
+  }
+  set_counters(st, T, double(T) * kHeads * deltac::chunked_flops_per_token(kD, kD, Chunk));
+}
+
+// st.range: T, threads, isa.
 template <deltac_variant Var>
 void BM_RecurrentPrefill(benchmark::State& st) {
   const int T = int(st.range(0));
   Problem pr = make_problem(Var, 1, T, kHeads, kD, kD, true);
   pr.p.threads = int(st.range(1));
-  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuRecurrent)));
+  deltac::cpu::isa::Isa isa;
+  if (!use_isa(st, st.range(2), &isa))
+    return;
   for (auto _ : st) {
-    deltac::cpu::isa::forward(Var, 0, pr.p);
+    deltac::cpu::isa::forward(Var, 0, pr.p, isa);
     benchmark::DoNotOptimize(pr.o.data());
   }
   set_counters(st, T, double(T) * kHeads * deltac::recurrent_flops_per_token(kD, kD));
@@ -134,9 +154,10 @@ void BM_RecurrentPrefill(benchmark::State& st) {
 
 // Decode: T = 1, batch st.range(0), heads st.range(1), state updated in
 // place (ht = h0, as an inference loop does), threads st.range(2) (0 = all
-// cores). Iterations cycle through kDecodeSteps different input tokens (with
-// one token repeated, the state decays towards a fixed point and passes
-// through denormals). state_GBps counts the state read and written once each.
+// cores), isa st.range(3). Iterations cycle through kDecodeSteps different
+// input tokens (with one token repeated, the state decays towards a fixed
+// point and passes through denormals). state_GBps counts the state read and
+// written once each.
 constexpr int kDecodeSteps = 16;
 
 template <deltac_variant Var>
@@ -148,7 +169,9 @@ void BM_Decode(benchmark::State& st) {
   pr.p.threads = int(st.range(2));
   const size_t gw = Var == DELTAC_VARIANT_KDA ? kD : 1;
   int s = 0;
-  st.SetLabel(deltac::cpu::isa::name(deltac::cpu::isa::for_family(deltac::Family::CpuDecode)));
+  deltac::cpu::isa::Isa isa;
+  if (!use_isa(st, st.range(3), &isa))
+    return;
   for (auto _ : st) {
     const size_t row = size_t(s) * B * H;  // first (token, head) of step s
     pr.p.q = in.q.data() + row * kD;
@@ -157,7 +180,7 @@ void BM_Decode(benchmark::State& st) {
     pr.p.beta = in.beta.data() + row;
     if (!in.g.empty())
       pr.p.g = in.g.data() + row * gw;
-    deltac::cpu::isa::forward(Var, 0, pr.p);
+    deltac::cpu::isa::forward(Var, 0, pr.p, isa);
     benchmark::DoNotOptimize(pr.h0.data());
     s = s + 1 == kDecodeSteps ? 0 : s + 1;
   }
@@ -166,25 +189,94 @@ void BM_Decode(benchmark::State& st) {
       2.0 * B * H * kD * kD * 4 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-#define DELTAC_VARIANTS(BM, ...)                                \
-  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_DELTA, ##__VA_ARGS__)   \
-  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_GATED, ##__VA_ARGS__)   \
-  BENCHMARK_TEMPLATE(BM, DELTAC_VARIANT_KDA, ##__VA_ARGS__)
+// bf16 against f32 inputs (q, k, v; f32 g, beta, out and state): the
+// kernels widen bf16 rows to f32 as they read them (common.h, load_row), so
+// this is the cost of that conversion. st.range: mode (0 recurrent, else the
+// chunk), T, bf16, isa; threads 1.
+template <deltac_variant Var>
+void BM_InDtype(benchmark::State& st) {
+  const int mode = int(st.range(0)), T = int(st.range(1));
+  Problem pr = make_problem(Var, 1, T, kHeads, kD, kD, true);
+  pr.p.threads = 1;
+  std::vector<uint16_t> in[3];
+  if (st.range(2)) {
+    const Buf* src[3] = {&pr.q, &pr.k, &pr.v};
+    const void** dst[3] = {&pr.p.q, &pr.p.k, &pr.p.v};
+    for (int i = 0; i < 3; ++i) {
+      in[i].resize(src[i]->size());
+      for (size_t j = 0; j < in[i].size(); ++j) in[i][j] = deltac::f32_to_bf16((*src[i])[j]);
+      *dst[i] = in[i].data();
+    }
+    pr.p.in_dtype = DELTAC_BF16;
+  }
+  deltac::cpu::isa::Isa isa;
+  if (!use_isa(st, st.range(3), &isa))
+    return;
+  for (auto _ : st) {
+    deltac::cpu::isa::forward(Var, mode, pr.p, isa);
+    benchmark::DoNotOptimize(pr.o.data());
+  }
+  set_counters(st, T, 0.0);
+}
 
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_DELTA, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_KDA, 64)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 32)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 16)->ArgName("threads")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_DELTA)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_GATED)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_KDA)->ArgNames({"T", "threads"})->Args({4096, 0})->Args({8192, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+// Every x86-64 instance from avx2 up (rows of instances the CPU lacks are
+// skipped), generic elsewhere.
+std::vector<int64_t> isa_args() {
+#if defined(__x86_64__)
+  return {int64_t(deltac::CpuIsa::avx2), int64_t(deltac::CpuIsa::avx512)};
+#else
+  return {int64_t(deltac::CpuIsa::generic)};
+#endif
+}
+
+void chunked_args(benchmark::internal::Benchmark* b) {
+  for (int64_t isa : isa_args())
+    for (int threads : {0, 1}) b->Args({kPrefillT, threads, isa});
+  b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+// Gated: the lengths where Mode::Auto chooses between the forms.
+void chunked_gated_args(benchmark::internal::Benchmark* b) {
+  for (int64_t isa : isa_args())
+    for (int threads : {0, 1})
+      for (int T : {256, 1024, 4096, kPrefillT}) b->Args({T, threads, isa});
+  b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void recurrent_args(benchmark::internal::Benchmark* b) {
+  for (int64_t isa : isa_args()) {
+    b->Args({4096, 0, isa})->Args({8192, 0, isa})->Args({4096, 1, isa});
+  }
+  b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+void recurrent_gated_args(benchmark::internal::Benchmark* b) {
+  for (int64_t isa : isa_args())
+    for (int threads : {0, 1})
+      for (int T : {256, 1024, 4096, kPrefillT}) b->Args({T, threads, isa});
+  b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_DELTA, 64)->Apply(chunked_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 64)->Apply(chunked_gated_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_KDA, 64)->Apply(chunked_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 32)->Apply(chunked_gated_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 16)->Apply(chunked_args);
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_DELTA)->Apply(recurrent_args);
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_GATED)->Apply(recurrent_gated_args);
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_KDA)->Apply(recurrent_args);
+
+void in_dtype_args(benchmark::internal::Benchmark* b) {
+  for (int64_t isa : isa_args())
+    for (int mode : {0, 64})
+      for (int bf16 : {0, 1}) b->Args({mode, 4096, bf16, isa});
+  b->ArgNames({"mode", "T", "bf16", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK_TEMPLATE(BM_InDtype, DELTAC_VARIANT_GATED)->Apply(in_dtype_args);
 
 void decode_args(benchmark::internal::Benchmark* b) {
-  for (int threads : {0, 1})
-    for (int H : {16, 32})
-      for (int B : {1, 2, 4, 8, 16, 32, 64}) b->Args({B, H, threads});
-  b->ArgNames({"batch", "heads", "threads"})->UseRealTime();
+  for (int64_t isa : isa_args())
+    for (int threads : {0, 1})
+      for (int H : {16, 32})
+        for (int B : {1, 2, 4, 8, 16, 32, 64}) b->Args({B, H, threads, isa});
+  b->ArgNames({"batch", "heads", "threads", "isa"})->UseRealTime();
 }
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_DELTA)->Apply(decode_args);
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_GATED)->Apply(decode_args);
@@ -235,7 +327,8 @@ BENCHMARK(BM_SgemmLarge)->ArgNames({"n", "threads"})->Args({1024, 2})->Args({102
 }  // namespace
 
 // BENCHMARK_MAIN, plus the context: the instruction set chosen (each
-// kernel benchmark's label is the one its family ran with, deltac/cpu/isa.h)
+// kernel benchmark's label and "isa" argument is the instance it ran,
+// deltac/cpu/isa.h)
 // and, for the SGEMM ceiling, the OpenBLAS core type (set OPENBLAS_CORETYPE
 // in the benchmark command, e.g. SkylakeX on AVX-512 machines: OpenBLAS
 // 0.3.21 may detect a recent CPU as an old core and run SSE3 kernels).
@@ -243,8 +336,14 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;
-  benchmark::AddCustomContext("deltac_cpu_isa",
-                              deltac::cpu::isa::name(deltac::cpu::isa::active()));
+  namespace isa = deltac::cpu::isa;
+  benchmark::AddCustomContext("deltac_cpu_isa", isa::name(isa::active()));
+  std::string rule;  // the instance the catalogue's rule runs each family with
+  for (deltac::Family f : {deltac::Family::CpuRecurrent, deltac::Family::CpuDecode,
+                           deltac::Family::CpuChunked})
+    rule += std::string(rule.empty() ? "" : " ") + deltac::family_info(f).name + "=" +
+            isa::name(isa::for_family(f));
+  benchmark::AddCustomContext("deltac_cpu_rule", rule);
 #if defined(DELTAC_HAVE_OPENBLAS)
   const char* ct = std::getenv("OPENBLAS_CORETYPE");
   benchmark::AddCustomContext("openblas_coretype_env", ct ? ct : "(unset)");

@@ -88,6 +88,16 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
   }
   if (obj.contains("threads"))
     r->threads = int32_t(rd.integer("threads", 0, 1 << 16));
+  if (obj.contains("isa")) {
+    CpuIsa x;
+    const json &v = obj["isa"];
+    if (!v.is_string() || !cpu_isa_by_name(v.get<std::string>(), &x))
+      rd.fail("isa", "one of \"generic\", \"avx2\", \"avx512\"");
+    else if (fam && fam->device != Device::CPU)
+      rd.fail("isa", std::string("absent: ") + fam->name + " runs on CUDA");
+    else
+      r->isa = v.get<std::string>();
+  }
   if (obj.contains("env")) {
     const json &env = obj["env"];
     bool ok = env.is_object();
@@ -228,6 +238,8 @@ std::string format_tuning_db(const TuningDB &db) {
       o["time_us"] = r.time_us;
     if (r.threads > 0)
       o["threads"] = r.threads;
+    if (!r.isa.empty())
+      o["isa"] = r.isa;
     if (!r.env.empty())
       o["env"] = r.env;
     recs.push_back(o);

@@ -4,6 +4,6 @@
 #include "dispatch.h"
 
 bool deltac::rt::cpu_run_kda(const deltac_fwd_params &p, const KernelConfig &c,
-                          bool *specialized) {
-  return cpu::isa::launch_dims(DELTAC_VARIANT_KDA, c, p, specialized);
+                          CpuIsa isa, bool *specialized) {
+  return cpu::isa::launch_dims(DELTAC_VARIANT_KDA, c, p, specialized, isa);
 }

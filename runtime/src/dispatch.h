@@ -18,15 +18,16 @@ namespace rt {
 int set_last_error(const std::string &msg);
 
 // CPU: runs the validated host-pointer params p with config c (a CPU family,
-// legal for p). Returns false when no instance exists for c (nothing ran);
-// *specialized says whether a compile-time K/V instance ran. One per variant,
-// so that the variants compile in parallel.
+// legal for p) on instruction-set instance isa (check_cpu_isa passed).
+// Returns false when no instance exists for c (nothing ran); *specialized
+// says whether a compile-time K/V instance ran. One per variant, so that the
+// variants compile in parallel.
 bool cpu_run_delta(const deltac_fwd_params &p, const KernelConfig &c,
-                   bool *specialized);
+                   CpuIsa isa, bool *specialized);
 bool cpu_run_gated(const deltac_fwd_params &p, const KernelConfig &c,
-                   bool *specialized);
+                   CpuIsa isa, bool *specialized);
 bool cpu_run_kda(const deltac_fwd_params &p, const KernelConfig &c,
-                 bool *specialized);
+                 CpuIsa isa, bool *specialized);
 
 // CUDA. All are safe to call on machines without a GPU driver.
 bool cuda_built();

@@ -138,18 +138,18 @@ void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
   info->tuned = c.tuned ? 1 : 0;
   info->note = lastNote.c_str();
   info->threads = threads;
-  info->isa =
-      d == Device::CUDA ? "" : cpu::isa::name(cpu::isa::for_family(c.config.family));
+  info->isa = d == Device::CUDA ? "" : cpu_isa_name(c.isa);
 }
 
-bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, bool *spec) {
+bool runCpu(const deltac_fwd_params &p, const KernelConfig &c, CpuIsa isa,
+            bool *spec) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return rt::cpu_run_delta(p, c, spec);
+    return rt::cpu_run_delta(p, c, isa, spec);
   case DELTAC_VARIANT_GATED:
-    return rt::cpu_run_gated(p, c, spec);
+    return rt::cpu_run_gated(p, c, isa, spec);
   default:
-    return rt::cpu_run_kda(p, c, spec);
+    return rt::cpu_run_kda(p, c, isa, spec);
   }
 }
 
@@ -202,15 +202,18 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
     return false;
   std::vector<KernelConfig> cfg(size_t(p.N));
   std::vector<int32_t> threads(size_t(p.N));
+  std::vector<CpuIsa> isa(size_t(p.N));
   bool mixed = false;
   for (int32_t n = 0; n < p.N; ++n) {
     rt::Choice c;
-    if (!rt::choose_config(Device::CPU, opt, problem_of(p, p.cu_seqlens[n + 1] - p.cu_seqlens[n]),
-                           &c, err))
+    Problem prob = problem_of(p, p.cu_seqlens[n + 1] - p.cu_seqlens[n]);
+    cpu::isa::set_problem(&prob);
+    if (!rt::choose_config(Device::CPU, opt, prob, &c, err))
       return false;
     cfg[size_t(n)] = c.config;
     threads[size_t(n)] = p.threads ? p.threads : c.threads;
-    mixed = mixed || !(c.config == choice.config);
+    isa[size_t(n)] = c.isa;
+    mixed = mixed || !(c.config == choice.config) || c.isa != choice.isa;
   }
   if (!mixed)
     return false;
@@ -221,7 +224,8 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
   *specialized = true;
   for (int32_t s = 0; s < p.N;) {
     int32_t e = s + 1;
-    while (e < p.N && cfg[size_t(e)] == cfg[size_t(s)] && threads[size_t(e)] == threads[size_t(s)])
+    while (e < p.N && cfg[size_t(e)] == cfg[size_t(s)] && threads[size_t(e)] == threads[size_t(s)] &&
+           isa[size_t(e)] == isa[size_t(s)])
       ++e;
     const int64_t t0 = p.cu_seqlens[s];
     std::vector<int64_t> cu;
@@ -250,7 +254,7 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
     if (p.accepted)
       r.accepted = p.accepted + s;
     bool spec = false;
-    if (!runCpu(r, cfg[size_t(s)], &spec)) {
+    if (!runCpu(r, cfg[size_t(s)], isa[size_t(s)], &spec)) {
       *err = "no CPU instance for " + rt::config_string(cfg[size_t(s)]);
       return false;
     }
@@ -298,6 +302,8 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   // batch (sm_count 0: the CUDA recurrent kernel's wide V tile).
   if (device == Device::CUDA && !opt.deterministic)
     prob.sm_count = rt::cuda_sm_count();
+  if (device == Device::CPU)
+    cpu::isa::set_problem(&prob);
   rt::Choice choice;
   if (!rt::choose_config(device, opt, prob, &choice, &err))
     return failWith(err);
@@ -324,7 +330,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     } else if (runCpuMixed(p, opt, choice, &choice.note, &specialized, &err)) {
     } else if (!err.empty()) {
       return failWith(err);
-    } else if (!runCpu(p, choice.config, &specialized)) {
+    } else if (!runCpu(p, choice.config, choice.isa, &specialized)) {
       return failWith("no CPU instance for " +
                       rt::config_string(choice.config));
     }

@@ -115,12 +115,47 @@ bool config_from_options(const deltac_options &opt, KernelConfig *out,
   return true;
 }
 
+// options.config.isa: *out = the instance named, or the rule's for c; false
+// with *error when it is unknown, given for a CUDA family, or not runnable.
+static bool isa_from_options(const deltac_options &opt, const KernelConfig &c,
+                             const Problem &prob, CpuIsa *out,
+                             std::string *error) {
+  const FamilyInfo &f = family_info(c.family);
+  const char *name = opt.config.isa;
+  if (!name || !*name) {
+    if (f.device == Device::CPU)
+      *out = cpu_isa_for(c.family, prob);
+    return true;
+  }
+  if (f.device != Device::CPU) {
+    *error = std::string("options.config.isa = '") + name + "': " + f.name +
+             " runs on CUDA (leave isa NULL)";
+    return false;
+  }
+  if (!cpu_isa_by_name(name, out)) {
+    *error = std::string("options.config.isa = '") + name +
+             "': expected generic, avx2 or avx512";
+    return false;
+  }
+  *error = check_cpu_isa(c.family, *out, prob);
+  if (!error->empty()) {
+    *error = "options.config.isa: " + *error;
+    return false;
+  }
+  return true;
+}
+
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error) {
   *out = Choice{};
   bool pinned = false;
   if (!config_from_options(opt, &out->config, &pinned, error))
     return false;
+  if (!pinned && opt.config.isa && *opt.config.isa) {
+    *error = std::string("options.config.isa = '") + opt.config.isa +
+             "': needs options.config.family (the family to run with it)";
+    return false;
+  }
   if (pinned) { // options.config: exactly this config, or an error
     const FamilyInfo &f = family_info(out->config.family);
     if (f.device != d) {
@@ -144,7 +179,7 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                " is not precompiled in this runtime";
       return false;
     }
-    return true;
+    return isa_from_options(opt, out->config, prob, &out->isa, error);
   }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
   if (opt.chunk) { // an explicit chunk size wins over the database
@@ -159,6 +194,8 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
       *error = "options.chunk: " + config_string(out->config) +
                " is not precompiled in this runtime (the default config of " +
                "this shape is " + config_string(default_config(f, prob)) + ")";
+    if (d == Device::CPU)
+      out->isa = cpu_isa_for(f, prob);
     return error->empty();
   }
   Family f;
@@ -166,6 +203,8 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
       !shipped_family(d, m, prob, &f, error))
     return false;
   out->config = default_config(f, prob);
+  if (d == Device::CPU)
+    out->isa = cpu_isa_for(f, prob);
   if (opt.deterministic) // batch-invariant: records are chosen per batch shape
     return true;
 
@@ -214,6 +253,24 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                 config_string(out->config) + ") ran";
     return true;
   }
+  // A CPU record's instruction set ("" = the rule's for its family), e.g.
+  // avx512 while DELTAC_CPU_ISA=avx2 forces the narrower one: not run.
+  CpuIsa isa = out->isa;
+  if (d == Device::CPU) {
+    isa = cpu_isa_for(r->config.family, prob);
+    if (!r->isa.empty())
+      cpu_isa_by_name(r->isa, &isa); // checked when the database was read
+    const std::string narrow = check_cpu_isa(r->config.family, isa, prob);
+    if (!narrow.empty()) {
+      out->note = "tuning db '" + db.source + "': record " +
+                  std::to_string(index) + " (" + config_string(r->config) +
+                  " isa=" + r->isa + ") cannot run here (" + narrow +
+                  "); the default config (" + config_string(out->config) +
+                  ") ran";
+      return true;
+    }
+  }
+  out->isa = isa;
   out->config = r->config;
   out->tuned = true;
   out->threads = d == Device::CPU ? r->threads : 0;
@@ -234,7 +291,7 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
   // The catalogue's order (families_for), skipping families whose default
   // config this runtime does not ship: e.g. K = 256, V = 128 runs the CUDA
   // recurrence under auto, as no chunked instance has those dims.
-  FamilyList l = families_for(d, m);
+  FamilyList l = families_for(d, m, prob.cpu_isa);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
     const int64_t b = l.max_tokens[i];

@@ -35,6 +35,7 @@ struct Choice {
   KernelConfig config;
   bool tuned = false;  // a database record chose it
   int32_t threads = 0; // the record's CPU threads (0 = none)
+  CpuIsa isa = CpuIsa::generic; // CPU: the instruction-set instance to run
   std::string note;    // "" or why the database was not used
 };
 

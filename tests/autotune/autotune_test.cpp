@@ -4,6 +4,7 @@
 // keeps the faster record per key and records of other machines apart, and
 // the report draws every candidate.
 #include "deltac/autotune.h"
+#include "deltac/cpu/isa.h"
 #include "deltac/runtime.h"
 #include "deltac/tune_cuda.h"
 
@@ -67,6 +68,9 @@ TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
     Problem p;
     p.variant = sp.variant, p.K = sp.K, p.V = sp.V, p.H = sp.H, p.HV = sp.HV;
     p.seqs = 2, p.max_seqlen = tokens;
+    cpu::isa::set_problem(&p);
+    // Instances: avx2 up to the active one (x86-64), else generic alone.
+    const size_t isas = std::max(1, int(p.cpu_isa));
     std::set<std::string> names;
     size_t expected = 1; // the default
     for (const FamilyInfo &f : kFamilies) {
@@ -76,7 +80,7 @@ TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
       for (int k = 0; k < kKnobCount; ++k)
         if (f.knobs & (1u << k))
           n *= size_t(f.values[k].n);
-      expected += n * s.threads.size();
+      expected += n * s.threads.size() * isas;
     }
     // The default config on all cores is the default candidate's own run
     // above the kernels' one-thread threshold: not listed twice.
@@ -88,6 +92,7 @@ TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
     EXPECT_EQ(c.size(), expected) << "tokens " << tokens;
     for (const Candidate &x : c) {
       EXPECT_EQ(check_config(x.config, p), "") << candidate_string(x);
+      EXPECT_EQ(check_cpu_isa(x.config.family, x.isa, p), "") << candidate_string(x);
       EXPECT_TRUE(names.insert(candidate_string(x)).second) << candidate_string(x);
       if (x.config.family == Family::CpuDecode)
         EXPECT_EQ(tokens, 1);
@@ -99,7 +104,10 @@ TEST(Enumerate, FamiliesRestrictTheSearchButKeepTheDefault) {
   Settings s = fast();
   s.families = {"cpu_chunked"};
   const std::vector<Candidate> c = enumerate(smallSpec(), s, 16, 2);
-  ASSERT_EQ(c.size(), 1 + 3 * s.threads.size());
+  Problem p;
+  cpu::isa::set_problem(&p);
+  const size_t isas = std::max(1, int(p.cpu_isa)); // avx2.. or generic
+  ASSERT_EQ(c.size(), 1 + 3 * s.threads.size() * isas);
   EXPECT_TRUE(c[0].is_default);
   for (size_t i = 1; i < c.size(); ++i)
     EXPECT_EQ(c[i].config.family, Family::CpuChunked);

@@ -86,7 +86,8 @@ void run_kernel(const deltac_fwd_params& p, Family f) {
   KernelConfig c = default_config(f, prob);
   ASSERT_EQ(check_config(c, prob), "");
   bool spec = false;
-  ASSERT_TRUE(cpu::isa::launch_dims(deltac_variant(p.variant), c, p, &spec));
+  ASSERT_TRUE(cpu::isa::launch_dims(deltac_variant(p.variant), c, p, &spec,
+                                    cpu::isa::active()));
 }
 
 // Runs c on fresh inputs and checks o, the pool and state_steps.

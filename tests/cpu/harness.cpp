@@ -130,11 +130,13 @@ void poison_outputs(Data* d) {
   for (auto& x : d->ob) x = 0x7fc0;
 }
 
-// Through the run-time dispatch point (deltac/cpu/isa.h): the instruction
-// set the machine has, or DELTAC_CPU_ISA's (ctest runs the suite both ways).
+// Through the run-time dispatch point (deltac/cpu/isa.h): every family on
+// the instance of the instruction set the machine has, or DELTAC_CPU_ISA's
+// (ctest runs the suite both ways), whatever the catalogue's rule runs it
+// with: the tuner may pick any instance.
 template <deltac_variant V, int Mode>
 static void isa_kernel(const deltac_fwd_params& p) {
-  cpu::isa::forward(V, Mode, p);
+  cpu::isa::forward(V, Mode, p, cpu::isa::active());
 }
 
 KernelFn kernel_for(deltac_variant var, int mode) {

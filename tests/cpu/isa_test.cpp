@@ -38,17 +38,33 @@ TEST(CpuIsa, BestIsTheWidestSupported) {
   std::printf("deltac cpu isa: best %s, active %s\n", isa::name(b), isa::name(isa::active()));
 }
 
-TEST(CpuIsa, RecurrenceRunsAvx2UnderAvx512) {
+// for_family is the catalogue's per-ISA rule at the active target, and the
+// rule never names an instance wider than its own row.
+TEST(CpuIsa, FamiliesFollowTheCataloguesRule) {
   const isa::Isa a = isa::active();
-  EXPECT_EQ(isa::for_family(deltac::Family::CpuChunked), a);
-  EXPECT_EQ(isa::for_family(deltac::Family::CpuDecode), a);
-  EXPECT_EQ(isa::for_family(deltac::Family::CpuRecurrent),
-            a == isa::Isa::avx512 ? isa::Isa::avx2 : a);
+  deltac::Problem prob;
+  isa::set_problem(&prob);
+  EXPECT_EQ(prob.cpu_isa, a);
+  for (deltac::Family f : {deltac::Family::CpuRecurrent, deltac::Family::CpuDecode,
+                           deltac::Family::CpuChunked}) {
+    EXPECT_EQ(isa::for_family(f), deltac::cpu_rule(a).family_isa[int(f)]);
+    EXPECT_EQ(isa::for_family(f), deltac::cpu_isa_for(f, prob));
+    EXPECT_EQ(deltac::check_cpu_isa(f, isa::for_family(f), prob), "");
+    EXPECT_TRUE(isa::supported(isa::for_family(f)));
+  }
 }
 
 TEST(CpuIsa, ForwardRejectsUnknownMode) {
   deltac_fwd_params p{};
   EXPECT_FALSE(isa::forward(DELTAC_VARIANT_DELTA, 8, p));
+}
+
+// An instance this CPU lacks never runs (it would fault): false, nothing ran.
+TEST(CpuIsa, ForwardRefusesAnInstanceTheCpuLacks) {
+  if (isa::supported(isa::Isa::avx512))
+    GTEST_SKIP() << "this CPU runs every instance";
+  deltac_fwd_params p{};
+  EXPECT_FALSE(isa::forward(DELTAC_VARIANT_DELTA, 0, p, isa::Isa::avx512));
 }
 
 }  // namespace

@@ -171,6 +171,58 @@ TEST_F(TuningDbRun, EveryCpuConfigMatchesTheReference) {
       }
 }
 
+// A CPU record's "isa" picks the instruction-set instance (deltac_run_info
+// says which); one wider than the call may run (the CPU's, or
+// DELTAC_CPU_ISA's) is never run: the default rule runs, the note says why.
+// options.config.isa pins one per call.
+TEST_F(TuningDbRun, RecordPicksTheInstructionSet) {
+  const test::Problem pr = problem(DELTAC_VARIANT_GATED, 64, 64, 20);
+  // Whether avx512 may run here: a pinned call says.
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CPU;
+  opt.config.family = "cpu_recurrent";
+  opt.config.tile_v = 32;
+  opt.config.isa = "avx512";
+  const bool wide = deltac_forward(&p, &opt) == 0;
+  if (!wide)
+    EXPECT_NE(std::string(deltac_last_error()).find("options.config.isa"),
+              std::string::npos) << deltac_last_error();
+  opt.config.isa = "avx9";
+  EXPECT_NE(deltac_forward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("options.config.isa = 'avx9'"),
+            std::string::npos) << deltac_last_error();
+  opt.config.family = nullptr;
+  opt.config.tile_v = 0;
+  opt.config.isa = "generic";
+  EXPECT_NE(deltac_forward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("needs options.config.family"),
+            std::string::npos) << deltac_last_error();
+
+  for (const char *isa : {"generic", "avx2", "avx512"}) {
+    SCOPED_TRACE(isa);
+    load(oneRecord("cpu_recurrent", DELTAC_VARIANT_GATED, 64, 64,
+                   std::string(R"("tile_v": 16, "isa": ")") + isa + "\""));
+    const deltac_run_info info = runCpu(pr); // checks the reference too
+    const bool runs = std::string(isa) != "avx512" || wide;
+    if (std::string(isa) != "generic" && !runs) {
+      EXPECT_EQ(info.tuned, 0);
+      EXPECT_NE(std::string(info.note).find("wider than"), std::string::npos)
+          << info.note;
+      continue;
+    }
+    // generic always runs; avx2 where the CPU has it (else refused: wider).
+    if (info.tuned) {
+      EXPECT_STREQ(info.isa, isa);
+      EXPECT_EQ(info.tile_v, 16);
+    } else {
+      EXPECT_NE(std::string(info.note).find("wider than"), std::string::npos)
+          << info.note;
+    }
+  }
+}
+
 struct BadDb {
   const char *name;
   std::string text;
@@ -196,6 +248,13 @@ TEST_F(TuningDbRun, BadDatabasesAreRefusedNamingFileAndField) {
       {"tile_does_not_divide",
        oneRecord("cpu_recurrent", 1, 64, 48, R"("tile_v": 32)"),
        {"record 0", "tile_v = 32", "V = 48"}},
+      {"unknown_isa",
+       oneRecord("cpu_recurrent", 1, 64, 64, R"("tile_v": 16, "isa": "sse9")"),
+       {"record 0", "'isa'", "avx512"}},
+      {"isa_on_cuda",
+       oneRecord("cuda_recurrent", 1, 64, 64,
+                 R"("tile_v": 16, "warps": 4, "isa": "avx2")"),
+       {"record 0", "'isa'", "runs on CUDA"}},
   };
   load(good);
   const test::Problem pr = problem(DELTAC_VARIANT_GATED, 64, 64, 20);

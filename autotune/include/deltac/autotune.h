@@ -38,6 +38,9 @@ struct Settings {
   int32_t decode_batch = 8; // sequences in a 1-token bucket
   int32_t batch = 1;        // sequences in every other bucket
   std::vector<int32_t> threads; // CPU thread counts; empty: 1, 2, 4.. cores
+  // CPU instruction-set instances to time (kCpuIsaNames); empty: every one
+  // this CPU runs from avx2 up (generic only where nothing else runs).
+  std::vector<std::string> isas;
   // Families to search (catalogue names); empty: every family of the
   // device. The default config is a candidate whatever its family.
   std::vector<std::string> families;
@@ -67,10 +70,13 @@ struct Settings {
 struct Candidate {
   KernelConfig config;
   int32_t threads = 0; // 0: the kernel's rule (all cores)
+  // CPU: the instruction-set instance (the default candidate: the rule's,
+  // cpu_isa_for).
+  CpuIsa isa = CpuIsa::generic;
   bool is_default = false;
 };
 
-// "cpu_recurrent tile_v=32 threads=2".
+// "cpu_recurrent tile_v=32 isa=avx512 threads=2".
 std::string candidate_string(const Candidate &c);
 
 struct Measurement {
@@ -117,8 +123,8 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f);
 
 // The candidates of spec on its device for a problem of `tokens`-long
 // sequences: every family, every combination of listed knob values that
-// check_config accepts, times the thread counts (CPU); the default config
-// (threads 0) first.
+// check_config accepts, times the instruction-set instances and thread
+// counts (CPU); the default config (threads 0) first.
 std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
                                  int64_t tokens, int32_t batch);
 

@@ -141,6 +141,28 @@ inline const char *device_name(Device d) {
   return d == Device::CPU ? "cpu" : "cuda";
 }
 
+// CPU instruction-set instances: the runtime compiles the CPU templates once
+// per target (deltac/cpu/isa.h) and runs each CPU family with one of them.
+// Not a knob of KernelConfig: generated code is compiled for one target and
+// has no such choice; the runtime's choice is a field of a call and of a
+// tuning record (as the thread count is). Lower-case: the names users write.
+enum class CpuIsa : int32_t { generic = 0, avx2 = 1, avx512 = 2 };
+constexpr int kCpuIsaCount = 3;
+constexpr const char *kCpuIsaNames[kCpuIsaCount] = {"generic", "avx2",
+                                                    "avx512"};
+inline const char *cpu_isa_name(CpuIsa i) {
+  return kCpuIsaNames[static_cast<int>(i)];
+}
+// false when name is none of kCpuIsaNames.
+inline bool cpu_isa_by_name(const std::string &name, CpuIsa *out) {
+  for (int i = 0; i < kCpuIsaCount; ++i)
+    if (name == kCpuIsaNames[i]) {
+      *out = static_cast<CpuIsa>(i);
+      return true;
+    }
+  return false;
+}
+
 // The facts about a call that legality and the default rule depend on.
 struct Problem {
   int32_t variant = DELTAC_VARIANT_GATED;
@@ -150,6 +172,10 @@ struct Problem {
   int64_t seqs = 1;       // N
   int64_t max_seqlen = 1; // longest sequence (0 when unknown: no bound)
   int32_t sm_count = 0;   // CUDA multiprocessors (0 = unknown)
+  // The widest CPU instance the call may run (deltac/cpu/isa.h: active(),
+  // the CPU's best or DELTAC_CPU_ISA): the CPU rule is chosen by it
+  // (kCpuRules). avx2 when unknown (the compiler's schedules).
+  CpuIsa cpu_isa = CpuIsa::avx2;
   // Decode fields of the call (params.h): a state pool (read_slots), the
   // state after every token (state_steps), accepted counts.
   bool pool = false, state_steps = false, accepted = false;
@@ -324,24 +350,73 @@ inline std::string check_config(const KernelConfig &c, const Problem &p) {
 // ---------------------------------------------------------------------------
 // Default rule.
 
-// Under Mode::Auto on the CPU the recurrence runs at every length: it
-// measured faster than the chunked kernels at every length on AVX2
-// (docs/performance.md). Chunked on request, chunk 32 unless given.
-constexpr int kCpuDefaultChunk = 32;
+// The CPU rule, one row per instruction set (Problem::cpu_isa, the widest
+// the call may run), from measurements (docs/performance.md, "CPU
+// AVX-512"). A tuning database overrides it per problem: deltac-tune
+// searches every field (families, their knobs, the instance each runs).
+struct CpuRule {
+  // The instance cpu_recurrent, cpu_decode and cpu_chunked run (Family
+  // order), never wider than the row's own instruction set.
+  CpuIsa family_isa[3];
+  // Mode::Auto: sequences longer than this run cpu_chunked (0: never, the
+  // recurrence at every length).
+  int64_t recurrent_max_tokens;
+  int32_t chunk;            // cpu_chunked
+  int32_t recurrent_tile_v; // 32 needs V % 32 == 0 and K <= 128, else 16
+  int32_t decode_tile_v;    // 32 needs V % 32 == 0, else 16
+};
+constexpr CpuRule kCpuRules[kCpuIsaCount] = {
+    // generic, avx2: the recurrence measured faster than chunked at every
+    // length on AVX2 (Zen 4).
+    {{CpuIsa::generic, CpuIsa::generic, CpuIsa::generic}, 0, 32, 32, 32},
+    {{CpuIsa::avx2, CpuIsa::avx2, CpuIsa::avx2}, 0, 32, 32, 32},
+    // avx512: every family on the 512-bit instance: as fast or faster on an
+    // Intel Xeon with AVX-512 (2026-12-01, interleaved). On Zen 4 the
+    // recurrence measured faster on avx2 (its 512-bit FMAs are two 256-bit
+    // halves): deltac-tune's isa dimension finds that per machine.
+    {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 0, 32, 32, 32},
+};
+inline const CpuRule &cpu_rule(CpuIsa widest) {
+  return kCpuRules[static_cast<int>(widest)];
+}
+// Chunked on request: the avx2 rule's chunk (the compiler's default).
+constexpr int kCpuDefaultChunk = kCpuRules[1].chunk;
+
+// The instance CPU family f runs for p under the rule.
+inline CpuIsa cpu_isa_for(Family f, const Problem &p) {
+  return cpu_rule(p.cpu_isa).family_isa[static_cast<int>(f)];
+}
+// "" when instance i may run CPU family f for p: no wider than p.cpu_isa.
+inline std::string check_cpu_isa(Family f, CpuIsa i, const Problem &p) {
+  const FamilyInfo &fi = family_info(f);
+  if (fi.device != Device::CPU)
+    return std::string(fi.name) + " runs on CUDA: no CPU instruction set";
+  if (static_cast<int>(i) < 0 || static_cast<int>(i) >= kCpuIsaCount)
+    return std::string(fi.name) + ": unknown CPU instruction set " +
+           std::to_string(static_cast<int>(i));
+  if (static_cast<int>(i) > static_cast<int>(p.cpu_isa))
+    return std::string(fi.name) + ": instruction set " + cpu_isa_name(i) +
+           " is wider than this call may run (" + cpu_isa_name(p.cpu_isa) +
+           ": the CPU's, or DELTAC_CPU_ISA)";
+  return "";
+}
 
 // Default knob values of family f for p (legal when check_family holds).
 inline KernelConfig default_config(Family f, const Problem &p) {
   KernelConfig c;
   c.family = f;
   switch (f) {
-  case Family::CpuRecurrent:
-    c.tile_v = (p.V % 32 == 0 && p.K <= 128) ? 32 : 16;
+  case Family::CpuRecurrent: {
+    const int32_t t = cpu_rule(p.cpu_isa).recurrent_tile_v;
+    c.tile_v = (t == 32 && p.V % 32 == 0 && p.K <= 128) ? 32 : 16;
     break;
+  }
   case Family::CpuDecode:
-    c.tile_v = p.V % 32 == 0 ? 32 : 16;
+    c.tile_v =
+        (cpu_rule(p.cpu_isa).decode_tile_v == 32 && p.V % 32 == 0) ? 32 : 16;
     break;
   case Family::CpuChunked:
-    c.chunk = kCpuDefaultChunk;
+    c.chunk = cpu_rule(p.cpu_isa).chunk;
     break;
   case Family::CudaRecurrent:
     // Wide tiles unless that leaves the GPU short of blocks (small decode
@@ -372,20 +447,22 @@ constexpr int64_t kCudaAutoRecurrentMaxTokens = 16;
 // The families mode m runs on device d, most specific first, each with the
 // longest sequence it is dispatched for under m (0 = any): the first entry
 // whose bound holds the call and whose check_family passes takes it.
-// Auto on the CPU: decode for one-token calls, else the recurrence (it
-// measured faster than chunked at every length on AVX2). Auto on CUDA:
+// Auto on the CPU: decode for one-token calls, the recurrence up to the
+// CPU rule's recurrent_max_tokens (cpu_isa: its row), then chunked, and the
+// recurrence for what chunked cannot run. Auto on CUDA:
 // the recurrence up to kCudaAutoRecurrentMaxTokens, then chunked, and the
 // recurrence for what chunked cannot run.
 struct FamilyList {
   int n = 0;
-  Family f[3];
-  int64_t max_tokens[3];
+  Family f[4];
+  int64_t max_tokens[4];
   void add(Family fam, int64_t bound) {
     f[n] = fam;
     max_tokens[n++] = bound;
   }
 };
-inline FamilyList families_for(Device d, Mode m) {
+inline FamilyList families_for(Device d, Mode m,
+                               CpuIsa cpu_isa = CpuIsa::avx2) {
   FamilyList l;
   if (d == Device::CUDA) {
     if (m == Mode::Auto)
@@ -401,6 +478,11 @@ inline FamilyList families_for(Device d, Mode m) {
     return l;
   }
   l.add(Family::CpuDecode, family_info(Family::CpuDecode).max_tokens);
+  const int64_t r = cpu_rule(cpu_isa).recurrent_max_tokens;
+  if (m == Mode::Auto && r > 0) {
+    l.add(Family::CpuRecurrent, r);
+    l.add(Family::CpuChunked, 0);
+  }
   l.add(Family::CpuRecurrent, 0);
   return l;
 }
@@ -409,7 +491,7 @@ inline FamilyList families_for(Device d, Mode m) {
 // reason in *why when none of d's families under m can run it.
 inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
                            std::string *why) {
-  FamilyList l = families_for(d, m);
+  FamilyList l = families_for(d, m, p.cpu_isa);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
     const int64_t b = l.max_tokens[i];

@@ -11,6 +11,10 @@
 //                 "time_us": 12.5,           // optional
 //                 "threads": 2,              // optional, CPU: threads it
 //                                            // was measured with
+//                 "isa": "avx512",           // optional, CPU: the
+//                                            // instruction-set instance
+//                                            // (absent: the catalogue's
+//                                            // rule, cpu_isa_for)
 //                 "env": {"cpu": "...", ...}}]}  // optional: string values
 // "env" names the machine and build a record holds for (the autotuner writes
 // it: docs/autotune.md); this reader keeps it as strings, the runtime
@@ -34,6 +38,7 @@ struct TuningRecord {
   KernelConfig config;
   double time_us = 0; // 0 = not recorded
   int32_t threads = 0; // CPU threads it was measured with (0 = not recorded)
+  std::string isa;     // CPU instance (kCpuIsaNames) it ran, "" = the rule's
   std::map<std::string, std::string> env; // empty = none recorded
 };
 

@@ -47,6 +47,10 @@ typedef enum deltac_check_bit {
 typedef struct deltac_kernel_config {
   const char *family; /* NULL or "" = none */
   int32_t chunk, tile_k, tile_v, warps, stages, split;
+  /* CPU families: the instruction-set instance to run ("generic", "avx2",
+   * "avx512"; no wider than the CPU's or DELTAC_CPU_ISA's); NULL or "" =
+   * the catalogue's per-ISA rule (deltac::cpu_isa_for). */
+  const char *isa;
 } deltac_kernel_config;
 
 typedef struct deltac_options {

@@ -20,13 +20,7 @@ DELTAC_ISA_DECLARE(isa_avx512)
 #undef DELTAC_ISA_DECLARE
 }  // namespace detail
 
-const char* name(Isa i) {
-  switch (i) {
-    case Isa::avx512: return "avx512";
-    case Isa::avx2: return "avx2";
-    default: return "generic";
-  }
-}
+const char* name(Isa i) { return cpu_isa_name(i); }
 
 bool supported(Isa i) {
 #if DELTAC_CPU_ISA_X86
@@ -81,10 +75,7 @@ Isa active() {
 }
 
 Isa for_family(Family f) {
-  const Isa a = active();
-  if (a == Isa::avx512 && f == Family::CpuRecurrent)
-    return Isa::avx2;
-  return a;
+  return cpu_rule(active()).family_isa[static_cast<int>(f)];
 }
 
 // The family recurrent<Var> (mode 0) takes: decode when no sequence is
@@ -100,9 +91,17 @@ static Family mode_family(int mode, const deltac_fwd_params& p) {
   return Family::CpuDecode;
 }
 
+// Whether this CPU can run instance i (a wider one would fault).
+static bool runnable(Isa i) {
+  static const int widest = static_cast<int>(best());
+  return static_cast<int>(i) <= widest;
+}
+
 bool launch_dims(deltac_variant var, const KernelConfig& c,
-                 const deltac_fwd_params& p, bool* specialized) {
-  switch (for_family(c.family)) {
+                 const deltac_fwd_params& p, bool* specialized, Isa run) {
+  if (!runnable(run))
+    return false;
+  switch (run) {
 #if DELTAC_CPU_ISA_X86
     case Isa::avx512: return detail::launch_dims_isa_avx512(var, c, p, specialized);
     case Isa::avx2: return detail::launch_dims_isa_avx2(var, c, p, specialized);
@@ -111,14 +110,25 @@ bool launch_dims(deltac_variant var, const KernelConfig& c,
   }
 }
 
-bool forward(deltac_variant var, int mode, const deltac_fwd_params& p) {
-  switch (for_family(mode_family(mode, p))) {
+bool launch_dims(deltac_variant var, const KernelConfig& c,
+                 const deltac_fwd_params& p, bool* specialized) {
+  return launch_dims(var, c, p, specialized, for_family(c.family));
+}
+
+bool forward(deltac_variant var, int mode, const deltac_fwd_params& p, Isa run) {
+  if (!runnable(run))
+    return false;
+  switch (run) {
 #if DELTAC_CPU_ISA_X86
     case Isa::avx512: return detail::forward_isa_avx512(var, mode, p);
     case Isa::avx2: return detail::forward_isa_avx2(var, mode, p);
 #endif
     default: return detail::forward_isa_generic(var, mode, p);
   }
+}
+
+bool forward(deltac_variant var, int mode, const deltac_fwd_params& p) {
+  return forward(var, mode, p, for_family(mode_family(mode, p)));
 }
 
 }  // namespace deltac::cpu::isa

@@ -21,23 +21,36 @@
 
 namespace deltac::cpu::isa {
 
-enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+// The catalogue owns the instruction sets and the per-ISA rule
+// (deltac/catalogue.h: CpuIsa, kCpuRules); this is their run-time side.
+using Isa = CpuIsa;
 
 const char* name(Isa i);             // "generic", "avx2", "avx512"
 bool supported(Isa i);               // compiled in and supported by this CPU
 Isa best();                          // the widest supported target
 Isa active();                        // best(), or DELTAC_CPU_ISA; fixed at first call
-// The target that runs family f: active(), except that cpu_recurrent (the
-// multi-token recurrence) runs avx2's 256-bit instance when avx512 is
-// active: measured faster on Zen 4 (docs/performance.md, "CPU AVX-512").
+// The instance the catalogue's rule runs family f with at active()
+// (kCpuRules[active()].family_isa): e.g. cpu_recurrent on avx2 while
+// avx512 is active, where that measured faster.
 Isa for_family(Family f);
+// The problem fields this side knows: Problem::cpu_isa = active().
+inline void set_problem(Problem* p) { p->cpu_isa = active(); }
 
-// deltac::cpu::launch_dims<Var>(c, p, specialized) of the active target.
+// deltac::cpu::launch_dims<Var>(c, p, specialized) of instance `run`; false
+// (nothing ran) when this CPU lacks it. The runtime checks first that run
+// is no wider than active() (deltac::check_cpu_isa).
+bool launch_dims(deltac_variant var, const KernelConfig& c,
+                 const deltac_fwd_params& p, bool* specialized, Isa run);
+// As above with for_family(c.family).
 bool launch_dims(deltac_variant var, const KernelConfig& c,
                  const deltac_fwd_params& p, bool* specialized);
-// The active target's recurrent<Var> (mode 0) or chunked<Var, mode> (mode
-// 16, 32, 64), with the compile-time K/V instance of DELTAC_CPU_DIMS that
-// fits p (else dims from p). False when mode is none of these.
+// Instance run's recurrent<Var> (mode 0) or chunked<Var, mode> (mode 16,
+// 32, 64), with the compile-time K/V instance of DELTAC_CPU_DIMS that fits
+// p (else dims from p). False when mode is none of these or this CPU lacks
+// instance run.
+bool forward(deltac_variant var, int mode, const deltac_fwd_params& p, Isa run);
+// As above with for_family of the family mode runs for p (decode for calls
+// of at most one token per sequence, else recurrent or chunked).
 bool forward(deltac_variant var, int mode, const deltac_fwd_params& p);
 
 }  // namespace deltac::cpu::isa
