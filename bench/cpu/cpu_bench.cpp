@@ -309,9 +309,10 @@ BENCHMARK(BM_SgemmBatched)
     ->ArgNames({"M", "N", "K", "batch", "threads"})
     ->UseRealTime();
 
-// One large product on `threads` OpenBLAS threads.
+// One large product on `threads` OpenBLAS threads (0 = all cores).
 void BM_SgemmLarge(benchmark::State& st) {
-  const int n = int(st.range(0)), threads = int(st.range(1));
+  const int n = int(st.range(0));
+  const int threads = st.range(1) ? int(st.range(1)) : omp_get_num_procs();
   openblas_set_num_threads(threads);
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
   for (auto _ : st) {
@@ -321,7 +322,7 @@ void BM_SgemmLarge(benchmark::State& st) {
   }
   set_counters(st, 0.0, 2.0 * double(n) * n * n);
 }
-BENCHMARK(BM_SgemmLarge)->ArgNames({"n", "threads"})->Args({1024, 2})->Args({1024, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SgemmLarge)->ArgNames({"n", "threads"})->Args({1024, 0})->Args({1024, 2})->Args({1024, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
 }  // namespace
