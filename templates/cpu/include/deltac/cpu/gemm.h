@@ -15,17 +15,21 @@
 namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 
 // Micro tile: kMR rows x kNR = 16 columns (kNR / W vectors per row). 256-bit:
-// 6 x 2 vectors (12 accumulators of 16 registers); 512-bit: 12 x 1 (12 of 32;
-// N is only a multiple of 16, so one vector per row).
+// 6 x 2 vectors (12 accumulators of 16 registers). 512-bit: 12 x 2 (24 of
+// 32; 32 columns) while N has 32 more columns, else 12 x 1: per k, 2 B loads
+// and 12 broadcasts feed 24 FMAs instead of 1 and 12 feeding 12 (loads, 2 a
+// cycle, held the 12 x 1 tile to 12 FMAs per 6.5 cycles).
 constexpr int kNR = 16;
-constexpr int kNB = kNR / simd::W;  // vectors per micro-tile row
+constexpr int kNB = kNR / simd::W;  // vectors per 16 columns
+constexpr int kNBWide = simd::W == 16 ? 2 : kNB;  // vectors per wide tile row
 constexpr int kMR = simd::W == 16 ? 12 : 6;
 
-template <int MR, bool Acc>
+template <int MR, bool Acc, int NB = kNB>
 inline void gemm_tile(int kd, const float* __restrict A, long rsa, long csa,
                       const float* __restrict B, long ldb, float* __restrict C,
                       long ldc, const float* os, const float* cs) {
   using namespace simd;
+  constexpr int kNB = NB;
   vf c[MR][kNB];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i)
@@ -58,17 +62,32 @@ inline void gemm_tile(int kd, const float* __restrict A, long rsa, long csa,
 }
 
 // gemm_tile<mr> for a run-time mr in 1..kMR.
-template <bool Acc, int MR = kMR>
+template <bool Acc, int NB = kNB, int MR = kMR>
 inline void gemm_rows(int mr, int kd, const float* A, long rsa, long csa,
                       const float* B, long ldb, float* C, long ldc,
                       const float* os, const float* cs) {
   if constexpr (MR == 1) {
-    gemm_tile<1, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+    gemm_tile<1, Acc, NB>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
   } else {
     if (mr == MR)
-      gemm_tile<MR, Acc>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+      gemm_tile<MR, Acc, NB>(kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
     else
-      gemm_rows<Acc, MR - 1>(mr, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+      gemm_rows<Acc, NB, MR - 1>(mr, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+  }
+}
+
+// One column panel [j, j + NB * W) of C: its row tiles.
+template <bool Acc, bool Lower, int NB>
+inline void gemm_panel(int M, int j, int kd, const float* A, long rsa, long csa,
+                       const float* B, long ldb, float* C, long ldc,
+                       const float* os, const float* cs) {
+  for (int i = 0; i < M; i += kMR) {
+    const int mr = M - i < kMR ? M - i : kMR;
+    int k = kd;
+    if (Lower && i + mr < k)
+      k = i + mr;
+    gemm_rows<Acc, NB>(mr, k, A + i * rsa, rsa, csa, B + j, ldb, C + i * ldc + j,
+                       ldc, os ? os + i : nullptr, cs ? cs + i : nullptr);
   }
 }
 
@@ -76,16 +95,12 @@ template <bool Acc, bool Lower = false>
 inline void gemm(int M, int N, int kd, const float* A, long rsa, long csa,
                  const float* B, long ldb, float* C, long ldc,
                  const float* os = nullptr, const float* cs = nullptr) {
-  for (int j = 0; j < N; j += kNR) {
-    for (int i = 0; i < M; i += kMR) {
-      const int mr = M - i < kMR ? M - i : kMR;
-      int k = kd;
-      if (Lower && i + mr < k)
-        k = i + mr;
-      gemm_rows<Acc>(mr, k, A + i * rsa, rsa, csa, B + j, ldb, C + i * ldc + j,
-                     ldc, os ? os + i : nullptr, cs ? cs + i : nullptr);
-    }
-  }
+  int j = 0;
+  if constexpr (kNBWide != kNB)
+    for (; j + kNBWide * simd::W <= N; j += kNBWide * simd::W)
+      gemm_panel<Acc, Lower, kNBWide>(M, j, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+  for (; j < N; j += kNR)
+    gemm_panel<Acc, Lower, kNB>(M, j, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
 }
 
 // C = A B computed only where column j < i + (row tile height), rounded up to
