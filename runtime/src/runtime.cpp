@@ -205,10 +205,13 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
   std::vector<CpuIsa> isa(size_t(p.N));
   bool mixed = false;
   for (int32_t n = 0; n < p.N; ++n) {
-    rt::Choice c;
-    Problem prob = problem_of(p, p.cu_seqlens[n + 1] - p.cu_seqlens[n]);
+    rt::Choice c = choice;
+    // An empty sequence runs with the whole call's choice (its own problem
+    // would say max_seqlen 0, "unknown", and pick the unbounded family).
+    const int64_t len = p.cu_seqlens[n + 1] - p.cu_seqlens[n];
+    Problem prob = problem_of(p, len);
     cpu::isa::set_problem(&prob);
-    if (!rt::choose_config(Device::CPU, opt, prob, &c, err))
+    if (len > 0 && !rt::choose_config(Device::CPU, opt, prob, &c, err))
       return false;
     cfg[size_t(n)] = c.config;
     threads[size_t(n)] = p.threads ? p.threads : c.threads;

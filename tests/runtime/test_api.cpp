@@ -233,7 +233,8 @@ TEST(Api, ThreadCountDoesNotChangeResults) {
 
 TEST(Api, DecodeStepAndAutoSchedule) {
   // Under auto (catalogue.h): one-token calls run cpu_decode, longer ones
-  // cpu_recurrent, at every length.
+  // cpu_recurrent (up to the CPU rule's recurrent_max_tokens: 2048 on
+  // avx512, no bound on avx2).
   for (int T : {1, 8, 9, 200}) {
     Shape s{"decode", 3, T, 1, 2, 64, 64, 0, true, true};
     uint64_t seed = test::freshSeed();

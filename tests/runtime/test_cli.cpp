@@ -319,7 +319,7 @@ TEST(Cli, StatsAndHelp) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("tokens/s="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device=cpu"), std::string::npos) << r.out;
-  // No --mode: auto, the catalogue's rule: the recurrence at every length.
+  // No --mode: auto, the catalogue's rule: the recurrence for short calls.
   EXPECT_NE(r.out.find("mode=recurrent"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("family=cpu_recurrent tile_v=32"), std::string::npos)
       << r.out;

@@ -373,8 +373,11 @@ constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // avx512: every family on the 512-bit instance: as fast or faster on an
     // Intel Xeon with AVX-512 (2026-12-01, interleaved). On Zen 4 the
     // recurrence measured faster on avx2 (its 512-bit FMAs are two 256-bit
-    // halves): deltac-tune's isa dimension finds that per machine.
-    {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 0, 32, 32, 32},
+    // halves): deltac-tune's isa dimension finds that per machine. Chunked
+    // (C = 32) above 2048 tokens: 2 threads, gated, 16 heads, K = V = 128,
+    // it tied the recurrence at 1024 tokens and was 1.12x / 1.19x faster at
+    // 4096 / 8192 (docs/performance.md).
+    {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 32},
 };
 inline const CpuRule &cpu_rule(CpuIsa widest) {
   return kCpuRules[static_cast<int>(widest)];
