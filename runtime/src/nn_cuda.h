@@ -62,6 +62,9 @@ struct DeviceGuard {
 // none is usable.
 int layer_device(const char *layer);
 
+// Throws Error unless opt.dtype is float32 or bfloat16.
+void check_options(const CudaOptions &opt, const char *layer);
+
 // Throws Error naming `name` unless t is a [B, T, hidden] tensor of dtype in
 // device memory of `device` (B, T > 0; like: its shape must equal like's).
 void check_tensor(const DeviceTensor &t, const char *name, const char *layer, int64_t hidden,

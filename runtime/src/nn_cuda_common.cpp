@@ -79,6 +79,12 @@ int layer_device(const char *layer) {
   return d;
 }
 
+void check_options(const CudaOptions &opt, const char *layer) {
+  if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
+    throw Error(std::string(layer) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
+                ": expected float32 or bfloat16");
+}
+
 void check_tensor(const DeviceTensor &t, const char *name, const char *layer, int64_t hidden,
                   ElemType dtype, int device, const DeviceTensor *like) {
   const std::string L = std::string(layer) + ": " + name;

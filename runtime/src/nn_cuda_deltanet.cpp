@@ -33,9 +33,7 @@ CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
     throw Error(std::string(kName) +
                 ": use_bitnet: BitLinear does not run on CUDA (no int8 tensor-core GEMM yet); "
                 "the CPU DeltaNetAttention runs it");
-  if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
-    throw Error(std::string(kName) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
-                ": expected float32 or bfloat16");
+  check_options(opt, kName);
   const bool bf16 = opt.dtype == ElemType::BF16, rule_bf16 = bf16 && !opt.f32_rule;
   DeltaNetAttention cpu(config, w, prefix); // the CPU layer's checks, loading and stacking
   H_ = cpu.H_;

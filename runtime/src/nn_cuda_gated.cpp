@@ -50,9 +50,7 @@ struct CudaGatedDeltaNet::Impl {
 CudaGatedDeltaNet::CudaGatedDeltaNet(const GatedDeltaNetConfig &config, const SafeTensors &w,
                                      const std::string &prefix, const CudaOptions &opt)
     : cfg_(config) {
-  if (opt.dtype != ElemType::F32 && opt.dtype != ElemType::BF16)
-    throw Error(std::string(kName) + ": CudaOptions::dtype = " + elem_name(opt.dtype) +
-                ": expected float32 or bfloat16");
+  check_options(opt, kName);
   const bool bf16 = opt.dtype == ElemType::BF16, rule_bf16 = bf16 && !opt.f32_rule;
   GatedDeltaNet cpu(config, w, prefix); // the CPU layer's checks, loading and reordering
   cfg_ = cpu.cfg_;
