@@ -26,7 +26,7 @@ cat > "$dst/run16.sh" <<'RUN'
 #!/usr/bin/env bash
 # On the GPU host: ggml (CPU backend, native) built here, then both
 # benchmarks on all cores and on one; JSON into $OUT.
-set -u; cd "$(dirname "$0")"; here=$PWD
+set -u; cd "$(dirname "$0")"; here=$PWD; tar xJf bl.tar.xz
 cmake -S ggml-src -B ggml-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DBUILD_SHARED_LIBS=ON -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF >/dev/null || exit 1
 cmake --build ggml-build -j "$(nproc)" >/dev/null || exit 1
@@ -50,4 +50,6 @@ OPENBLAS_CORETYPE=$core bin/deltac_cpu_bench $f --benchmark_report_aggregates_on
   --benchmark_out="$OUT/cpu_sgemm.json" --benchmark_out_format=json | grep median
 RUN
 chmod +x "$dst/run16.sh"
+# Binaries and libraries xz-compressed (the run tool carries <= 64 MiB).
+(cd "$dst" && tar cf - bin lib | xz -9e -T2 > bl.tar.xz && rm -rf bin lib)
 du -sh "$dst"
