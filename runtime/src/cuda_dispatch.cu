@@ -5,6 +5,7 @@
 // with static cudart, which loads the driver lazily: on machines without a
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
+#include "cuda_pad.h"
 #include "dispatch.h"
 #include "select.h"
 
@@ -62,6 +63,25 @@ bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
   return true;
 }
 
+// The launches of one call: a mixed batch's short config, then c; padded
+// first (cuda_pad.h) when pad.K is set.
+bool launchCall(const deltac_fwd_params &p, const KernelConfig &c,
+                cudaStream_t s, const Launch &l, const Mixed &mixed,
+                const Pad &pad, std::string *error) {
+  auto both = [&](const deltac_fwd_params &d, const Launch &ld) {
+    if (mixed.route > 0 && (mixed.parts & 1) &&
+        !launchChecked(d, mixed.short_config, s, ld, error))
+      return false;
+    return mixed.route > 0 && !(mixed.parts & 2) ? true
+                                                 : launchChecked(d, c, s, ld, error);
+  };
+  if (!pad.K)
+    return both(p, l);
+  // The recurrent family alone updates each sequence's state in place.
+  const bool share = c.family == Family::CudaRecurrent && mixed.route == 0;
+  return run_padded(p, pad, share, s, l, both, error);
+}
+
 // One device allocation holding every tensor at 256-byte aligned offsets.
 struct DeviceBuffer {
   char *base = nullptr;
@@ -76,7 +96,13 @@ struct DeviceBuffer {
 bool cuda_built() { return true; }
 
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
-                           bool deterministic, int32_t route) {
+                           bool deterministic, int32_t route, const Pad &pad) {
+  if (pad.K) { // the padded tensors, then the kernel's workspace for them
+    const bool share = c.family == Family::CudaRecurrent && route == 0;
+    return pad_bytes(p, pad, share) +
+           cuda_workspace_size(padded_params(p, pad, share, nullptr), c,
+                               deterministic, route);
+  }
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
     return cuda_workspace_delta(p, c, deterministic, route);
@@ -221,7 +247,7 @@ deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
 // kernel reads its flag.
 bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
                        const deltac_options &opt, const Mixed &mixed,
-                       std::string *error) {
+                       const Pad &pad, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
   Launch l;
   l.deterministic = opt.deterministic != 0;
@@ -237,16 +263,13 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
     l.skip = opt.check_flag;
   }
   l.route = mixed.route;
-  if (mixed.route > 0 && (mixed.parts & 1) &&
-      !launchChecked(p, mixed.short_config, stream, l, error))
-    return false;
-  return mixed.route > 0 && !(mixed.parts & 2) ? true : launchChecked(p, c, stream, l, error);
+  return launchCall(p, c, stream, l, mixed, pad, error);
 }
 
 // Host pointers: one allocation, copies in, the kernel, copies back, sync.
 bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
                      const deltac_options &opt, const Mixed &mixed,
-                     std::string *error) {
+                     const Pad &pad, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
   const Layout l(p);
   DeviceBuffer buf;
@@ -287,9 +310,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
   Launch run;
   run.deterministic = opt.deterministic != 0;
   run.route = mixed.route;
-  if (mixed.route > 0 && !launchChecked(d, mixed.short_config, stream, run, error))
-    return false;
-  if (!launchChecked(d, c, stream, run, error))
+  Mixed all = mixed;
+  all.parts = 3;
+  if (!launchCall(d, c, stream, run, all, pad, error))
     return false;
   e = cudaMemcpyAsync(p.o, d.o, l.o, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.ht)
@@ -309,9 +332,10 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
 } // namespace
 
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
-              const deltac_options &opt, std::string *error, const Mixed &mixed) {
-  return opt.device_pointers ? runDevicePointers(p, c, opt, mixed, error)
-                             : runHostPointers(p, c, opt, mixed, error);
+              const deltac_options &opt, std::string *error, const Mixed &mixed,
+              const Pad &pad) {
+  return opt.device_pointers ? runDevicePointers(p, c, opt, mixed, pad, error)
+                             : runHostPointers(p, c, opt, mixed, pad, error);
 }
 
 } // namespace rt

@@ -9,11 +9,12 @@ bool cuda_available() { return false; }
 int cuda_sm_count() { return 0; }
 void cuda_env(std::map<std::string, std::string> *) {}
 size_t cuda_workspace_size(const deltac_fwd_params &, const KernelConfig &, bool,
-                           int32_t) {
+                           int32_t, const Pad &) {
   return 0;
 }
 bool cuda_run(const deltac_fwd_params &, const KernelConfig &,
-              const deltac_options &, std::string *error, const Mixed &) {
+              const deltac_options &, std::string *error, const Mixed &,
+              const Pad &) {
   *error = "this build of deltac has no CUDA support";
   return false;
 }

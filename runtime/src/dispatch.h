@@ -55,11 +55,19 @@ struct Mixed {
   int32_t route = 0;
   int parts = 3; // bit 0: the short_config launch, bit 1: c's (tests run one)
 };
+// Padding (runtime/src/cuda_pad.cu): K, V > 0: c is an instance of these
+// larger dims; q, k (kda: g), v, h0 are padded with zero channels into
+// workspace buffers, c runs there, and o, ht, state_steps are cut back to
+// p's K, V. Exact: zero key / value channels leave the rest unchanged.
+struct Pad {
+  int32_t K = 0, V = 0;
+};
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
-                           bool deterministic, int32_t route = 0);
+                           bool deterministic, int32_t route = 0,
+                           const Pad &pad = Pad{});
 bool cuda_run(const deltac_fwd_params &p, const KernelConfig &c,
               const deltac_options &opt, std::string *error,
-              const Mixed &mixed = Mixed{});
+              const Mixed &mixed = Mixed{}, const Pad &pad = Pad{});
 
 } // namespace rt
 } // namespace deltac

@@ -178,8 +178,9 @@ rt::Mixed mixedBatch(const deltac_fwd_params &p, const deltac_options &opt,
   sp.max_seqlen = L;
   Family f;
   std::string why;
-  if (!rt::shipped_family(Device::CUDA, Mode::Recurrent, sp, &f, &why) ||
-      f != Family::CudaRecurrent)
+  Problem run;
+  if (!rt::shipped_family(Device::CUDA, Mode::Recurrent, sp, &f, &why, &run) ||
+      f != Family::CudaRecurrent || run.K != sp.K || run.V != sp.V)
     return m;
   m.short_config = default_config(f, sp);
   m.route = int32_t(L);
@@ -310,9 +311,19 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   rt::Choice choice;
   if (!rt::choose_config(device, opt, prob, &choice, &err))
     return failWith(err);
+  // CUDA dims with no instance: the call runs padded (runtime/src/cuda_pad.cu).
+  rt::Pad pad;
+  if (device == Device::CUDA && (choice.K != p.K || choice.V != p.V)) {
+    pad.K = choice.K, pad.V = choice.V;
+    prob.K = choice.K, prob.V = choice.V;
+  }
   rt::Mixed mixed;
   if (device == Device::CUDA && choice.config.family == Family::CudaChunked)
     mixed = mixedBatch(p, opt, prob, hostMemory, &choice.note);
+  if (pad.K)
+    choice.note = "padded K=" + std::to_string(p.K) + ",V=" + std::to_string(p.V) +
+                  " to " + std::to_string(pad.K) + "/" + std::to_string(pad.V) +
+                  (choice.note.empty() ? "" : "; " + choice.note);
 
   // A tuned record's thread count, unless the caller set one.
   if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
@@ -320,14 +331,14 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (ws_bytes) { // deltac_workspace_size: the choice, not the run
     if (device == Device::CUDA)
       *ws_bytes = rt::cuda_workspace_size(p, choice.config, opt.deterministic != 0,
-                                          mixed.route);
+                                          mixed.route, pad);
     return 0;
   }
 
   try {
     bool specialized = false;
     if (device == Device::CUDA) {
-      if (!rt::cuda_run(p, choice.config, opt, &err, mixed))
+      if (!rt::cuda_run(p, choice.config, opt, &err, mixed, pad))
         return failWith(err);
       specialized = true; // CUDA instances are compiled per (K, V)
     } else if (runCpuMixed(p, opt, choice, &choice.note, &specialized, &err)) {

@@ -145,6 +145,9 @@ static bool isa_from_options(const deltac_options &opt, const KernelConfig &c,
   return true;
 }
 
+static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
+                         const Problem &prob, Choice *out, std::string *error);
+
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error) {
   *out = Choice{};
@@ -182,6 +185,24 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
     return isa_from_options(opt, out->config, prob, &out->isa, error);
   }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
+  out->K = prob.K, out->V = prob.V;
+  if (d == Device::CUDA) { // no instance for the call's K, V: run it padded
+    Problem run;
+    Family f;
+    std::string why;
+    if (shipped_family(d, m, prob, &f, &why, &run) &&
+        (run.K != prob.K || run.V != prob.V)) {
+      out->K = run.K, out->V = run.V;
+      return chooseByRule(d, opt, m, run, out, error);
+    }
+  }
+  return chooseByRule(d, opt, m, prob, out, error);
+}
+
+// choose_config without options.config: options.chunk, the default rule or
+// a tuning record, for prob (on CUDA: the dims the call runs with).
+static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
+                         const Problem &prob, Choice *out, std::string *error) {
   if (opt.chunk) { // an explicit chunk size wins over the database
     const Family f = d == Device::CUDA ? Family::CudaChunked : Family::CpuChunked;
     *error = check_family(f, prob);
@@ -286,11 +307,41 @@ bool invariant_family(Device d, Mode m, const Problem &prob, Family *out) {
   return true;
 }
 
+bool padded_dims(Family f, const Problem &prob, Problem *padded) {
+  if (family_info(f).device != Device::CUDA || !check_problem(prob).empty())
+    return false;
+  bool found = false;
+  auto consider = [&](int32_t k, int32_t v) {
+    if (k < prob.K || v < prob.V)
+      return;
+    if (found && (int64_t(k) * v > int64_t(padded->K) * padded->V ||
+                  (int64_t(k) * v == int64_t(padded->K) * padded->V &&
+                   k >= padded->K)))
+      return;
+    Problem q = prob;
+    q.K = k, q.V = v;
+    if (check_family(f, q).empty() && precompiled(default_config(f, q), q)) {
+      *padded = q;
+      found = true;
+    }
+  };
+#define DELTAC_X(k, v) consider(k, v);
+  if (f == Family::CudaChunked) {
+    DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
+  } else {
+    DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
+  }
+#undef DELTAC_X
+  return found;
+}
+
 bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
-                    std::string *why) {
+                    std::string *why, Problem *run) {
   // The catalogue's order (families_for), skipping families whose default
   // config this runtime does not ship: e.g. K = 256, V = 128 runs the CUDA
-  // recurrence under auto, as no chunked instance has those dims.
+  // recurrence under auto, as no chunked instance has those dims. On CUDA,
+  // when no family has an instance of K, V, the first one runs padded
+  // (padded_dims).
   FamilyList l = families_for(d, m, prob.cpu_isa);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
@@ -306,10 +357,25 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
           "(DELTAC_*_DIMS in deltac/catalogue.h)";
     if (w.empty()) {
       *out = l.f[i];
+      if (run)
+        *run = prob;
       return true;
     }
     if (first.empty())
       first = w;
+  }
+  // No family has an instance of K, V itself: the first that runs padded.
+  for (int i = 0; i < l.n && d == Device::CUDA; ++i) {
+    const int64_t b = l.max_tokens[i];
+    if (b && (prob.max_seqlen == 0 || prob.max_seqlen > b))
+      continue;
+    Problem padded;
+    if (padded_dims(l.f[i], prob, &padded)) {
+      *out = l.f[i];
+      if (run)
+        *run = padded;
+      return true;
+    }
   }
   *why = first.empty() ? std::string("no kernel on ") + device_name(d) : first;
   return false;

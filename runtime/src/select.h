@@ -33,6 +33,9 @@ bool load_tuning_db(const char *path, std::string *error);
 
 struct Choice {
   KernelConfig config;
+  // The K, V config runs: the call's, or on CUDA the padded pair
+  // (shipped_family) when no instance has the call's own.
+  int32_t K = 0, V = 0;
   bool tuned = false;  // a database record chose it
   int32_t threads = 0; // the record's CPU threads (0 = none)
   CpuIsa isa = CpuIsa::generic; // CPU: the instruction-set instance to run
@@ -50,12 +53,18 @@ bool config_from_options(const deltac_options &opt, KernelConfig *out,
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error);
 
-// Whether this build ships a CUDA kernel for prob (any knob values): the
-// catalogue's family rules and its precompiled list.
 // The default rule's family for prob on d under m among the families whose
 // default config this runtime ships (precompiled); false with *why if none.
+// On CUDA, when no family has an instance of prob's K, V, the first one
+// that can runs it padded with zero channels to a (Kp, Vp) it ships
+// (padded_dims): *run (when not null) is the problem the family runs, prob
+// or prob with K, V padded.
 bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
-                    std::string *why);
+                    std::string *why, Problem *run = nullptr);
+// CUDA family f: the precompiled (Kp >= K, Vp >= V) with the least Kp * Vp
+// (then the least Kp) whose default config f's rules accept; false if none.
+// The delta rule is exact under zero padding (runtime/src/cuda_pad.cu).
+bool padded_dims(Family f, const Problem &prob, Problem *padded);
 // options.deterministic (batch-invariant): the one family d runs prob with
 // under m whatever the sequences' lengths, where that differs from the
 // default rule: CPU auto / recurrent: cpu_recurrent (never cpu_decode).

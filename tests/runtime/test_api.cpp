@@ -381,16 +381,21 @@ TEST(Api, UsableFromC) {
 
 TEST(Api, CudaSupportedSet) {
 #ifdef DELTAC_TEST_HAVE_CUDA
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F32), 1);
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_KDA, 64, 64, DELTAC_BF16), 1);
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_DELTA, 128, 256, DELTAC_F32), 1);
+  const int cuda = 1;
+#else
+  const int cuda = 0;
 #endif
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 32, 48, DELTAC_F32), 0);
-#ifdef DELTAC_TEST_HAVE_CUDA
-  // f16: the chunked kernel's precompiled shapes only.
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F16), 1);
-#endif
-  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 96, 96, DELTAC_F16), 0);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F32), cuda);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_KDA, 64, 64, DELTAC_BF16), cuda);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_DELTA, 128, 256, DELTAC_F32), cuda);
+  // Every K, V in 16..256 (multiples of 16): other pairs run padded.
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 32, 48, DELTAC_F32), cuda);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_KDA, 16, 256, DELTAC_BF16), cuda);
+  // f16: the chunked kernel (padded too).
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 128, 128, DELTAC_F16), cuda);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 96, 96, DELTAC_F16), cuda);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 40, 64, DELTAC_F32), 0);
+  EXPECT_EQ(deltac_cuda_supports(DELTAC_VARIANT_GATED, 64, 272, DELTAC_F32), 0);
 }
 
 } // namespace
