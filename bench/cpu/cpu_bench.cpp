@@ -282,6 +282,35 @@ BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_DELTA)->Apply(decode_args);
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_GATED)->Apply(decode_args);
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_KDA)->Apply(decode_args);
 
+// The ceiling of a decode step: one in-place pass over the same state bytes
+// as BM_Decode (batch x heads x 128 x 128 f32: x = a x + c, read and written
+// once, as decode reads h0 and writes ht), each thread on the same
+// contiguous slice every call (as the decode kernel keeps its slices). The
+// widest of AVX-512 / AVX2 / SSE2 the CPU has (target_clones).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+stream_pass(float* x, int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * 0.999f + 1e-3f;
+}
+
+void BM_StateStream(benchmark::State& st) {
+  const int B = int(st.range(0)), H = int(st.range(1));
+  const int threads = st.range(2) ? int(st.range(2)) : omp_get_num_procs();
+  const int64_t n = int64_t(B) * H * kD * kD;
+  std::vector<float> x(size_t(n), 0.5f);
+  for (auto _ : st) {
+    stream_pass(x.data(), n, threads);
+    benchmark::DoNotOptimize(x.data());
+  }
+  st.counters["state_GBps"] = benchmark::Counter(
+      2.0 * double(n) * 4 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StateStream)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int threads : {0, 1})
+    for (int B : {1, 8, 64}) b->Args({B, 16, threads});
+  b->ArgNames({"batch", "heads", "threads"})->UseRealTime();
+});
+
 #ifdef DELTAC_HAVE_OPENBLAS
 // `batch` independent M x N x K products, spread over OpenMP threads with
 // single-threaded OpenBLAS (as the chunked kernel spreads heads).
