@@ -33,6 +33,8 @@ struct Call {
   size_t* ws_out;  // non-null: workspace query only
   int split = 0;   // segments per sequence forced (0: the rule)
   int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
+  int warp = 0;    // 1: the warp scan where it runs (chunked_scan_warp.cuh)
+  int bv = 0;      // the scan's V tile forced (0: chosen at run time)
 };
 
 template <deltac_variant Var, int K, int V, class Cfg>
@@ -42,7 +44,7 @@ cudaError_t run(const Call& c) {
     return cudaSuccess;
   }
   return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(
-      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, 0, c.split, c.fuse);
+      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, c.bv, c.split, c.fuse, 0, c.warp);
 }
 
 // Config I of the sweep where it is legal for this variant and shape.
@@ -71,9 +73,12 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 }
 
 // cfg 100 S + i: config i (0: the default) with the sequence split forced
-// to S segments; + 1000: with the fused launch.
+// to S segments; + 1000: with the fused launch; 2000 + w: the default with
+// the warp scan (chunked_scan_warp.cuh), its V tile forced to w (0: chosen).
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
+  if (cfg >= 2000 && cfg < 3000)
+    c.warp = 1, c.bv = cfg - 2000, cfg = 0;
   if (cfg >= 1000)
     c.fuse = 1, cfg %= 1000;
   if (cfg >= 100)

@@ -20,6 +20,11 @@ segments (1: none; CFG: a config of the sweep, default 0) on every row, and the 
 (scan, fold, fix-up) and the fold + fix-up alone apart.
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
+--warp=W,... also times, on every row, the scan as a chain per warp
+(chunked_scan_warp.cuh) with its V tile forced to W (0: chosen at run time)
+next to the default (block) scan: total and scan alone, after checking its
+o and ht against the block scan's on the same inputs (relative RMS <= 1e-2,
+each side rounds to bf16 differently; not timed when that fails).
 --stages also times, on every row, the intra-chunk kernel and the scan apart,
 and deltac with the fused launch (chunked_fused.cuh, where it fits).
 """
@@ -209,6 +214,41 @@ def main():
                 del buf
             except Exception as e:  # noqa: BLE001
                 print(f"  split {name} S={sp}: failed: {e}")
+
+        warps = [int(x) for a in sys.argv if a.startswith("--warp=") for x in a[7:].split(",")]
+        if warps:
+            def run_once(cfg):
+                call, buf = make_ours(cfg, 3)
+                call()
+                torch.cuda.synchronize()
+                return o.float().clone(), ht.clone(), buf
+
+            def rel(a, b):
+                return ((a - b).norm() / b.norm()).item()
+
+            o_ref, ht_ref, _ = run_once(0)
+            for cfg in [0] + [2000 + w for w in warps]:
+                try:
+                    if cfg:
+                        o_w, ht_w, _ = run_once(cfg)
+                        od, hd = rel(o_w, o_ref), rel(ht_w, ht_ref)
+                        finite = bool(torch.isfinite(o_w).all() and torch.isfinite(ht_w).all())
+                        if not finite or od > 1e-2 or hd > 1e-2:
+                            print(f"  warp {name} cfg {cfg}: FAILED check o {od:.1e} ht {hd:.1e}"
+                                  " (not timed)", flush=True)
+                            continue
+                    else:
+                        od = hd = 0.0
+                    full, buf = make_ours(cfg, 3)
+                    t_full = time_graph(full, reps)
+                    t_scan = time_graph(lambda: lib.deltac_bench_chunked(
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                        torch.cuda.current_stream().cuda_stream, cfg, 2), reps)
+                    print(f"  warp {name} cfg {cfg}: total {t_full:.3f} ms, scan {t_scan:.3f} ms"
+                          f" (vs block scan: o {od:.1e} ht {hd:.1e})", flush=True)
+                    del buf
+                except Exception as e:  # noqa: BLE001
+                    print(f"  warp {name} cfg {cfg}: failed: {e}")
 
         if "--stages" in sys.argv:
             try:

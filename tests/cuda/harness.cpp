@@ -23,6 +23,14 @@ KernelFn find_kernel(deltac_variant var, int K, int V, bool bf16) {
   return nullptr;
 }
 
+int warp_scan_env() {
+  static const int on = [] {
+    const char* s = std::getenv("DELTAC_TEST_WARP_SCAN");
+    return s && s[0] == '1' ? 1 : 0;
+  }();
+  return on;
+}
+
 ChunkedFns find_chunked(deltac_variant var, int K, int V, int dtype, int config) {
   switch (var) {
     case DELTAC_VARIANT_DELTA: return find_chunked_delta(K, V, dtype, config);

@@ -36,10 +36,18 @@ size_t ws_split(const deltac_fwd_params& p) {
   return cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, Split);
 }
 
+// Cfg as cuda::chunked runs it (the warp scan when DELTAC_TEST_WARP_SCAN=1).
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_default(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                        const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
+                                                           0, 0, warp_scan_env());
+}
+
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 ChunkedFns fns() {
   ChunkedFns f;
-  f.run = &cuda::chunked<Var, K, V, InT, Cfg>;
+  f.run = &run_default<Var, K, V, InT, Cfg>;
   f.ws = &ws_split<Var, K, V, InT, Cfg, 0>;
   return f;
 }
@@ -49,7 +57,7 @@ template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
 cudaError_t run_split(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                       const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0,
-                                                           Split);
+                                                           Split, 0, 0, warp_scan_env());
 }
 
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
@@ -64,7 +72,8 @@ ChunkedFns fns_split() {
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
 cudaError_t run_bv(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                    const int32_t* skip) {
-  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, BV);
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, BV, 0,
+                                                           0, 0, warp_scan_env());
 }
 
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
@@ -83,6 +92,14 @@ cudaError_t run_fused(const deltac_fwd_params& p, void* ws, size_t bytes, cudaSt
                                                            1);
 }
 
+// Cfg with the warp scan (chunked_scan_warp.cuh) where it runs.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_warp(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                     const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
+                                                           0, 0, 1);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
@@ -92,6 +109,11 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
   if (config == kChunkedFused) {
     ChunkedFns f = fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
     f.run = &run_fused<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
+    return f;
+  }
+  if (config == kChunkedWarp) {
+    ChunkedFns f = fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
+    f.run = &run_warp<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
     return f;
   }
   constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16>) ||

@@ -33,7 +33,10 @@
 // compose them (chunked_split.cuh). On request (chunked_stages' fuse, not
 // the default: slower today), where the scan's grid is one wave, the
 // intra-chunk work and the scan run as one launch instead (a memset of its
-// flags, then chunked_fused.cuh). Config knobs: chunked_traits.cuh.
+// flags, then chunked_fused.cuh). Where compiled in (DELTAC_CHUNKED_WARP_SCAN)
+// and asked for (chunked_stages' warp), the scan can run as a barrier-free
+// chain per warp instead (chunked_scan_warp.cuh: 16-bit inputs, K = 64 or
+// 128, no split). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
@@ -41,6 +44,7 @@
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/cuda/chunked_scan_warp.cuh"
 #include "deltac/cuda/chunked_split.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
 #include "deltac/params.h"
@@ -318,6 +322,50 @@ int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
   return bv;
 }
 
+#if DELTAC_CHUNKED_WARP_SCAN
+// The warp scan's V tile for p with Cfg's chunk (chunked_scan_warp.cuh), 0
+// where it cannot run: force_bv where legal, else the widest of 64 and 32
+// that divides V, halved while the grid would leave more than 1/8 of the
+// multiprocessors idle.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+int chunked_warp_bv(const deltac_fwd_params& p, int force_bv) {
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    return 0;
+  auto ok = [&](int bv) {
+    return chunked_warp_ok(Var, K, V, int(sizeof(InT)), Cfg::kChunk, bv, size_t(d.smem));
+  };
+  if (force_bv && ok(force_bv))
+    return force_bv;
+  const int64_t want = int64_t(d.sms) * 7 / 8;
+  int bv = 0;
+  for (int w : {kChunkedWarpBVs[0], kChunkedWarpBVs[1]})
+    if (ok(w) && (bv == 0 || int64_t(V / bv) * p.HV * p.N < want))
+      bv = w;
+  return bv;
+}
+
+// The warp scan with V tiles of BV columns (nothing launched where it
+// cannot run: cudaErrorInvalidValue).
+template <deltac_variant Var, int K, int V, class InT, int C, int BV>
+cudaError_t chunked_warp_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
+                                cudaStream_t stream) {
+  if constexpr (chunked_warp_ok(Var, K, V, int(sizeof(InT)), C, BV)) {
+    using Tw = WarpScanTraits<Var, K, V, InT, C, BV>;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+      e = chunked_smem_attr<chunked_scan_warp_kernel<Var, Tw>>(dev, int(Tw::kSmem));
+    if (e != cudaSuccess)
+      return e;
+    chunked_scan_warp_kernel<Var, Tw><<<dim3(V / BV, unsigned(p.HV), unsigned(p.N)),
+                                        Tw::kThreads, Tw::kSmem, stream>>>(p, ws);
+    return cudaGetLastError();
+  }
+  return cudaErrorInvalidValue;
+}
+#endif
+
 struct ChunkedPlan {
   int bv, split;  // the scan's V tile, segments per sequence (1: no split)
 };
@@ -367,11 +415,15 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // route > 0 (mixed batches, varlen only): this call runs only the sequences
 // of more than route tokens and writes nothing of the others (the recurrent
 // kernel's, launched with the same route); no split, no fused launch then.
+// warp: 1 the scan as a chain per warp (chunked_scan_warp.cuh) where it can
+// run (16-bit inputs, K = 64 or 128, no split, not fused) and is compiled in
+// (DELTAC_CHUNKED_WARP_SCAN); -1 never; 0 the default: only where
+// DELTAC_CHUNKED_WARP_SCAN is 2 (not measured faster yet).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
                            int force_bv = 0, int force_split = 0, int fuse = 0,
-                           int32_t route = 0) {
+                           int32_t route = 0, int warp = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
@@ -434,6 +486,22 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   }
   if (!(stages & 6))
     return cudaSuccess;
+#if DELTAC_CHUNKED_WARP_SCAN
+  if ((warp > 0 || (warp == 0 && DELTAC_CHUNKED_WARP_SCAN == 2)) && pl.split == 1) {
+    const int wbv = chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv);
+    if (wbv) {
+      if (!(stages & 2))
+        return cudaSuccess;
+      return wbv == kChunkedWarpBVs[0]
+                 ? chunked_warp_launch<Var, K, V, InT, Cfg::kChunk, kChunkedWarpBVs[0]>(p, ws,
+                                                                                      stream)
+                 : chunked_warp_launch<Var, K, V, InT, Cfg::kChunk, kChunkedWarpBVs[1]>(p, ws,
+                                                                                      stream);
+    }
+  }
+#else
+  (void)warp;
+#endif
   e = (stages & 2) ? cudaErrorInvalidValue : cudaSuccess;
   if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
     if (bv == B0 / 4 && (stages & 2))

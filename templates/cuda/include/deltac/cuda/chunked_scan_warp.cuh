@@ -1,0 +1,428 @@
+// The chunked scan as a register-resident chain per warp (an alternative to
+// chunked_scan.cuh for 16-bit inputs and K = 64 or 128; not the default).
+// Each warp owns all K rows of 16 value columns of one head: it holds Sᵀ
+// (16 x K, f32) as mma.sync accumulators (K / 2 registers per thread) and
+// runs, per chunk of C tokens (from the same workspace and raw rows as the
+// block scan, staged in shared memory by the block's cp.async copies):
+//   rᵀ  = fb ∘ Vᵀ - fa ∘ ((Sᵀ_hi + Sᵀ_lo) Kᵀ)   (the residual in f32, rounded once)
+//   v'ᵀ = rᵀ Tᵀ
+//   oᵀ  = fq ∘ (Sᵀ_hi Qᵀ) + v'ᵀ Aqkᵀ            (staged per warp, written as rows)
+//   Sᵀ  = gamma ∘ Sᵀ + (fk ∘ v')ᵀ K             (gamma per key: a column of Sᵀ)
+// The A operands come from the accumulators in registers (the C fragment of
+// two adjacent n8 tiles is the A fragment of one k16 step), so the chain
+// touches no shared memory but the staged operands and has no barrier; the
+// block's warps (BV / 16) meet once per chunk to hand over the stage.
+// No sequence split, no fused launch (the block scan keeps those).
+//
+// Compiled only where DELTAC_CHUNKED_WARP_SCAN is nonzero (1: used when a
+// call asks for it, chunked_stages' warp = 1; 2: also by default); 0 (the
+// default): chunked_stages runs the block scan whatever it is asked.
+#ifndef DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
+#define DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
+
+#include "deltac/cuda/chunked_mma.cuh"
+#include "deltac/cuda/chunked_prep.cuh"
+#include "deltac/cuda/chunked_rules.h"
+#include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/params.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#ifndef DELTAC_CHUNKED_WARP_SCAN
+#define DELTAC_CHUNKED_WARP_SCAN 0
+#endif
+
+namespace deltac::cuda::detail {
+
+// Sizes of the warp scan for (variant, K, V, 16-bit type Ts, chunk C, V tile
+// BV): BV / 16 warps; two stages of q, k (kda: and the update's k) rows, the
+// v tile, T, Aqk, the row factors and the chunk decay; one [C][16] output
+// tile per warp.
+template <deltac_variant Var, int K_, int V_, class Ts_, int C_, int BV_>
+struct WarpScanTraits {
+  using Ts = Ts_;
+  static constexpr int K = K_, V = V_, C = C_, BV = BV_;
+  static constexpr int kWarps = BV / 16, kThreads = 32 * kWarps;
+  static constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
+  static constexpr int LK = K + 8, LC = C + 8, LB = BV + 8, LO = 16 + 8;  // padded rows
+  static constexpr int kOffK = C * LK, kOffKd = kKda ? 2 * C * LK : C * LK;
+  static constexpr int kOffV = (kKda ? 3 : 2) * C * LK;
+  static constexpr int kOffT = kOffV + C * LB, kOffA = kOffT + C * LC;
+  static constexpr int kStageTs = kOffA + C * LC;
+  static constexpr int kStageBytes = kStageTs * 2 + (4 * C + K) * 4;
+  static constexpr size_t kSmem = 2 * size_t(kStageBytes) + size_t(kWarps) * C * LO * 2;
+  static_assert(kStageBytes % 16 == 0, "stage alignment");
+};
+
+// The V tiles the warp scan compiles (widest first; chunked.cuh picks one
+// at run time), and whether it runs (variant, K, V, input bytes, chunk, bv)
+// within `smem` bytes of shared memory per block (chunk 32 or 64: 16 is
+// left to the block scan, one instantiation fewer).
+inline constexpr int kChunkedWarpBVs[] = {64, 32};
+constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
+                               size_t smem = kChunkedSmemSm90) {
+  if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
+      bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
+    return false;
+  const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
+  const size_t stage = ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB +
+                        2 * chunk * LC) * 2 + (4 * size_t(chunk) + K) * 4;
+  return 2 * stage + size_t(bv / 16) * chunk * 24 * 2 <= smem;
+}
+
+// Two floats as one register of two 16-bit values (the lower one first).
+template <class Ts>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  uint32_t r;
+  if constexpr (std::is_same_v<Ts, __half>) {
+    __half2 h = __floats2half2_rn(a, b);
+    r = *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    r = *reinterpret_cast<uint32_t*>(&h);
+  }
+  return r;
+}
+template <class Ts>
+__device__ __forceinline__ float2 unpack2(uint32_t r) {
+  if constexpr (std::is_same_v<Ts, __half>)
+    return __half22float2(*reinterpret_cast<__half2*>(&r));
+  else
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&r));
+}
+
+// c += a b (m16n8k16, f32 accumulate); not volatile: the scheduler may
+// interleave the independent products.
+template <class Ts>
+__device__ __forceinline__ void wmma16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if DELTAC_MMA_OK
+  if constexpr (std::is_same_v<Ts, __half>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t r[4], uint32_t addr) {
+#if DELTAC_MMA_OK
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+__device__ __forceinline__ void ldsm4t(uint32_t r[4], uint32_t addr) {
+#if DELTAC_MMA_OK
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#endif
+}
+
+// The scan of one block: V tile blockIdx.x (BV / 16 warps of 16 columns),
+// value head blockIdx.y, sequence blockIdx.z.
+template <deltac_variant Var, class Tw>
+__global__ void __launch_bounds__(Tw::kThreads)
+    chunked_scan_warp_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tw::Ts> ws) {
+  using Ts = typename Tw::Ts;
+  constexpr int C = Tw::C, K = Tw::K, V = Tw::V, BV = Tw::BV, NTH = Tw::kThreads;
+  constexpr int LK = Tw::LK, LC = Tw::LC, LB = Tw::LB, LO = Tw::LO;
+  constexpr bool kKda = Tw::kKda;
+  constexpr int E = 8;             // elements per 16-byte copy
+  constexpr int NK = K / 8;        // n8 tiles of Sᵀ (keys)
+  constexpr int NC = C / 8;        // n8 tiles of a chunk (tokens)
+  if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
+    return;
+  const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  int64_t s0, s1, first, last;
+  seq_bounds(p, n, s0, s1);
+  if (ws.route > 0 && p.cu_seqlens && s1 - s0 <= ws.route)
+    return;  // mixed batches: the recurrent kernel's sequence (the whole block)
+  seq_slots(p, ws.offsets, n, C, first, last);
+  if (last > ws.max_chunks)
+    last = ws.max_chunks;
+  const int64_t nchunks = last > first ? last - first : 0;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int vw = v0 + warp * 16;  // this warp's first column
+  const int hqk = j / (p.HV / p.H);
+  const uint32_t sm0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  Ts* otile = reinterpret_cast<Ts*>(smem_raw + 2 * Tw::kStageBytes) + warp * C * LO;
+  const uint32_t sot = static_cast<uint32_t>(__cvta_generic_to_shared(otile));
+
+  // Sᵀ: element e of n-tile nt is column vw + g + 8 (e / 2), key nt 8 + 2 t + e % 2.
+  const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  float S[NK][4];
+  if (p.h0) {
+    const float* h0 = static_cast<const float*>(p.h0) + sbase;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
+        if (vk) {
+          const float2 x = *reinterpret_cast<const float2*>(h0 + int64_t(col) * K + key);
+          S[nt][2 * h] = x.x, S[nt][2 * h + 1] = x.y;
+        } else {
+          S[nt][2 * h] = h0[int64_t(key) * V + col];
+          S[nt][2 * h + 1] = h0[int64_t(key + 1) * V + col];
+        }
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
+  }
+
+  const Ts* qsrc = static_cast<const Ts*>(p.q);
+  const Ts* ksrc = static_cast<const Ts*>(p.k);
+  const Ts* vsrc = static_cast<const Ts*>(p.v);
+  auto issue = [&](int64_t c, int s) {
+    const int64_t slot = (first + c) * p.HV + j;
+    const int64_t t0 = s0 + c * C;
+    const int len = int(s1 - t0 < C ? s1 - t0 : C);
+    Ts* b = reinterpret_cast<Ts*>(smem_raw + s * Tw::kStageBytes);
+    if constexpr (kKda) {
+      copy_rows<C, NTH, K / E, LK, true>(b, ws.qg + slot * C * K, K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffK, ws.kg + slot * C * K, K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffKd, ws.kd + slot * C * K, K, len, tid);
+    } else {
+      const int64_t off = (t0 * p.H + hqk) * K;
+      copy_rows<C, NTH, K / E, LK, true>(b, qsrc + off, int64_t(p.H) * K, len, tid);
+      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffK, ksrc + off, int64_t(p.H) * K, len, tid);
+    }
+    copy_rows<C, NTH, BV / E, LB, true>(b + Tw::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                                        int64_t(p.HV) * V, len, tid);
+    copy_rows<C, NTH, C / E, LC, false>(b + Tw::kOffT, ws.t + slot * C * C, C, C, tid);
+    copy_rows<C, NTH, C / E, LC, false>(b + Tw::kOffA, ws.aqk + slot * C * C, C, C, tid);
+    float* fb = reinterpret_cast<float*>(b + Tw::kStageTs);
+    for (int i = tid; i < C + K / 4; i += NTH) {
+      if (i < C)
+        cp_async16(fb + 4 * i, ws.f + slot * 4 * C + 4 * i);
+      else
+        cp_async16(fb + 4 * C + 4 * (i - C), ws.gamma + slot * K + 4 * (i - C));
+    }
+    cp_async_commit();
+  };
+
+  // Lane offsets (bytes) of the ldmatrix addresses:
+  //   offa:  x4 over a [16 rows][16] tile (row lane % 16, column 8 (lane / 16)):
+  //          as B operands, registers 0, 2 are n-tile rows 0-7 and 1, 3 rows 8-15;
+  //   offt:  x4 .trans over a [16 (k)][16 (n)] tile (rows lane % 8 + 8 (lane / 8 % 2),
+  //          column 8 (lane / 16)): registers 0, 1 n-tile 0, 2, 3 n-tile 1;
+  //   offv:  x4 .trans over a [16 tokens][16 columns] tile (rows lane % 8 +
+  //          8 (lane / 16), column 8 (lane / 8 % 2)): the accumulator layout of
+  //          the transposed tile (registers: tile 0 rows g, g + 8, tile 1 ...).
+  const int ra = lane & 15, ca = (lane >> 4) * 8;
+  const int rt = (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int rv = (lane & 7) + ((lane >> 4) & 1) * 8, cv = ((lane >> 3) & 1) * 8;
+  const uint32_t offak = (ra * LK + ca) * 2, offac = (ra * LC + ca) * 2;
+  const uint32_t offtk = (rt * LK + ca) * 2;
+  const uint32_t offvb = (rv * LB + warp * 16 + cv) * 2, offvo = (rv * LO + cv) * 2;
+
+  Ts* const obase = static_cast<Ts*>(p.o);
+  const int64_t ostride = int64_t(p.HV) * V;
+  if (nchunks > 0)
+    issue(0, 0);
+  for (int64_t c = 0; c < nchunks; ++c) {
+    const int s = int(c & 1);
+    cp_async_wait_all();
+    __syncthreads();  // chunk c landed everywhere; every warp left chunk c - 1
+    if (c + 1 < nchunks)
+      issue(c + 1, s ^ 1);
+    const uint32_t sb = sm0 + s * Tw::kStageBytes;
+    const uint32_t sq = sb, sk = sb + Tw::kOffK * 2, skd = sb + Tw::kOffKd * 2;
+    const uint32_t sv = sb + Tw::kOffV * 2, st = sb + Tw::kOffT * 2, sa = sb + Tw::kOffA * 2;
+    const float* fa = reinterpret_cast<const float*>(smem_raw + s * Tw::kStageBytes +
+                                                     Tw::kStageTs * 2);
+    const float* fbv = fa + C;
+    const float* fq = fa + 2 * C;
+    const float* fk = fa + 3 * C;
+    const float* gam = fa + 4 * C;
+    const int64_t t0 = s0 + c * C;
+    const int len = int(s1 - t0 < C ? s1 - t0 : C);
+
+    // rᵀ = (Sᵀ_hi + Sᵀ_lo) Kᵀ (then scaled below).
+    float r[NC][4];
+#pragma unroll
+    for (int nt = 0; nt < NC; ++nt) r[nt][0] = r[nt][1] = r[nt][2] = r[nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
+        ah[i] = pack2<Ts>(x[0], x[1]);
+        const float2 h = unpack2<Ts>(ah[i]);
+        al[i] = pack2<Ts>(x[0] - h.x, x[1] - h.y);
+      }
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
+        uint32_t b[4];
+        ldsm4(b, sk + offak + (np * 16 * LK + kk * 16) * 2);
+        wmma16<Ts>(r[2 * np], ah, b[0], b[2]);
+        wmma16<Ts>(r[2 * np + 1], ah, b[1], b[3]);
+        wmma16<Ts>(r[2 * np], al, b[0], b[2]);
+        wmma16<Ts>(r[2 * np + 1], al, b[1], b[3]);
+      }
+    }
+    // r = fb v - fa (K S), rounded once into A fragments (k = tokens): the
+    // registers of n-tiles 2 np, 2 np + 1 (rows g, g + 8 each) are those of
+    // k step np.
+    uint32_t rf[C / 16][4];
+#pragma unroll
+    for (int np = 0; np < C / 16; ++np) {
+      uint32_t vv[4];
+      ldsm4t(vv, sv + offvb + np * 16 * LB * 2);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int nt = 2 * np + h, tok = nt * 8 + 2 * t;
+        const float2 a = *reinterpret_cast<const float2*>(fa + tok);
+        const float2 bb = *reinterpret_cast<const float2*>(fbv + tok);
+        const float2 x0 = unpack2<Ts>(vv[2 * h]), x1 = unpack2<Ts>(vv[2 * h + 1]);
+        rf[np][2 * h] = pack2<Ts>(bb.x * x0.x - a.x * r[nt][0], bb.y * x0.y - a.y * r[nt][1]);
+        rf[np][2 * h + 1] = pack2<Ts>(bb.x * x1.x - a.x * r[nt][2], bb.y * x1.y - a.y * r[nt][3]);
+      }
+    }
+    // v'ᵀ = rᵀ Tᵀ (T lower triangular: k blocks <= the n block), and beside
+    // it oᵀ = Sᵀ_hi Qᵀ (off the state's chain).
+    float vp[NC][4], o[NC][4];
+#pragma unroll
+    for (int nt = 0; nt < NC; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vp[nt][e] = o[nt][e] = 0.f;
+#pragma unroll
+    for (int ip = 0; ip < C / 16; ++ip)
+#pragma unroll
+      for (int kb = 0; kb <= ip; ++kb) {
+        uint32_t b[4];
+        ldsm4(b, st + offac + (ip * 16 * LC + kb * 16) * 2);
+        wmma16<Ts>(vp[2 * ip], rf[kb], b[0], b[2]);
+        wmma16<Ts>(vp[2 * ip + 1], rf[kb], b[1], b[3]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      uint32_t ah[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
+        ah[i] = pack2<Ts>(x[0], x[1]);
+      }
+#pragma unroll
+      for (int np = 0; np < C / 16; ++np) {
+        uint32_t b[4];
+        ldsm4(b, sq + offak + (np * 16 * LK + kk * 16) * 2);
+        wmma16<Ts>(o[2 * np], ah, b[0], b[2]);
+        wmma16<Ts>(o[2 * np + 1], ah, b[1], b[3]);
+      }
+    }
+    // A fragments of v' (for o) and of fk ∘ v' (for S).
+    uint32_t vf[C / 16][4], vd[C / 16][4];
+#pragma unroll
+    for (int kb = 0; kb < C / 16; ++kb)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int nt = 2 * kb + h;
+        const float2 f = *reinterpret_cast<const float2*>(fk + nt * 8 + 2 * t);
+        vf[kb][2 * h] = pack2<Ts>(vp[nt][0], vp[nt][1]);
+        vf[kb][2 * h + 1] = pack2<Ts>(vp[nt][2], vp[nt][3]);
+        vd[kb][2 * h] = pack2<Ts>(f.x * vp[nt][0], f.y * vp[nt][1]);
+        vd[kb][2 * h + 1] = pack2<Ts>(f.x * vp[nt][2], f.y * vp[nt][3]);
+      }
+    // S = gamma ∘ S + (fk ∘ v')ᵀ K.
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt) {
+      const float2 gm = *reinterpret_cast<const float2*>(gam + nt * 8 + 2 * t);
+      S[nt][0] *= gm.x, S[nt][1] *= gm.y, S[nt][2] *= gm.x, S[nt][3] *= gm.y;
+    }
+#pragma unroll
+    for (int kb = 0; kb < C / 16; ++kb)
+#pragma unroll
+      for (int np = 0; np < K / 16; ++np) {
+        uint32_t b[4];
+        ldsm4t(b, skd + offtk + (kb * 16 * LK + np * 16) * 2);
+        wmma16<Ts>(S[2 * np], vd[kb], b[0], b[1]);
+        wmma16<Ts>(S[2 * np + 1], vd[kb], b[2], b[3]);
+      }
+    // o = fq ∘ (S_hi Q) + Aqk v' (Aqk lower triangular), off the state's chain.
+#pragma unroll
+    for (int nt = 0; nt < NC; ++nt) {
+      const float2 f = *reinterpret_cast<const float2*>(fq + nt * 8 + 2 * t);
+      o[nt][0] *= f.x, o[nt][1] *= f.y, o[nt][2] *= f.x, o[nt][3] *= f.y;
+    }
+#pragma unroll
+    for (int ip = 0; ip < C / 16; ++ip)
+#pragma unroll
+      for (int kb = 0; kb <= ip; ++kb) {
+        uint32_t b[4];
+        ldsm4(b, sa + offac + (ip * 16 * LC + kb * 16) * 2);
+        wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[2]);
+        wmma16<Ts>(o[2 * ip + 1], vf[kb], b[1], b[3]);
+      }
+    // oᵀ -> the warp's [C][16] tile (transposed: rows are tokens) -> o rows.
+    __syncwarp();  // the previous chunk's reads of the tile are done
+#pragma unroll
+    for (int np = 0; np < C / 16; ++np) {
+      const uint32_t x0 = pack2<Ts>(o[2 * np][0], o[2 * np][1]);
+      const uint32_t x1 = pack2<Ts>(o[2 * np][2], o[2 * np][3]);
+      const uint32_t x2 = pack2<Ts>(o[2 * np + 1][0], o[2 * np + 1][1]);
+      const uint32_t x3 = pack2<Ts>(o[2 * np + 1][2], o[2 * np + 1][3]);
+#if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(
+                       sot + offvo + np * 16 * LO * 2),
+                   "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                   : "memory");
+#else
+      const uint32_t xs[4] = {x0, x1, x2, x3};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // register i: tokens 2t, 2t + 1 of tile i / 2, column g + 8 (i % 2)
+        const Ts* e = reinterpret_cast<const Ts*>(&xs[i]);
+        Ts* d = otile + (np * 16 + (i >> 1) * 8 + 2 * t) * LO + g + 8 * (i & 1);
+        d[0] = e[0];
+        d[LO] = e[1];
+      }
+#endif
+    }
+    __syncwarp();
+    Ts* orow = obase + t0 * ostride + int64_t(j) * V + vw;
+#pragma unroll
+    for (int m = 0; m < 2 * C / 32; ++m) {
+      const int idx = lane + 32 * m, tok = idx >> 1, half = idx & 1;
+      if (tok < len)
+        *reinterpret_cast<uint4*>(orow + tok * ostride + half * 8) =
+            *reinterpret_cast<const uint4*>(otile + tok * LO + half * 8);
+    }
+  }
+
+  if (p.ht) {
+    float* ht = static_cast<float*>(p.ht) + sbase;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
+        if (vk) {
+          *reinterpret_cast<float2*>(ht + int64_t(col) * K + key) =
+              make_float2(S[nt][2 * h], S[nt][2 * h + 1]);
+        } else {
+          ht[int64_t(key) * V + col] = S[nt][2 * h];
+          ht[int64_t(key + 1) * V + col] = S[nt][2 * h + 1];
+        }
+      }
+  }
+}
+
+}  // namespace deltac::cuda::detail
+
+#endif  // DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
