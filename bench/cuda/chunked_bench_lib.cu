@@ -33,7 +33,7 @@ struct Call {
   size_t* ws_out;  // non-null: workspace query only
   int split = 0;   // segments per sequence forced (0: the rule)
   int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
-  int warp = 0;    // 1: the warp scan where it runs (chunked_scan_warp.cuh)
+  int warp = 0;    // 1: the warp scan where it runs (chunked_scan_warp.cuh), 2: with output warps
   int bv = 0;      // the scan's V tile forced (0: chosen at run time)
 };
 
@@ -74,11 +74,12 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 
 // cfg 100 S + i: config i (0: the default) with the sequence split forced
 // to S segments; + 1000: with the fused launch; 2000 + w: the default with
-// the warp scan (chunked_scan_warp.cuh), its V tile forced to w (0: chosen).
+// the warp scan (chunked_scan_warp.cuh), its V tile forced to w (0: chosen);
+// 3000 + w: the same with output warps.
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
-  if (cfg >= 2000 && cfg < 3000)
-    c.warp = 1, c.bv = cfg - 2000, cfg = 0;
+  if (cfg >= 2000 && cfg < 4000)
+    c.warp = cfg / 1000 - 1, c.bv = cfg % 1000, cfg = 0;
   if (cfg >= 1000)
     c.fuse = 1, cfg %= 1000;
   if (cfg >= 100)

@@ -22,6 +22,7 @@ segments (1: none; CFG: a config of the sweep, default 0) on every row, and the 
 select the launches with -k / --launch-count).
 --warp=W,... also times, on every row, the scan as a chain per warp
 (chunked_scan_warp.cuh) with its V tile forced to W (0: chosen at run time)
+(W + 1000: with output warps beside the chain warps, chunked_stages' warp = 2)
 next to the default (block) scan: total and scan alone, after checking its
 o and ht against the block scan's on the same inputs (relative RMS <= 1e-2,
 each side rounds to bf16 differently; not timed when that fails).

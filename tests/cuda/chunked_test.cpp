@@ -160,7 +160,8 @@ std::vector<Case> all_cases() {
       cs.push_back(c);
     }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
-    // f16 K = V = 128 (GVA 2), bf16 K = V = 64, K = 128 / V = 256 and GVA 4.
+    // f16 K = V = 128 (GVA 2), bf16 K = V = 64, K = 128 / V = 256 and GVA 4;
+    // with output warps (kChunkedWarpSplitO) a subset.
     for (Dt dt : {BF16, F16}) {
       const std::string w = "warp_";
       for (int T : {1, 65, 1000}) {
@@ -184,14 +185,29 @@ std::vector<Case> all_cases() {
       c.config = kChunkedWarp, c.h0 = false, c.T = 130;
       cs.push_back(c);
       c = make(var, dt, w + "beta2");
-      c.config = kChunkedWarp, c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 300;
+      c.config = kChunkedWarp, c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 100;
       cs.push_back(c);
       if (var != DELTAC_VARIANT_DELTA) {
         c = make(var, dt, w + "neg_inf_gate");
         c.config = kChunkedWarp, c.neg_inf_at = 37, c.T = 150;
         cs.push_back(c);
       }
+      // With output warps (config kChunkedWarpSplitO).
+      for (int T : {65, 1000}) {
+        c = make(var, dt, "warpo_T" + std::to_string(T));
+        c.config = kChunkedWarpSplitO, c.T = T;
+        cs.push_back(c);
+      }
+      c = make(var, dt, "warpo_varlen");
+      c.config = kChunkedWarpSplitO, c.cu_seqlens = {0, 1, 65, 195, 198, 198, 1200};
+      cs.push_back(c);
+      c = make(var, dt, "warpo_vk_inplace");
+      c.config = kChunkedWarpSplitO, c.layout = DELTAC_STATE_VK, c.inplace = true, c.T = 300;
+      cs.push_back(c);
       if (dt == BF16) {
+        c = make(var, dt, "warpo_K64_gva4");
+        c.config = kChunkedWarpSplitO, c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 300;
+        cs.push_back(c);
         c = make(var, dt, w + "K64_gva4");
         c.config = kChunkedWarp, c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 300;
         cs.push_back(c);

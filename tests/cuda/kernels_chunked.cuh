@@ -92,12 +92,13 @@ cudaError_t run_fused(const deltac_fwd_params& p, void* ws, size_t bytes, cudaSt
                                                            1);
 }
 
-// Cfg with the warp scan (chunked_scan_warp.cuh) where it runs.
-template <deltac_variant Var, int K, int V, class InT, class Cfg>
+// Cfg with the warp scan (chunked_scan_warp.cuh; W = 2: with output warps)
+// where it runs.
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int W>
 cudaError_t run_warp(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                      const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
-                                                           0, 0, 1);
+                                                           0, 0, W);
 }
 
 template <deltac_variant Var, int K, int V, class InT>
@@ -111,9 +112,11 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
     f.run = &run_fused<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
     return f;
   }
-  if (config == kChunkedWarp) {
-    ChunkedFns f = fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
-    f.run = &run_warp<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
+  if (config == kChunkedWarp || config == kChunkedWarpSplitO) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
+    ChunkedFns f = fns<Var, K, V, InT, D>();
+    f.run = config == kChunkedWarp ? &run_warp<Var, K, V, InT, D, 1>
+                                   : &run_warp<Var, K, V, InT, D, 2>;
     return f;
   }
   constexpr bool kForced = (K == 128 && V == 128 && std::is_same_v<InT, __nv_bfloat16>) ||

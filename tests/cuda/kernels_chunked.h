@@ -24,15 +24,17 @@ struct ChunkedFns {
 // no split, 10 chunk 32, BV 32, 4 warps split 4 (bf16 K = V = 128; f32
 // K = V = 64); 11 the default with the fused launch where it fits (every
 // shape); 12 the default with the warp scan (chunked_scan_warp.cuh) where it
-// runs (16-bit inputs, K = 64 or 128; every shape, the block scan elsewhere).
-// DELTAC_TEST_WARP_SCAN=1 in the environment (read once) asks every config
-// for the warp scan (where it runs: no split, not fused).
+// runs (16-bit inputs, K = 64 or 128; every shape, the block scan elsewhere),
+// 13 the same with output warps (chunked_stages' warp = 2).
+// DELTAC_TEST_WARP_SCAN=1 (or 2) in the environment (read once) asks every
+// config for the warp scan (where it runs: no split, not fused).
 inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
 inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
-inline constexpr int kChunkedWarp = 12;
+inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
 
-// 1 when DELTAC_TEST_WARP_SCAN=1, else 0 (harness.cpp; read once).
+// DELTAC_TEST_WARP_SCAN's value when it is 1 or 2, else 0 (harness.cpp; read
+// once): chunked_stages' warp for every config.
 int warp_scan_env();
 
 // The instantiation for (variant, K, V, in_dtype, config), or empty.

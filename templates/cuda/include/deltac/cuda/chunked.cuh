@@ -323,17 +323,18 @@ int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
 }
 
 #if DELTAC_CHUNKED_WARP_SCAN
-// The warp scan's V tile for p with Cfg's chunk (chunked_scan_warp.cuh), 0
-// where it cannot run: force_bv where legal, else the widest of 64 and 32
-// that divides V, halved while the grid would leave more than 1/8 of the
-// multiprocessors idle.
+// The warp scan's V tile for p with Cfg's chunk (chunked_scan_warp.cuh; with
+// output warps: split_o), 0 where it cannot run: force_bv where legal, else
+// the widest of 64 and 32 that divides V, halved while the grid would leave
+// more than 1/8 of the multiprocessors idle.
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
-int chunked_warp_bv(const deltac_fwd_params& p, int force_bv) {
+int chunked_warp_bv(const deltac_fwd_params& p, int force_bv, bool split_o) {
   ChunkedDevice d;
   if (chunked_device(d) != cudaSuccess)
     return 0;
   auto ok = [&](int bv) {
-    return chunked_warp_ok(Var, K, V, int(sizeof(InT)), Cfg::kChunk, bv, size_t(d.smem));
+    return chunked_warp_ok(Var, K, V, int(sizeof(InT)), Cfg::kChunk, bv, size_t(d.smem),
+                           split_o);
   };
   if (force_bv && ok(force_bv))
     return force_bv;
@@ -347,11 +348,11 @@ int chunked_warp_bv(const deltac_fwd_params& p, int force_bv) {
 
 // The warp scan with V tiles of BV columns (nothing launched where it
 // cannot run: cudaErrorInvalidValue).
-template <deltac_variant Var, int K, int V, class InT, int C, int BV>
+template <deltac_variant Var, int K, int V, class InT, int C, int BV, bool SplitO>
 cudaError_t chunked_warp_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
                                 cudaStream_t stream) {
-  if constexpr (chunked_warp_ok(Var, K, V, int(sizeof(InT)), C, BV)) {
-    using Tw = WarpScanTraits<Var, K, V, InT, C, BV>;
+  if constexpr (chunked_warp_ok(Var, K, V, int(sizeof(InT)), C, BV, kChunkedSmemSm90, SplitO)) {
+    using Tw = WarpScanTraits<Var, K, V, InT, C, BV, SplitO>;
     int dev = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess)
@@ -417,8 +418,9 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // kernel's, launched with the same route); no split, no fused launch then.
 // warp: 1 the scan as a chain per warp (chunked_scan_warp.cuh) where it can
 // run (16-bit inputs, K = 64 or 128, no split, not fused) and is compiled in
-// (DELTAC_CHUNKED_WARP_SCAN); -1 never; 0 the default: only where
-// DELTAC_CHUNKED_WARP_SCAN is 2 (not measured faster yet).
+// (DELTAC_CHUNKED_WARP_SCAN), 2 the same with output warps beside the chain
+// warps; -1 never; 0 the default: 1 only where DELTAC_CHUNKED_WARP_SCAN is 2
+// (not measured faster yet).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
@@ -488,15 +490,17 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
     return cudaSuccess;
 #if DELTAC_CHUNKED_WARP_SCAN
   if ((warp > 0 || (warp == 0 && DELTAC_CHUNKED_WARP_SCAN == 2)) && pl.split == 1) {
-    const int wbv = chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv);
+    const bool so = warp == 2;
+    const int wbv = chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv, so);
     if (wbv) {
       if (!(stages & 2))
         return cudaSuccess;
-      return wbv == kChunkedWarpBVs[0]
-                 ? chunked_warp_launch<Var, K, V, InT, Cfg::kChunk, kChunkedWarpBVs[0]>(p, ws,
-                                                                                      stream)
-                 : chunked_warp_launch<Var, K, V, InT, Cfg::kChunk, kChunkedWarpBVs[1]>(p, ws,
-                                                                                      stream);
+      constexpr int W0 = kChunkedWarpBVs[0], W1 = kChunkedWarpBVs[1], C = Cfg::kChunk;
+      if (so)
+        return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, true>(p, ws, stream)
+                         : chunked_warp_launch<Var, K, V, InT, C, W1, true>(p, ws, stream);
+      return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, false>(p, ws, stream)
+                       : chunked_warp_launch<Var, K, V, InT, C, W1, false>(p, ws, stream);
     }
   }
 #else

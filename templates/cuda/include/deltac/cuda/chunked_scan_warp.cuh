@@ -37,14 +37,18 @@
 namespace deltac::cuda::detail {
 
 // Sizes of the warp scan for (variant, K, V, 16-bit type Ts, chunk C, V tile
-// BV): BV / 16 warps; two stages of q, k (kda: and the update's k) rows, the
-// v tile, T, Aqk, the row factors and the chunk decay; one [C][16] output
-// tile per warp.
-template <deltac_variant Var, int K_, int V_, class Ts_, int C_, int BV_>
+// BV, SplitO): BV / 16 chain warps (SplitO: and as many output warps, which
+// take oᵀ off the chain warps: Sᵀ_hi and v'ᵀ reach them through shared
+// memory, [2][BV / 16][16][K] and [BV / 16][16][C]); two stages of q, k (kda:
+// and the update's k) rows, the v tile, T, Aqk, the row factors and the chunk
+// decay; one [C][16] output tile per 16 columns.
+template <deltac_variant Var, int K_, int V_, class Ts_, int C_, int BV_, bool SplitO_ = false>
 struct WarpScanTraits {
   using Ts = Ts_;
   static constexpr int K = K_, V = V_, C = C_, BV = BV_;
-  static constexpr int kWarps = BV / 16, kThreads = 32 * kWarps;
+  static constexpr bool kSplitO = SplitO_;
+  static constexpr int kPairs = BV / 16;  // 16-column groups
+  static constexpr int kWarps = kPairs * (kSplitO ? 2 : 1), kThreads = 32 * kWarps;
   static constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   static constexpr int LK = K + 8, LC = C + 8, LB = BV + 8, LO = 16 + 8;  // padded rows
   static constexpr int kOffK = C * LK, kOffKd = kKda ? 2 * C * LK : C * LK;
@@ -52,7 +56,11 @@ struct WarpScanTraits {
   static constexpr int kOffT = kOffV + C * LB, kOffA = kOffT + C * LC;
   static constexpr int kStageTs = kOffA + C * LC;
   static constexpr int kStageBytes = kStageTs * 2 + (4 * C + K) * 4;
-  static constexpr size_t kSmem = 2 * size_t(kStageBytes) + size_t(kWarps) * C * LO * 2;
+  static constexpr int LS = K + 8, LV = C + 8;  // Sᵀ_hi and v'ᵀ rows (SplitO)
+  static constexpr size_t kOTile = size_t(kPairs) * C * LO * 2;
+  static constexpr size_t kSHBytes = kSplitO ? 2 * size_t(kPairs) * 16 * LS * 2 : 0;
+  static constexpr size_t kSmem = 2 * size_t(kStageBytes) + kOTile + kSHBytes +
+                                  (kSplitO ? size_t(kPairs) * 16 * LV * 2 : 0);
   static_assert(kStageBytes % 16 == 0, "stage alignment");
 };
 
@@ -62,14 +70,15 @@ struct WarpScanTraits {
 // left to the block scan, one instantiation fewer).
 inline constexpr int kChunkedWarpBVs[] = {64, 32};
 constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
-                               size_t smem = kChunkedSmemSm90) {
+                               size_t smem = kChunkedSmemSm90, bool split_o = false) {
   if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
       bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
     return false;
   const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
   const size_t stage = ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB +
                         2 * chunk * LC) * 2 + (4 * size_t(chunk) + K) * 4;
-  return 2 * stage + size_t(bv / 16) * chunk * 24 * 2 <= smem;
+  const size_t extra = split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * (bv / 16) : 0;
+  return 2 * stage + size_t(bv / 16) * chunk * 24 * 2 + extra <= smem;
 }
 
 // Two floats as one register of two 16-bit values (the lower one first).
@@ -127,6 +136,34 @@ __device__ __forceinline__ void ldsm4t(uint32_t r[4], uint32_t addr) {
                : "r"(addr));
 #endif
 }
+// A 16 x 16 A fragment (rows g, g + 8; k 2 t, 2 t + 8: the registers of
+// ldmatrix.x4 at row lane % 16, column 8 (lane / 16)) into the [16][LD] tile
+// at p (stmatrix on sm_90+).
+template <int LD>
+__device__ __forceinline__ void stsm4(uint32_t* p16, const uint32_t r[4]) {
+  const int lane = int(threadIdx.x) & 31;
+#if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int row = (lane & 7) + ((lane >> 3) & 1) * 8, col = (lane >> 4) * 8;
+  const uint32_t a = static_cast<uint32_t>(
+      __cvta_generic_to_shared(reinterpret_cast<uint16_t*>(p16) + row * LD + col));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(a),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  const int g = lane >> 2, t = lane & 3;
+  uint16_t* b = reinterpret_cast<uint16_t*>(p16);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    *reinterpret_cast<uint32_t*>(b + (g + 8 * (i & 1)) * LD + 8 * (i >> 1) + 2 * t) = r[i];
+#endif
+}
+// Named barrier 1 over n threads: the producers arrive, the consumers wait.
+__device__ __forceinline__ void bar_arrive1(int n) {
+  asm volatile("bar.arrive 1, %0;\n" ::"r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_sync1(int n) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory");
+}
 
 // The scan of one block: V tile blockIdx.x (BV / 16 warps of 16 columns),
 // value head blockIdx.y, sequence blockIdx.z.
@@ -153,19 +190,27 @@ __global__ void __launch_bounds__(Tw::kThreads)
   const int64_t nchunks = last > first ? last - first : 0;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  constexpr bool kSplitO = Tw::kSplitO;
+  constexpr int NP = Tw::kPairs, LS = Tw::LS, LV = Tw::LV;
+  const int tid = int(threadIdx.x), lane = tid % 32;
+  const int pair = (tid / 32) % NP;                 // this warp's 16 columns
+  const bool ow = kSplitO && tid / 32 >= NP;        // the output warp of the pair
   const int g = lane >> 2, t = lane & 3;
-  const int vw = v0 + warp * 16;  // this warp's first column
+  const int vw = v0 + pair * 16;  // this warp's first column
   const int hqk = j / (p.HV / p.H);
   const uint32_t sm0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  Ts* otile = reinterpret_cast<Ts*>(smem_raw + 2 * Tw::kStageBytes) + warp * C * LO;
+  Ts* otile = reinterpret_cast<Ts*>(smem_raw + 2 * Tw::kStageBytes) + pair * C * LO;
   const uint32_t sot = static_cast<uint32_t>(__cvta_generic_to_shared(otile));
+  // SplitO: Sᵀ_hi for chunk c in shbuf(c % 2), v'ᵀ of the chunk in vpbuf.
+  uint32_t* const shb0 = reinterpret_cast<uint32_t*>(smem_raw + 2 * Tw::kStageBytes + Tw::kOTile);
+  auto shbuf = [&](int64_t c) { return shb0 + ((c & 1) * NP + pair) * 16 * LS / 2; };
+  uint32_t* const vpbuf = shb0 + 2 * NP * 16 * LS / 2 + pair * 16 * LV / 2;
 
   // Sᵀ: element e of n-tile nt is column vw + g + 8 (e / 2), key nt 8 + 2 t + e % 2.
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   float S[NK][4];
-  if (p.h0) {
+  if (p.h0 && !ow) {
     const float* h0 = static_cast<const float*>(p.h0) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
@@ -184,6 +229,26 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt) S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
   }
+
+  // SplitO: the chain warp hands Sᵀ_hi of the state a chunk starts from to
+  // the output warp (buffer of chunk c: written before the block barrier
+  // that opens chunk c, read after it).
+  auto put_shi = [&](int64_t c) {
+    uint32_t* d = shbuf(c);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      uint32_t ah[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
+        ah[i] = pack2<Ts>(x[0], x[1]);
+      }
+      stsm4<LS>(d + kk * 8, ah);
+    }
+  };
+  if constexpr (kSplitO)
+    if (!ow)
+      put_shi(0);
 
   const Ts* qsrc = static_cast<const Ts*>(p.q);
   const Ts* ksrc = static_cast<const Ts*>(p.k);
@@ -229,7 +294,8 @@ __global__ void __launch_bounds__(Tw::kThreads)
   const int rv = (lane & 7) + ((lane >> 4) & 1) * 8, cv = ((lane >> 3) & 1) * 8;
   const uint32_t offak = (ra * LK + ca) * 2, offac = (ra * LC + ca) * 2;
   const uint32_t offtk = (rt * LK + ca) * 2;
-  const uint32_t offvb = (rv * LB + warp * 16 + cv) * 2, offvo = (rv * LO + cv) * 2;
+  const uint32_t offvb = (rv * LB + pair * 16 + cv) * 2, offvo = (rv * LO + cv) * 2;
+  const uint32_t offas = (ra * LS + ca) * 2, offav = (ra * LV + ca) * 2;
 
   Ts* const obase = static_cast<Ts*>(p.o);
   const int64_t ostride = int64_t(p.HV) * V;
@@ -253,159 +319,189 @@ __global__ void __launch_bounds__(Tw::kThreads)
     const int64_t t0 = s0 + c * C;
     const int len = int(s1 - t0 < C ? s1 - t0 : C);
 
-    // rᵀ = (Sᵀ_hi + Sᵀ_lo) Kᵀ (then scaled below).
-    float r[NC][4];
+    float o[NC][4];
+    uint32_t vf[C / 16][4];  // A fragments of v' (for o)
+    // oᵀ = Sᵀ_hi Qᵀ (off the state's chain); a(kk, ah): the A fragment of k step kk.
+    auto o_sq = [&](auto&& a) {
 #pragma unroll
-    for (int nt = 0; nt < NC; ++nt) r[nt][0] = r[nt][1] = r[nt][2] = r[nt][3] = 0.f;
+      for (int nt = 0; nt < NC; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
-      uint32_t ah[4], al[4];
+      for (int kk = 0; kk < K / 16; ++kk) {
+        uint32_t ah[4];
+        a(kk, ah);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
-        ah[i] = pack2<Ts>(x[0], x[1]);
-        const float2 h = unpack2<Ts>(ah[i]);
-        al[i] = pack2<Ts>(x[0] - h.x, x[1] - h.y);
+        for (int np = 0; np < C / 16; ++np) {
+          uint32_t b[4];
+          ldsm4(b, sq + offak + (np * 16 * LK + kk * 16) * 2);
+          wmma16<Ts>(o[2 * np], ah, b[0], b[2]);
+          wmma16<Ts>(o[2 * np + 1], ah, b[1], b[3]);
+        }
       }
+    };
+    if (!ow) {  // the chain
+      // rᵀ = (Sᵀ_hi + Sᵀ_lo) Kᵀ (then scaled below).
+      float r[NC][4];
+#pragma unroll
+      for (int nt = 0; nt < NC; ++nt) r[nt][0] = r[nt][1] = r[nt][2] = r[nt][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < K / 16; ++kk) {
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
+          ah[i] = pack2<Ts>(x[0], x[1]);
+          const float2 h = unpack2<Ts>(ah[i]);
+          al[i] = pack2<Ts>(x[0] - h.x, x[1] - h.y);
+        }
+#pragma unroll
+        for (int np = 0; np < C / 16; ++np) {
+          uint32_t b[4];
+          ldsm4(b, sk + offak + (np * 16 * LK + kk * 16) * 2);
+          wmma16<Ts>(r[2 * np], ah, b[0], b[2]);
+          wmma16<Ts>(r[2 * np + 1], ah, b[1], b[3]);
+          wmma16<Ts>(r[2 * np], al, b[0], b[2]);
+          wmma16<Ts>(r[2 * np + 1], al, b[1], b[3]);
+        }
+      }
+      // r = fb v - fa (K S), rounded once into A fragments (k = tokens): the
+      // registers of n-tiles 2 np, 2 np + 1 (rows g, g + 8 each) are those of
+      // k step np.
+      uint32_t rf[C / 16][4];
 #pragma unroll
       for (int np = 0; np < C / 16; ++np) {
-        uint32_t b[4];
-        ldsm4(b, sk + offak + (np * 16 * LK + kk * 16) * 2);
-        wmma16<Ts>(r[2 * np], ah, b[0], b[2]);
-        wmma16<Ts>(r[2 * np + 1], ah, b[1], b[3]);
-        wmma16<Ts>(r[2 * np], al, b[0], b[2]);
-        wmma16<Ts>(r[2 * np + 1], al, b[1], b[3]);
+        uint32_t vv[4];
+        ldsm4t(vv, sv + offvb + np * 16 * LB * 2);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int nt = 2 * np + h, tok = nt * 8 + 2 * t;
+          const float2 a = *reinterpret_cast<const float2*>(fa + tok);
+          const float2 bb = *reinterpret_cast<const float2*>(fbv + tok);
+          const float2 x0 = unpack2<Ts>(vv[2 * h]), x1 = unpack2<Ts>(vv[2 * h + 1]);
+          rf[np][2 * h] = pack2<Ts>(bb.x * x0.x - a.x * r[nt][0], bb.y * x0.y - a.y * r[nt][1]);
+          rf[np][2 * h + 1] =
+              pack2<Ts>(bb.x * x1.x - a.x * r[nt][2], bb.y * x1.y - a.y * r[nt][3]);
+        }
       }
+      // v'ᵀ = rᵀ Tᵀ (T lower triangular: k blocks <= the n block).
+      float vp[NC][4];
+#pragma unroll
+      for (int nt = 0; nt < NC; ++nt) vp[nt][0] = vp[nt][1] = vp[nt][2] = vp[nt][3] = 0.f;
+#pragma unroll
+      for (int ip = 0; ip < C / 16; ++ip)
+#pragma unroll
+        for (int kb = 0; kb <= ip; ++kb) {
+          uint32_t b[4];
+          ldsm4(b, st + offac + (ip * 16 * LC + kb * 16) * 2);
+          wmma16<Ts>(vp[2 * ip], rf[kb], b[0], b[2]);
+          wmma16<Ts>(vp[2 * ip + 1], rf[kb], b[1], b[3]);
+        }
+      if constexpr (!kSplitO)  // beside v' (S is rewritten only below)
+        o_sq([&](int kk, uint32_t ah[4]) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
+            ah[i] = pack2<Ts>(x[0], x[1]);
+          }
+        });
+      // A fragments of v' and of fk ∘ v' (for S).
+      uint32_t vd[C / 16][4];
+#pragma unroll
+      for (int kb = 0; kb < C / 16; ++kb)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int nt = 2 * kb + h;
+          const float2 f = *reinterpret_cast<const float2*>(fk + nt * 8 + 2 * t);
+          vf[kb][2 * h] = pack2<Ts>(vp[nt][0], vp[nt][1]);
+          vf[kb][2 * h + 1] = pack2<Ts>(vp[nt][2], vp[nt][3]);
+          vd[kb][2 * h] = pack2<Ts>(f.x * vp[nt][0], f.y * vp[nt][1]);
+          vd[kb][2 * h + 1] = pack2<Ts>(f.x * vp[nt][2], f.y * vp[nt][3]);
+        }
+      if constexpr (kSplitO) {  // v' to the output warp
+#pragma unroll
+        for (int kb = 0; kb < C / 16; ++kb) stsm4<LV>(vpbuf + kb * 8, vf[kb]);
+        bar_arrive1(NTH);
+      }
+      // S = gamma ∘ S + (fk ∘ v')ᵀ K.
+#pragma unroll
+      for (int nt = 0; nt < NK; ++nt) {
+        const float2 gm = *reinterpret_cast<const float2*>(gam + nt * 8 + 2 * t);
+        S[nt][0] *= gm.x, S[nt][1] *= gm.y, S[nt][2] *= gm.x, S[nt][3] *= gm.y;
+      }
+#pragma unroll
+      for (int kb = 0; kb < C / 16; ++kb)
+#pragma unroll
+        for (int np = 0; np < K / 16; ++np) {
+          uint32_t b[4];
+          ldsm4t(b, skd + offtk + (kb * 16 * LK + np * 16) * 2);
+          wmma16<Ts>(S[2 * np], vd[kb], b[0], b[1]);
+          wmma16<Ts>(S[2 * np + 1], vd[kb], b[2], b[3]);
+        }
+      if constexpr (kSplitO)
+        put_shi(c + 1);
     }
-    // r = fb v - fa (K S), rounded once into A fragments (k = tokens): the
-    // registers of n-tiles 2 np, 2 np + 1 (rows g, g + 8 each) are those of
-    // k step np.
-    uint32_t rf[C / 16][4];
-#pragma unroll
-    for (int np = 0; np < C / 16; ++np) {
-      uint32_t vv[4];
-      ldsm4t(vv, sv + offvb + np * 16 * LB * 2);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int nt = 2 * np + h, tok = nt * 8 + 2 * t;
-        const float2 a = *reinterpret_cast<const float2*>(fa + tok);
-        const float2 bb = *reinterpret_cast<const float2*>(fbv + tok);
-        const float2 x0 = unpack2<Ts>(vv[2 * h]), x1 = unpack2<Ts>(vv[2 * h + 1]);
-        rf[np][2 * h] = pack2<Ts>(bb.x * x0.x - a.x * r[nt][0], bb.y * x0.y - a.y * r[nt][1]);
-        rf[np][2 * h + 1] = pack2<Ts>(bb.x * x1.x - a.x * r[nt][2], bb.y * x1.y - a.y * r[nt][3]);
+    if (!kSplitO || ow) {  // the output
+      if constexpr (kSplitO) {
+        const uint32_t shs = static_cast<uint32_t>(__cvta_generic_to_shared(shbuf(c))) + offas;
+        o_sq([&](int kk, uint32_t ah[4]) { ldsm4(ah, shs + kk * 32); });
       }
-    }
-    // v'ᵀ = rᵀ Tᵀ (T lower triangular: k blocks <= the n block), and beside
-    // it oᵀ = Sᵀ_hi Qᵀ (off the state's chain).
-    float vp[NC][4], o[NC][4];
+      // o = fq ∘ (S_hi Q) + Aqk v' (Aqk lower triangular).
 #pragma unroll
-    for (int nt = 0; nt < NC; ++nt)
+      for (int nt = 0; nt < NC; ++nt) {
+        const float2 f = *reinterpret_cast<const float2*>(fq + nt * 8 + 2 * t);
+        o[nt][0] *= f.x, o[nt][1] *= f.y, o[nt][2] *= f.x, o[nt][3] *= f.y;
+      }
+      if constexpr (kSplitO) {
+        bar_sync1(NTH);  // v' of this chunk is in vpbuf
+        const uint32_t vps = static_cast<uint32_t>(__cvta_generic_to_shared(vpbuf)) + offav;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) vp[nt][e] = o[nt][e] = 0.f;
-#pragma unroll
-    for (int ip = 0; ip < C / 16; ++ip)
-#pragma unroll
-      for (int kb = 0; kb <= ip; ++kb) {
-        uint32_t b[4];
-        ldsm4(b, st + offac + (ip * 16 * LC + kb * 16) * 2);
-        wmma16<Ts>(vp[2 * ip], rf[kb], b[0], b[2]);
-        wmma16<Ts>(vp[2 * ip + 1], rf[kb], b[1], b[3]);
+        for (int kb = 0; kb < C / 16; ++kb) ldsm4(vf[kb], vps + kb * 32);
       }
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
-      uint32_t ah[4];
+      for (int ip = 0; ip < C / 16; ++ip)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
-        ah[i] = pack2<Ts>(x[0], x[1]);
-      }
+        for (int kb = 0; kb <= ip; ++kb) {
+          uint32_t b[4];
+          ldsm4(b, sa + offac + (ip * 16 * LC + kb * 16) * 2);
+          wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[2]);
+          wmma16<Ts>(o[2 * ip + 1], vf[kb], b[1], b[3]);
+        }
+      // oᵀ -> the [C][16] tile of the columns (transposed: rows are tokens) -> o rows.
+      __syncwarp();  // the previous chunk's reads of the tile are done
 #pragma unroll
       for (int np = 0; np < C / 16; ++np) {
-        uint32_t b[4];
-        ldsm4(b, sq + offak + (np * 16 * LK + kk * 16) * 2);
-        wmma16<Ts>(o[2 * np], ah, b[0], b[2]);
-        wmma16<Ts>(o[2 * np + 1], ah, b[1], b[3]);
-      }
-    }
-    // A fragments of v' (for o) and of fk ∘ v' (for S).
-    uint32_t vf[C / 16][4], vd[C / 16][4];
-#pragma unroll
-    for (int kb = 0; kb < C / 16; ++kb)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int nt = 2 * kb + h;
-        const float2 f = *reinterpret_cast<const float2*>(fk + nt * 8 + 2 * t);
-        vf[kb][2 * h] = pack2<Ts>(vp[nt][0], vp[nt][1]);
-        vf[kb][2 * h + 1] = pack2<Ts>(vp[nt][2], vp[nt][3]);
-        vd[kb][2 * h] = pack2<Ts>(f.x * vp[nt][0], f.y * vp[nt][1]);
-        vd[kb][2 * h + 1] = pack2<Ts>(f.x * vp[nt][2], f.y * vp[nt][3]);
-      }
-    // S = gamma ∘ S + (fk ∘ v')ᵀ K.
-#pragma unroll
-    for (int nt = 0; nt < NK; ++nt) {
-      const float2 gm = *reinterpret_cast<const float2*>(gam + nt * 8 + 2 * t);
-      S[nt][0] *= gm.x, S[nt][1] *= gm.y, S[nt][2] *= gm.x, S[nt][3] *= gm.y;
-    }
-#pragma unroll
-    for (int kb = 0; kb < C / 16; ++kb)
-#pragma unroll
-      for (int np = 0; np < K / 16; ++np) {
-        uint32_t b[4];
-        ldsm4t(b, skd + offtk + (kb * 16 * LK + np * 16) * 2);
-        wmma16<Ts>(S[2 * np], vd[kb], b[0], b[1]);
-        wmma16<Ts>(S[2 * np + 1], vd[kb], b[2], b[3]);
-      }
-    // o = fq ∘ (S_hi Q) + Aqk v' (Aqk lower triangular), off the state's chain.
-#pragma unroll
-    for (int nt = 0; nt < NC; ++nt) {
-      const float2 f = *reinterpret_cast<const float2*>(fq + nt * 8 + 2 * t);
-      o[nt][0] *= f.x, o[nt][1] *= f.y, o[nt][2] *= f.x, o[nt][3] *= f.y;
-    }
-#pragma unroll
-    for (int ip = 0; ip < C / 16; ++ip)
-#pragma unroll
-      for (int kb = 0; kb <= ip; ++kb) {
-        uint32_t b[4];
-        ldsm4(b, sa + offac + (ip * 16 * LC + kb * 16) * 2);
-        wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[2]);
-        wmma16<Ts>(o[2 * ip + 1], vf[kb], b[1], b[3]);
-      }
-    // oᵀ -> the warp's [C][16] tile (transposed: rows are tokens) -> o rows.
-    __syncwarp();  // the previous chunk's reads of the tile are done
-#pragma unroll
-    for (int np = 0; np < C / 16; ++np) {
-      const uint32_t x0 = pack2<Ts>(o[2 * np][0], o[2 * np][1]);
-      const uint32_t x1 = pack2<Ts>(o[2 * np][2], o[2 * np][3]);
-      const uint32_t x2 = pack2<Ts>(o[2 * np + 1][0], o[2 * np + 1][1]);
-      const uint32_t x3 = pack2<Ts>(o[2 * np + 1][2], o[2 * np + 1][3]);
+        const uint32_t x0 = pack2<Ts>(o[2 * np][0], o[2 * np][1]);
+        const uint32_t x1 = pack2<Ts>(o[2 * np][2], o[2 * np][3]);
+        const uint32_t x2 = pack2<Ts>(o[2 * np + 1][0], o[2 * np + 1][1]);
+        const uint32_t x3 = pack2<Ts>(o[2 * np + 1][2], o[2 * np + 1][3]);
 #if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(
-                       sot + offvo + np * 16 * LO * 2),
-                   "r"(x0), "r"(x1), "r"(x2), "r"(x3)
-                   : "memory");
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::
+                         "r"(sot + offvo + np * 16 * LO * 2),
+                     "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                     : "memory");
 #else
-      const uint32_t xs[4] = {x0, x1, x2, x3};
+        const uint32_t xs[4] = {x0, x1, x2, x3};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {  // register i: tokens 2t, 2t + 1 of tile i / 2, column g + 8 (i % 2)
-        const Ts* e = reinterpret_cast<const Ts*>(&xs[i]);
-        Ts* d = otile + (np * 16 + (i >> 1) * 8 + 2 * t) * LO + g + 8 * (i & 1);
-        d[0] = e[0];
-        d[LO] = e[1];
-      }
+        for (int i = 0; i < 4; ++i) {  // register i: tokens 2t, 2t + 1 of tile i / 2, column g + 8 (i % 2)
+          const Ts* e = reinterpret_cast<const Ts*>(&xs[i]);
+          Ts* d = otile + (np * 16 + (i >> 1) * 8 + 2 * t) * LO + g + 8 * (i & 1);
+          d[0] = e[0];
+          d[LO] = e[1];
+        }
 #endif
-    }
-    __syncwarp();
-    Ts* orow = obase + t0 * ostride + int64_t(j) * V + vw;
+      }
+      __syncwarp();
+      Ts* orow = obase + t0 * ostride + int64_t(j) * V + vw;
 #pragma unroll
-    for (int m = 0; m < 2 * C / 32; ++m) {
-      const int idx = lane + 32 * m, tok = idx >> 1, half = idx & 1;
-      if (tok < len)
-        *reinterpret_cast<uint4*>(orow + tok * ostride + half * 8) =
-            *reinterpret_cast<const uint4*>(otile + tok * LO + half * 8);
+      for (int m = 0; m < 2 * C / 32; ++m) {
+        const int idx = lane + 32 * m, tok = idx >> 1, half = idx & 1;
+        if (tok < len)
+          *reinterpret_cast<uint4*>(orow + tok * ostride + half * 8) =
+              *reinterpret_cast<const uint4*>(otile + tok * LO + half * 8);
+      }
     }
   }
 
-  if (p.ht) {
+  if (p.ht && !ow) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
