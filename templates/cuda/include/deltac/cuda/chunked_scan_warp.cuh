@@ -11,12 +11,20 @@
 // The A operands come from the accumulators in registers (the C fragment of
 // two adjacent n8 tiles is the A fragment of one k16 step), so the chain
 // touches no shared memory but the staged operands and has no barrier; the
-// block's warps (BV / 16) meet once per chunk to hand over the stage.
-// No sequence split, no fused launch (the block scan keeps those).
+// block's warps (BV / 16) meet once per chunk to hand over the stage. With
+// output warps (SplitO, chunked_stages' warp = 2) a second warp per 16
+// columns computes oᵀ from Sᵀ_hi and v'ᵀ that the chain warp stores to shared
+// memory (one named barrier per chunk), leaving the chain 212 of 296 mma
+// (K = 128, C = 64). No sequence split, no fused launch (the block scan
+// keeps those). H200: faster than the block scan on large grids (GDN 16/32
+// heads 4x8192 1.11x, delta K = 64 8x4096 1.23x), slower on one long
+// sequence (16/32 heads 1x32768: 3.3 µs per chunk; docs/performance.md,
+// version 10).
 //
 // Compiled only where DELTAC_CHUNKED_WARP_SCAN is nonzero (1: used when a
-// call asks for it, chunked_stages' warp = 1; 2: also by default); 0 (the
-// default): chunked_stages runs the block scan whatever it is asked.
+// call asks for it, chunked_stages' warp = 1 or 2; 2: warp = 1 also by
+// default); 0 (the default): chunked_stages runs the block scan whatever it
+// is asked.
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
 
