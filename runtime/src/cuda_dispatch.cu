@@ -32,11 +32,11 @@ cudaError_t launch(const deltac_fwd_params &p, const KernelConfig &c,
                    cudaStream_t s, const Launch &l, bool *found) {
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_launch_delta(p, c, s, l, found);
+    return cudaLaunch<DELTAC_VARIANT_DELTA>(p, c, s, l, found);
   case DELTAC_VARIANT_GATED:
-    return cuda_launch_gated(p, c, s, l, found);
+    return cudaLaunch<DELTAC_VARIANT_GATED>(p, c, s, l, found);
   default:
-    return cuda_launch_kda(p, c, s, l, found);
+    return cudaLaunch<DELTAC_VARIANT_KDA>(p, c, s, l, found);
   }
 }
 
@@ -105,11 +105,11 @@ size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
   }
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cuda_workspace_delta(p, c, deterministic, route);
+    return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, deterministic, route);
   case DELTAC_VARIANT_GATED:
-    return cuda_workspace_gated(p, c, deterministic, route);
+    return cudaWorkspace<DELTAC_VARIANT_GATED>(p, c, deterministic, route);
   default:
-    return cuda_workspace_kda(p, c, deterministic, route);
+    return cudaWorkspace<DELTAC_VARIANT_KDA>(p, c, deterministic, route);
   }
 }
 

@@ -12,10 +12,13 @@
 //       workspace it takes one from the stream-ordered allocator
 //       (cudaMallocAsync / cudaFreeAsync on `stream`: no host sync, graph-
 //       capturable); chunked_cfg_workspace<...>(p[, det]) is the size to pass.
-//   deltac::cuda::launch_dims<Var, InT>(config, p, stream, skip, &found, ws, ws_bytes, det)
-//       config -> the instance among DELTAC_CUDA_RECURRENT_DIMS (tile_v 16
-//       and 32 where it divides V, default warps) or DELTAC_CUDA_CHUNKED_DIMS
-//       (the default config): the ones the runtime ships
+//   deltac::cuda::detail::launch_chunked<Var, K, V, InT> / workspace_chunked
+//   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV>
+//       config -> the runtime's precompiled instance of one (K, V) (chunked:
+//       the default config; recurrent: tile_v BV, the default warps); the
+//       runtime compiles each in its own translation unit, one per entry of
+//       DELTAC_CUDA_CHUNKED_DIMS / DELTAC_CUDA_RECURRENT_DIMS (and dtype,
+//       tile_v), and switches on K, V in runtime/src/cuda_dispatch.h
 //
 // p holds device pointers and passed deltac::check_params (cu_seqlens'
 // contents are trusted); the config passed deltac::check_config. `skip`, when
@@ -46,8 +49,6 @@
 #include "deltac/cuda/recurrent.cuh"
 
 #include <cuda_fp16.h>
-
-#include <type_traits>
 
 namespace deltac::cuda {
 
@@ -125,71 +126,20 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
   return 0;
 }
 
-// The precompiled instances of one (K, V): tile_v 16 and (when it divides
-// V) 32, each with the catalogue's default warps.
-template <deltac_variant Var, int K, int V, class InT>
-cudaError_t launch_precompiled(const KernelConfig& c, const deltac_fwd_params& p,
-                               cudaStream_t stream, const int32_t* skip, bool* found,
-                               bool det, int32_t route) {
-  *found = true;
-  if (c.tile_v == 16 && c.warps == cuda_recurrent_default_warps(K, 16))
-    return recurrent_cfg<Var, K, V, InT, 16, cuda_recurrent_default_warps(K, 16)>(
-        p, stream, skip, det, route);
-  if constexpr (V % 32 == 0) {
-    if (c.tile_v == 32 && c.warps == cuda_recurrent_default_warps(K, 32))
-      return recurrent_cfg<Var, K, V, InT, 32, cuda_recurrent_default_warps(K, 32)>(
-          p, stream, skip, det, route);
-  }
-  *found = false;
-  return cudaErrorInvalidValue;
+// The precompiled recurrent instance of one (K, V, tile_v = BV): the
+// catalogue's default warps.
+template <deltac_variant Var, int K, int V, class InT, int BV>
+cudaError_t launch_recurrent(const KernelConfig& c, const deltac_fwd_params& p,
+                             cudaStream_t stream, const int32_t* skip, bool* found, bool det,
+                             int32_t route) {
+  constexpr int W = cuda_recurrent_default_warps(K, BV);
+  *found = c.tile_v == BV && c.warps == W;
+  if (!*found)
+    return cudaErrorInvalidValue;
+  return recurrent_cfg<Var, K, V, InT, BV, W>(p, stream, skip, det, route);
 }
 
 }  // namespace detail
-
-// Runs c with the precompiled instance for p.K, p.V. *found is false (nothing
-// launched) when the runtime has no such instance (deltac::precompiled says
-// the same). ws / ws_bytes: the chunked family's workspace (null: taken from
-// the stream-ordered allocator).
-template <deltac_variant Var, class InT>
-cudaError_t launch_dims(const KernelConfig& c, const deltac_fwd_params& p, cudaStream_t stream,
-                        const int32_t* skip, bool* found, void* ws = nullptr,
-                        size_t ws_bytes = 0, bool det = false, int32_t route = 0) {
-  *found = false;
-#define DELTAC_X(k, v)                                                               \
-  if (p.K == k && p.V == v)                                                          \
-    return detail::launch_chunked<Var, k, v, InT>(c, p, stream, skip, ws, ws_bytes, found, det, \
-                                                  route);
-  if (c.family == Family::CudaChunked) {
-    DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
-    return cudaErrorInvalidValue;
-  }
-#undef DELTAC_X
-  if (c.family != Family::CudaRecurrent || std::is_same_v<InT, __half>)
-    return cudaErrorInvalidValue;
-  if constexpr (!std::is_same_v<InT, __half>) {
-#define DELTAC_X(k, v)                                                               \
-  if (p.K == k && p.V == v)                                                          \
-    return detail::launch_precompiled<Var, k, v, InT>(c, p, stream, skip, found, det, route);
-    DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
-#undef DELTAC_X
-  }
-  return cudaErrorInvalidValue;
-}
-
-// Workspace bytes the precompiled instance of c needs for p (0: none, or
-// no such instance).
-template <deltac_variant Var, class InT>
-size_t workspace_dims(const KernelConfig& c, const deltac_fwd_params& p, bool det = false,
-                      int32_t route = 0) {
-  if (c.family != Family::CudaChunked)
-    return 0;
-#define DELTAC_X(k, v)                                                               \
-  if (p.K == k && p.V == v)                                                          \
-    return detail::workspace_chunked<Var, k, v, InT>(c, p, det, route);
-  DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
-#undef DELTAC_X
-  return 0;
-}
 
 }  // namespace deltac::cuda
 
