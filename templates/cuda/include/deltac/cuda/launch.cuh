@@ -1,6 +1,6 @@
 // The CUDA kernel families of the catalogue (deltac/catalogue.h) with their
-// knobs as template parameters, and the one place that turns a KernelConfig
-// into a template instance:
+// knobs as template parameters, and what turns a KernelConfig into a
+// template instance of one (K, V):
 //
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip[, det])
 //       family cuda_recurrent: tile_v = BV, warps = Warps
