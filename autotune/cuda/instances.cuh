@@ -32,12 +32,15 @@ void add_chunked_one(std::vector<Instance> &out) {
     in.variant = Var, in.K = K, in.V = V, in.in_dtype = dtype_of<InT>();
     in.config.family = Family::CudaChunked;
     in.config.chunk = Chunk, in.config.tile_v = BV, in.config.warps = W, in.config.stages = S;
-    in.run = [](const deltac_fwd_params *p, void *ws, size_t bytes, void *stream) {
-      return int(deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, W, S>(
-          *p, static_cast<cudaStream_t>(stream), ws, bytes));
+    in.run = [](const deltac_fwd_params *p, const KernelConfig *c, void *ws, size_t bytes,
+                void *stream) {
+      return int(deltac::cuda::chunked_run<Var, K, V, InT, Chunk, BV, W, S>(
+          *p, static_cast<cudaStream_t>(stream), ws, bytes, nullptr, false, 0, c->split,
+          c->fuse));
     };
-    in.workspace = [](const deltac_fwd_params *p) {
-      return deltac::cuda::chunked_cfg_workspace<Var, K, V, InT, Chunk, BV, W, S>(*p);
+    in.workspace = [](const deltac_fwd_params *p, const KernelConfig *c) {
+      return deltac::cuda::chunked_run_workspace<Var, K, V, InT, Chunk, BV, W, S>(*p,
+                                                                                c->split);
     };
     out.push_back(in);
   }
@@ -73,11 +76,12 @@ void add_recurrent_one(std::vector<Instance> &out) {
     in.variant = Var, in.K = K, in.V = V, in.in_dtype = dtype_of<InT>();
     in.config.family = Family::CudaRecurrent;
     in.config.tile_v = BV, in.config.warps = W;
-    in.run = [](const deltac_fwd_params *p, void *, size_t, void *stream) {
+    in.run = [](const deltac_fwd_params *p, const KernelConfig *, void *, size_t,
+                void *stream) {
       return int(deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, W>(
           *p, static_cast<cudaStream_t>(stream)));
     };
-    in.workspace = [](const deltac_fwd_params *) { return size_t(0); };
+    in.workspace = [](const deltac_fwd_params *, const KernelConfig *) { return size_t(0); };
     out.push_back(in);
   }
 }

@@ -61,6 +61,7 @@ std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
     opt.config.chunk = c.config.chunk, opt.config.tile_k = c.config.tile_k;
     opt.config.tile_v = c.config.tile_v, opt.config.warps = c.config.warps;
     opt.config.stages = c.config.stages, opt.config.split = c.config.split;
+    opt.config.fuse = c.config.fuse;
     if (sp.device == Device::CPU)
       opt.config.isa = cpu_isa_name(c.isa);
   }
@@ -408,6 +409,27 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f) {
   return configs;
 }
 
+bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
+  if (c.family != Family::CudaChunked || c.chunk <= 0 || c.tile_v <= 0)
+    return true;
+  const int64_t chunks = (p.max_seqlen + c.chunk - 1) / c.chunk;
+  const bool ruleMaySplit =
+      (chunks + 3) / 4 >= deltac::cuda::kChunkedSplitMinChunks &&
+      !(p.sm_count > 0 &&
+        p.seqs * p.HV * (p.V / c.tile_v) >= int64_t(p.sm_count) * 7 / 8);
+  const int32_t noSplit = ruleMaySplit ? 1 : 0;
+  if (c.fuse == 1 && (c.split != noSplit || chunks < 1))
+    return false;
+  if (c.split == 0)
+    return true;
+  if (c.split == 1)
+    return ruleMaySplit;
+  auto len = [&](int64_t s) { return (chunks + s - 1) / s; };
+  const int64_t L = len(c.split);
+  return chunks >= 2 && (chunks + L - 1) / L >= 2 && L < len(c.split / 2) &&
+         p.seqs * c.split <= 65535;
+}
+
 std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
                                  int64_t tokens, int32_t batch) {
   const Problem prob = problemOf(spec, tokens, batch);
@@ -433,7 +455,8 @@ std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
     const std::vector<CpuIsa> isas =
         spec.device == Device::CPU ? isaList(s, prob) : std::vector<CpuIsa>{CpuIsa::generic};
     for (const KernelConfig &c : knob_product(f)) {
-      if (!check_config(c, prob).empty() || !compiled(spec, c, prob))
+      if (!check_config(c, prob).empty() || !run_time_knobs_matter(c, prob) ||
+          !compiled(spec, c, prob))
         continue;
       for (CpuIsa isa : isas)
         for (int32_t t : threads) {

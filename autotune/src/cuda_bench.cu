@@ -78,8 +78,10 @@ struct Runner {
     return in;
   }
   // Enqueues one call (no sync); "" or the launch error.
-  std::string enqueue(const cuda::Instance &in, const deltac_fwd_params &p) {
-    const size_t need = in.workspace(&p);
+  // c: the candidate's config (run-time knobs: cuda_chunked's split, fuse).
+  std::string enqueue(const cuda::Instance &in, const KernelConfig &c,
+                      const deltac_fwd_params &p) {
+    const size_t need = in.workspace(&p, &c);
     if (need > ws_bytes) {
       cudaStreamSynchronize(stream);
       cudaFree(ws);
@@ -89,7 +91,7 @@ struct Runner {
         return "workspace of " + std::to_string(need) + " bytes: " + cudaWhy(e);
       ws_bytes = need;
     }
-    const int e = in.run(&p, ws, ws_bytes, stream);
+    const int e = in.run(&p, &c, ws, ws_bytes, stream);
     return e == 0 ? "" : cudaWhy(cudaError_t(e));
   }
 };
@@ -121,9 +123,9 @@ public:
       return err;
     // two calls: the first pays one-time costs (attributes, workspace)
     for (int i = 0; i < 2; ++i)
-      if (!(err = run_.enqueue(*in, next().p)).empty())
+      if (!(err = run_.enqueue(*in, c.config, next().p)).empty())
         return err;
-    const double t = time(*in, 1);
+    const double t = time(*in, c.config, 1);
     if (!(t < INFINITY))
       return "a call failed: " + cudaWhy(cudaGetLastError());
     if (us)
@@ -134,17 +136,17 @@ public:
   double sample(const Candidate &c, int32_t calls) override {
     std::string err;
     const cuda::Instance *in = run_.instance(c, &err);
-    return in && err_.empty() ? time(*in, calls) : INFINITY;
+    return in && err_.empty() ? time(*in, c.config, calls) : INFINITY;
   }
 
 private:
   // Microseconds per call over `calls` calls (CUDA events), infinite when
   // a call failed.
-  double time(const cuda::Instance &in, int32_t calls) {
+  double time(const cuda::Instance &in, const KernelConfig &c, int32_t calls) {
     bool failed = false;
     cudaEventRecord(a_, run_.stream);
     for (int i = 0; i < calls; ++i)
-      failed |= !run_.enqueue(in, next().p).empty();
+      failed |= !run_.enqueue(in, c, next().p).empty();
     cudaEventRecord(b_, run_.stream);
     if (cudaEventSynchronize(b_) != cudaSuccess || failed)
       return INFINITY;
@@ -185,7 +187,7 @@ public:
     DeviceSet &d = *dev_;
     cudaMemset(d.p.o, 0, d.o_bytes);
     cudaMemset(d.p.ht, 0, d.ht_bytes);
-    if (!(err = run_.enqueue(*in, d.p)).empty())
+    if (!(err = run_.enqueue(*in, c.config, d.p)).empty())
       return "does not run: " + err;
     cudaError_t e = cudaStreamSynchronize(run_.stream);
     if (e == cudaSuccess)

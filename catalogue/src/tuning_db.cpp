@@ -114,7 +114,11 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
     r->config.family = fam->family;
     for (int k = 0; k < kKnobCount; ++k) {
       const bool reads = fam->knobs & (1u << k);
-      if (reads)
+      // A knob whose values hold 0 (a later knob, e.g. cuda_chunked's split
+      // and fuse) may be absent: databases written before it still load.
+      if (reads && !obj.contains(kKnobNames[k]) && fam->values[k].contains(0))
+        r->config.knob(k) = 0;
+      else if (reads)
         r->config.knob(k) = int32_t(rd.integer(kKnobNames[k], 0, 1 << 20));
       else if (obj.contains(kKnobNames[k]))
         rd.fail(kKnobNames[k], std::string("absent: ") + fam->name +

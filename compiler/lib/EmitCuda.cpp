@@ -5,7 +5,8 @@
 // pre/post-processing stages are small element-wise kernels on the stream,
 // and the fused loop instantiates the catalogue family's entry:
 // deltac::cuda::recurrent_cfg<Var, K, V, InT, TileV, Warps> (cuda_recurrent)
-// or deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages>
+// or deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split,
+// Fuse>
 // (cuda_chunked).
 //
 //===----------------------------------------------------------------------===//

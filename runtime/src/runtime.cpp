@@ -135,6 +135,7 @@ void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
   info->warps = c.config.warps;
   info->stages = c.config.stages;
   info->split = c.config.split;
+  info->fuse = c.config.fuse;
   info->tuned = c.tuned ? 1 : 0;
   info->note = lastNote.c_str();
   info->threads = threads;

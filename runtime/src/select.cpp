@@ -112,6 +112,7 @@ bool config_from_options(const deltac_options &opt, KernelConfig *out,
   out->family = f->family;
   out->chunk = k.chunk, out->tile_k = k.tile_k, out->tile_v = k.tile_v;
   out->warps = k.warps, out->stages = k.stages, out->split = k.split;
+  out->fuse = k.fuse;
   return true;
 }
 

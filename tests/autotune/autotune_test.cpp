@@ -299,6 +299,43 @@ TEST(Tune, RefusesBadSpecs) {
   EXPECT_NE(err.find("K = 60"), std::string::npos) << err;
 }
 
+// cuda_chunked's split and fuse: only values that change what runs are
+// candidates (run_time_knobs_matter).
+TEST(Enumerate, ChunkedSplitAndFuseValuesThatChangeWhatRuns) {
+  Problem p;
+  p.variant = DELTAC_VARIANT_GATED, p.K = p.V = 128, p.H = 16, p.HV = 32;
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  p.sm_count = 132;
+  KernelConfig c = default_config(Family::CudaChunked, p); // chunk 64, tile_v 64
+  ASSERT_EQ(c.chunk, 64);
+  auto kept = [&](int64_t seqs, int64_t tokens) {
+    p.seqs = seqs, p.max_seqlen = tokens;
+    std::string s;
+    for (int split : {0, 1, 2, 4, 8, 16})
+      for (int fuse : {0, 1}) {
+        KernelConfig x = c;
+        x.split = split, x.fuse = fuse;
+        if (run_time_knobs_matter(x, p))
+          s += std::to_string(split) + (fuse ? "f " : " ");
+      }
+    return s;
+  };
+  // One token: one chunk, no split can run; the rule runs none.
+  EXPECT_EQ(kept(64, 1), "0 0f ");
+  // 1 x 8192 tokens = 128 chunks, 32 heads x 2 V tiles < 7/8 of 132 SMs:
+  // the rule may split, so 1 differs from 0; every split has its own length.
+  EXPECT_EQ(kept(1, 8192), "0 1 1f 2 4 8 16 ");
+  // 1 x 1024 tokens = 16 chunks: the rule cannot split (segments of 16).
+  EXPECT_EQ(kept(1, 1024), "0 0f 2 4 8 16 ");
+  // 3 chunks: split 2 runs segments of 2 chunks, 4 of 1 (3 segments); 8
+  // and 16 run those same 3 segments.
+  EXPECT_EQ(kept(1, 192), "0 0f 2 4 ");
+  // 8 x 8192: 32 x 8 x 2 blocks fill the GPU: the rule runs no split.
+  EXPECT_EQ(kept(8, 8192), "0 0f 2 4 8 16 ");
+  // Other families: always.
+  EXPECT_TRUE(run_time_knobs_matter(default_config(Family::CudaRecurrent, p), p));
+}
+
 // CUDA: without a GPU the tune says so; with one, a spec this build has no
 // instances of names the CMake option that compiles them.
 TEST(TuneCuda, NeedsAGpuAndCompiledInstances) {
@@ -340,7 +377,8 @@ TEST(TuneCuda, InstancesAreEveryLegalConfig) {
       for (const KernelConfig &c : knob_product(f)) {
         if (!check_config(c, p).empty())
           continue;
-        ++legal;
+        // One instance per compiled config: it runs every split and fuse.
+        legal += cuda::compiled_config(c) == c;
         EXPECT_NE(cuda::find(var, K, V, dt, c), nullptr)
             << key << ": " << candidate_string(Candidate{c});
       }

@@ -190,6 +190,31 @@ TEST(Catalogue, OnlyDefaultWarpsArePrecompiled) {
   EXPECT_TRUE(precompiled(default_config(Family::CpuChunked, odd), odd));
 }
 
+// cuda_chunked's split and fuse are run-time values of the kernel: the
+// runtime's instance of the default chunk, tile_v, warps and stages runs
+// every listed value; another chunk is not shipped whatever they are.
+TEST(Catalogue, ChunkedSplitAndFuseArePrecompiledAtEveryValue) {
+  Problem p = problem(128, 128);
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  const FamilyInfo &fi = family_info(Family::CudaChunked);
+  ASSERT_TRUE(fi.knobs & kKnobSplit);
+  ASSERT_TRUE(fi.knobs & kKnobFuse);
+  EXPECT_TRUE(fi.values[5].contains(0)); // 0 = the kernel's rule
+  KernelConfig d = default_config(Family::CudaChunked, p);
+  EXPECT_EQ(d.split, 0);
+  EXPECT_EQ(d.fuse, 0);
+  for (int i = 0; i < fi.values[5].n; ++i)
+    for (int fuse : {0, 1}) {
+      KernelConfig c = d;
+      c.split = fi.values[5].v[i], c.fuse = fuse;
+      EXPECT_EQ(check_config(c, p), "");
+      EXPECT_TRUE(precompiled(c, p)) << c.split << " " << fuse;
+      c.chunk = d.chunk == 32 ? 64 : 32;
+      if (check_config(c, p).empty())
+        EXPECT_FALSE(precompiled(c, p)) << c.chunk;
+    }
+}
+
 // The dispatch order per device and mode (families_for / default_family).
 TEST(Catalogue, FamilyOrderPerDeviceAndMode) {
   Problem p = problem(128, 128, DELTAC_BF16);

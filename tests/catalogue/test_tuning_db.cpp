@@ -59,6 +59,38 @@ TEST(TuningDb, FormatParseRoundTrip) {
   EXPECT_EQ(format_tuning_db(back), text);
 }
 
+// Databases written before cuda_chunked read split and fuse still load
+// (absent = 0: the kernel's rule, three launches); given, they round-trip.
+TEST(TuningDb, ChunkedSplitAndFuseMayBeAbsent) {
+  const std::string old = R"({"format": "deltac-tuning-db", "version": 2, "records": [
+    {"family": "cuda_chunked", "variant": "gated", "key_dim": 128,
+     "value_dim": 128, "in_dtype": "bf16", "chunk": 64, "tile_v": 64,
+     "warps": 8, "stages": 2}]})";
+  TuningDB db;
+  std::string err;
+  ASSERT_TRUE(parse_tuning_db(old, "old", &db, &err)) << err;
+  ASSERT_EQ(db.records.size(), 1u);
+  EXPECT_EQ(db.records[0].config.split, 0);
+  EXPECT_EQ(db.records[0].config.fuse, 0);
+  db.records[0].config.split = 4, db.records[0].config.fuse = 1;
+  const std::string text = format_tuning_db(db);
+  EXPECT_NE(text.find("\"split\": 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"fuse\": 1"), std::string::npos) << text;
+  TuningDB back;
+  ASSERT_TRUE(parse_tuning_db(text, "new", &back, &err)) << err;
+  EXPECT_TRUE(back.records[0].config == db.records[0].config);
+  // A knob without 0 among its values stays required.
+  std::string noChunk = old;
+  noChunk.replace(noChunk.find("\"chunk\": 64, "), 13, "");
+  EXPECT_FALSE(parse_tuning_db(noChunk, "nochunk", &back, &err));
+  EXPECT_NE(err.find("'chunk'"), std::string::npos) << err;
+  // A value must be listed.
+  std::string bad = text;
+  bad.replace(bad.find("\"split\": 4"), 10, "\"split\": 3");
+  EXPECT_FALSE(parse_tuning_db(bad, "bad", &back, &err));
+  EXPECT_NE(err.find("split = 3"), std::string::npos) << err;
+}
+
 TEST(TuningDb, SaveLoadRoundTrip) {
   char tmpl[] = "/tmp/deltac_db_XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);

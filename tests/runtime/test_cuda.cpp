@@ -100,6 +100,64 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<3>(info.param) ? "_varlen" : "_batch");
     });
 
+// cuda_chunked's run-time knobs through options.config: every split (0 =
+// the kernel's rule) with and without the fused launch, batch and varlen
+// (the fused launch runs for batch calls only), against float64. 5 chunks
+// of 64 tokens per sequence, so the forced splits run several segments.
+class CudaChunkedKnobs
+    : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(CudaChunkedKnobs, MatchesReference) {
+  SKIP_WITHOUT_GPU();
+  auto [split, fuse, varlen] = GetParam();
+  uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::Problem pr;
+  pr.variant = DELTAC_VARIANT_GATED;
+  pr.B = varlen ? 1 : 2;
+  pr.T = 300;
+  pr.H = 2;
+  pr.HV = 4;
+  pr.K = pr.V = 128;
+  if (varlen)
+    pr.cu = {0, 17, 300};
+  pr.fill(seed);
+  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
+                        v16 = test::toBf16(pr.v), o16(pr.oCount());
+  std::vector<float> ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o16.data(), ht.data());
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  std::vector<double> oRef, htRef;
+  ref::forward(p, &oRef, &htRef);
+
+  const Problem prob = problem_of(p, max_seqlen(p));
+  const KernelConfig d = default_config(Family::CudaChunked, prob);
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.config.family = "cuda_chunked";
+  opt.config.chunk = d.chunk, opt.config.tile_v = d.tile_v;
+  opt.config.warps = d.warps, opt.config.stages = d.stages;
+  opt.config.split = split, opt.config.fuse = fuse;
+  deltac_run_info info{};
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_STREQ(info.family, "cuda_chunked");
+  EXPECT_EQ(info.split, split);
+  EXPECT_EQ(info.fuse, fuse);
+  EXPECT_LE(ref::rel_rms(o16.data(), oRef), 5e-3) << "o";
+  EXPECT_LE(ref::rel_rms(ht.data(), htRef), 5e-3) << "ht";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, CudaChunkedKnobs,
+    ::testing::Combine(::testing::Values(0, 1, 2, 4, 16), ::testing::Values(0, 1),
+                       ::testing::Bool()),
+    [](const auto &info) {
+      return "split" + std::to_string(std::get<0>(info.param)) + "_fuse" +
+             std::to_string(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "_varlen" : "_batch");
+    });
+
 // Device memory freed at scope end.
 struct DevMem {
   void *ptr = nullptr;

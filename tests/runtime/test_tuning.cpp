@@ -319,6 +319,38 @@ TEST_F(TuningDbRun, CudaRecordsAreTakenOnlyWhenPrecompiled) {
   EXPECT_FALSE(choice.tuned);
 }
 
+// cuda_chunked records with any split and fuse are taken (run-time values
+// of the shipped instance); records without them (older databases) run
+// split 0 (the kernel's rule) and fuse 0.
+TEST_F(TuningDbRun, CudaChunkedRecordsCarrySplitAndFuse) {
+  deltac::Problem prob;
+  prob.variant = DELTAC_VARIANT_GATED;
+  prob.K = prob.V = 128;
+  prob.in_dtype = prob.out_dtype = DELTAC_BF16;
+  prob.HV = 32;
+  prob.max_seqlen = 8192;
+  prob.sm_count = 132;
+  const deltac_options opt = deltac_default_options();
+  rt::Choice choice;
+  std::string err;
+  const std::string head = R"({"format": "deltac-tuning-db", "version": 2, "records": [
+    {"family": "cuda_chunked", "variant": "gated", "key_dim": 128,
+     "value_dim": 128, "in_dtype": "bf16", "chunk": 64, "tile_v": 64,
+     "warps": 8, "stages": 2)";
+  load(head + R"(, "split": 4, "fuse": 1}]})");
+  ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
+  EXPECT_EQ(choice.config.family, Family::CudaChunked);
+  EXPECT_EQ(choice.config.split, 4);
+  EXPECT_EQ(choice.config.fuse, 1);
+  EXPECT_TRUE(choice.tuned);
+  EXPECT_EQ(choice.note, "");
+  load(head + "}]}");
+  ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
+  EXPECT_EQ(choice.config.split, 0);
+  EXPECT_EQ(choice.config.fuse, 0);
+  EXPECT_TRUE(choice.tuned);
+}
+
 // --- through deltac run ---------------------------------------------------
 
 void writeInputs(const test::Problem &pr, const std::string &dir) {

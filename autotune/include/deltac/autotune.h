@@ -121,10 +121,22 @@ struct Progress {
 // (before any legality rule).
 std::vector<KernelConfig> knob_product(const FamilyInfo &f);
 
+// Whether c's run-time knobs (cuda_chunked's split and fuse; true for
+// every other config) change what runs for p (batch calls, no cu_seqlens):
+// a split S > 1 runs segments of L = ceil(chunks / S) chunks and is kept
+// when it gives at least 2 segments, a shorter L than every smaller split
+// and a grid the kernel takes (seqs x S <= 65535); split 1 only where the
+// kernel's rule (split 0) may split (chunked_default_split: >= 4 segments
+// of >= kChunkedSplitMinChunks chunks, the scan's grid at tile_v short of
+// 7/8 of p.sm_count); fuse 1 only with the split value that runs no split
+// (the fused launch runs only then).
+bool run_time_knobs_matter(const KernelConfig &c, const Problem &p);
+
 // The candidates of spec on its device for a problem of `tokens`-long
 // sequences: every family, every combination of listed knob values that
-// check_config accepts, times the instruction-set instances and thread
-// counts (CPU); the default config (threads 0) first.
+// check_config accepts (and run_time_knobs_matter), times the
+// instruction-set instances and thread counts (CPU); the default config
+// (threads 0) first.
 std::vector<Candidate> enumerate(const Spec &spec, const Settings &s,
                                  int64_t tokens, int32_t batch);
 

@@ -17,20 +17,32 @@
 
 namespace deltac::tune::cuda {
 
+// config holds the compiled knobs; cuda_chunked's split and fuse are
+// run-time values (0 in config): run and workspace take them from c, so one
+// instance serves every split and fuse.
 struct Instance {
   int32_t variant = 0, K = 0, V = 0, in_dtype = 0;
   KernelConfig config;
-  // The family's entry on a stream (a cudaStream_t); returns a cudaError_t.
-  int (*run)(const deltac_fwd_params *p, void *workspace, size_t workspace_bytes,
-             void *stream) = nullptr;
-  // Workspace bytes for p (0: none).
-  size_t (*workspace)(const deltac_fwd_params *p) = nullptr;
+  // The family's entry on a stream (a cudaStream_t) with c's run-time knobs;
+  // returns a cudaError_t.
+  int (*run)(const deltac_fwd_params *p, const KernelConfig *c, void *workspace,
+             size_t workspace_bytes, void *stream) = nullptr;
+  // Workspace bytes for p and c (0: none).
+  size_t (*workspace)(const deltac_fwd_params *p, const KernelConfig *c) = nullptr;
 };
+
+// c with its run-time knobs cleared: the config of the instance that runs it.
+inline KernelConfig compiled_config(KernelConfig c) {
+  if (c.family == Family::CudaChunked)
+    c.split = 0, c.fuse = 0;
+  return c;
+}
 
 // Every instance of this build (empty without DELTAC_TUNE_CUDA_SPECS or CUDA).
 const std::vector<Instance> &instances();
 
-// The instance of config c for (variant, K, V, in_dtype), or null.
+// The instance that runs config c for (variant, K, V, in_dtype)
+// (compiled_config(c)), or null.
 const Instance *find(int32_t variant, int32_t K, int32_t V, int32_t in_dtype,
                      const KernelConfig &c);
 

@@ -38,21 +38,25 @@ enum Knob : uint32_t {
   kKnobWarps = 1u << 3,
   kKnobStages = 1u << 4,
   kKnobSplit = 1u << 5,
+  kKnobFuse = 1u << 6,
 };
-constexpr int kKnobCount = 6;
-constexpr const char *kKnobNames[kKnobCount] = {"chunk", "tile_k", "tile_v",
-                                                "warps", "stages", "split"};
+constexpr int kKnobCount = 7;
+constexpr const char *kKnobNames[kKnobCount] = {
+    "chunk", "tile_k", "tile_v", "warps", "stages", "split", "fuse"};
 
 struct KernelConfig {
   Family family = Family::CpuRecurrent;
-  int32_t chunk = 0, tile_k = 0, tile_v = 0, warps = 0, stages = 0, split = 0;
+  int32_t chunk = 0, tile_k = 0, tile_v = 0, warps = 0, stages = 0, split = 0,
+          fuse = 0;
 
   int32_t knob(int i) const {
-    const int32_t v[kKnobCount] = {chunk, tile_k, tile_v, warps, stages, split};
+    const int32_t v[kKnobCount] = {chunk,  tile_k, tile_v, warps,
+                                   stages, split,  fuse};
     return v[i];
   }
   int32_t &knob(int i) {
-    int32_t *v[kKnobCount] = {&chunk, &tile_k, &tile_v, &warps, &stages, &split};
+    int32_t *v[kKnobCount] = {&chunk,  &tile_k, &tile_v, &warps,
+                              &stages, &split,  &fuse};
     return *v[i];
   }
   bool operator==(const KernelConfig &o) const {
@@ -84,6 +88,15 @@ constexpr KnobValues values_of(const int (&list)[N]) {
     k.v[i] = list[i];
   return k;
 }
+// `first` (a value meaning "the kernel's rule", e.g. split 0), then list.
+template <int N>
+constexpr KnobValues values_of(int first, const int (&list)[N]) {
+  static_assert(N <= 7, "at most 8 values per knob");
+  KnobValues k{N + 1, {first}};
+  for (int i = 0; i < N; ++i)
+    k.v[i + 1] = list[i];
+  return k;
+}
 
 struct FamilyInfo {
   Family family;
@@ -102,26 +115,35 @@ struct FamilyInfo {
 constexpr FamilyInfo kFamilies[kFamilyCount] = {
     {Family::CpuRecurrent, "cpu_recurrent", Device::CPU, Mode::Recurrent, 0,
      kKnobTileV,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}},
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::recurrent_tiled"},
     {Family::CpuDecode, "cpu_decode", Device::CPU, Mode::Recurrent, 1,
      kKnobTileV,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}},
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::decode"},
     {Family::CpuChunked, "cpu_chunked", Device::CPU, Mode::Chunked, 0,
      kKnobChunk,
-     {{3, {16, 32, 64}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
+     {{3, {16, 32, 64}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::chunked"},
     {Family::CudaRecurrent, "cuda_recurrent", Device::CUDA, Mode::Recurrent, 0,
      kKnobTileV | kKnobWarps,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}}},
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}},
+      {0, {}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
     {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
-     kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages,
+     kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages | kKnobSplit |
+         kKnobFuse,
      // The kernel's own lists (chunked_rules.h), so they are written once.
+     // split and fuse are run-time values of the kernel (chunked_stages):
+     // split 0 = the kernel's rule (chunked_default_split on the device's
+     // multiprocessors), 1 = none, 2..16 segments per sequence where the
+     // split can run (else none); fuse 1 = the intra-chunk work and the scan
+     // in one launch where that fits (no split, not varlen with several
+     // sequences), 0 = three launches. Deterministic and routed (mixed
+     // batch) calls run split 1, fuse 0 whatever the config says.
      {values_of(cuda::kChunkedChunks), {0, {}}, values_of(cuda::kChunkedBVs),
       values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),
-      {0, {}}},
+      values_of(0, cuda::kChunkedSplits), {2, {0, 1}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::chunked_cfg"},
 };
 
@@ -523,7 +545,8 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
 // default warps.
 #define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
   X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)
-// CUDA chunked: f32, bf16 and f16, the default config.
+// CUDA chunked: f32, bf16 and f16, the default config's chunk, tile_v,
+// warps and stages with every split and fuse (run-time values).
 #define DELTAC_CUDA_CHUNKED_DIMS(X) X(64, 64) X(128, 128) X(256, 256) X(128, 256)
 
 // Whether the runtime has c precompiled for p (c legal for p).
@@ -534,7 +557,9 @@ inline bool precompiled(const KernelConfig &c, const Problem &p) {
 #define DELTAC_X(k, v) dims = dims || (p.K == k && p.V == v);
   if (c.family == Family::CudaChunked) {
     DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
-    return dims && c == default_config(Family::CudaChunked, p);
+    const KernelConfig d = default_config(Family::CudaChunked, p);
+    return dims && c.chunk == d.chunk && c.tile_v == d.tile_v &&
+           c.warps == d.warps && c.stages == d.stages;
   }
   DELTAC_CUDA_RECURRENT_DIMS(DELTAC_X)
 #undef DELTAC_X

@@ -31,7 +31,9 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
     Option<"tileV", "tile-v", "int64_t", "0", "knob tile_v (0 = default)">,
     Option<"warps", "warps", "int64_t", "0", "knob warps (0 = default)">,
     Option<"stages", "stages", "int64_t", "0", "knob stages (0 = default)">,
-    Option<"split", "split", "int64_t", "0", "knob split (0 = default)">,
+    Option<"split", "split", "int64_t", "0",
+           "knob split (0 = default: cuda_chunked's split 0 is the kernel's rule)">,
+    Option<"fuse", "fuse", "int64_t", "0", "knob fuse (0 = default)">,
     Option<"tuningDb", "tuning-db", "std::string", [{""}],
            "path of a tuning database (JSON, deltac/tuning_db.h)">
   ];

@@ -76,11 +76,14 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (int i = 0; i < deltac::kKnobCount; ++i) {
     if (!(f->knobs & (1u << i)))
       continue;
+    const deltac::KnobValues &vals = f->values[i];
     auto v = knobs.getAs<IntegerAttr>(deltac::kKnobNames[i]);
+    // A knob whose values hold 0 (split, fuse: added later) may be absent.
+    if (!v && vals.contains(0))
+      continue;
     if (!v)
       return emitError() << "schedule family " << f->name << " needs knob '"
                          << deltac::kKnobNames[i] << "'";
-    const deltac::KnobValues &vals = f->values[i];
     int64_t x = v.getInt();
     if (x < INT32_MIN || x > INT32_MAX || !vals.contains(int32_t(x))) {
       std::string list;

@@ -78,9 +78,9 @@ private:
                << "': expected auto, chunked or recurrent";
     }
     // In deltac::kKnobNames order.
-    const int64_t opts[deltac::kKnobCount] = {chunk, tileK, tileV,
-                                              warps, stages, split};
-    static_assert(deltac::kKnobCount == 6, "one option per catalogue knob");
+    const int64_t opts[deltac::kKnobCount] = {chunk,  tileK, tileV, warps,
+                                              stages, split, fuse};
+    static_assert(deltac::kKnobCount == 7, "one option per catalogue knob");
     for (int i = 0; i < deltac::kKnobCount; ++i) {
       knobOpt[i] = opts[i];
       if (opts[i] < 0 || opts[i] > INT32_MAX)

@@ -51,6 +51,9 @@ typedef struct deltac_kernel_config {
    * "avx512"; no wider than the CPU's or DELTAC_CPU_ISA's); NULL or "" =
    * the catalogue's per-ISA rule (deltac::cpu_isa_for). */
   const char *isa;
+  /* cuda_chunked's knob fuse (after isa: the fields above keep their
+   * offsets); split 0 there is the kernel's own rule. */
+  int32_t fuse;
 } deltac_kernel_config;
 
 typedef struct deltac_options {
@@ -155,6 +158,7 @@ typedef struct deltac_run_info {
    * "generic"; chosen once from cpuid, DELTAC_CPU_ISA forces one); "" on
    * CUDA. Static storage. */
   const char *isa;
+  int32_t fuse; /* cuda_chunked's knob fuse (0 for other families) */
 } deltac_run_info;
 
 /* Default options: everything automatic, host pointers, no checking. */

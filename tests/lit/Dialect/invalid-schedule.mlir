@@ -44,6 +44,20 @@ delta.layer @l {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value
 
 // -----
 
+// split and fuse may be absent (0: the kernel's rule, three launches), but
+// a value must be listed.
+// expected-error @+2 {{schedule family cuda_chunked: split = 3, expected one of 0, 1, 2, 4, 8, 16}}
+delta.layer @l {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64, tile_v = 64, warps = 8, stages = 2, split = 3}, max_tokens = 0, source = "default">]}
+
+// -----
+
+// expected-error @+2 {{schedule family cuda_chunked: fuse = 2, expected one of 0, 1}}
+delta.layer @l {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128,
+  schedules = [#delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64, tile_v = 64, warps = 8, stages = 2, fuse = 2}, max_tokens = 0, source = "default">]}
+
+// -----
+
 // expected-error @+2 {{schedule family cuda_recurrent: warps = 64, expected one of 1, 2, 4, 8}}
 delta.layer @l {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64,
   schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32, warps = 64}, max_tokens = 0, source = "default">]}

@@ -4,18 +4,22 @@
 //
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip[, det])
 //       family cuda_recurrent: tile_v = BV, warps = Warps
-//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages[, Split]>(
+//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split, Fuse>(
 //       p, stream, workspace, workspace_bytes[, skip, det])
-//       family cuda_chunked: chunk, tile_v = BV, warps, stages; Split:
-//       segments per sequence (0, the default: chunked_default_split's rule
-//       on the device; 1: none; 2..16 forced where it can run). With no
-//       workspace it takes one from the stream-ordered allocator
-//       (cudaMallocAsync / cudaFreeAsync on `stream`: no host sync, graph-
-//       capturable); chunked_cfg_workspace<...>(p[, det]) is the size to pass.
+//       family cuda_chunked: chunk, tile_v = BV, warps, stages, split, fuse.
+//       Split: segments per sequence (0: chunked_default_split's rule on
+//       the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
+//       fused launch where it fits (chunked_stages), 0 three launches. Both
+//       are run-time values of the kernel: chunked_run<..., Stages>(...,
+//       split, fuse) takes them as arguments. With no workspace it takes
+//       one from the stream-ordered allocator (cudaMallocAsync /
+//       cudaFreeAsync on `stream`: no host sync, graph-capturable);
+//       chunked_cfg_workspace<...>(p[, det]) is the size to pass.
 //   deltac::cuda::detail::launch_chunked<Var, K, V, InT> / workspace_chunked
 //   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV>
 //       config -> the runtime's precompiled instance of one (K, V) (chunked:
-//       the default config; recurrent: tile_v BV, the default warps); the
+//       the default config's chunk, tile_v, warps, stages, any split and
+//       fuse; recurrent: tile_v BV, the default warps); the
 //       runtime compiles each in its own translation unit, one per entry of
 //       DELTAC_CUDA_CHUNKED_DIMS / DELTAC_CUDA_RECURRENT_DIMS (and dtype,
 //       tile_v), and switches on K, V in runtime/src/cuda_dispatch.h
@@ -30,7 +34,7 @@
 // det (deltac_options.deterministic, batch-invariant): every choice that
 // changes the arithmetic depends on the config and the spec only, never on
 // the grid (sequences x heads): the chunked family runs the config's V tile
-// (BV) and no sequence split (Split ignored); the recurrent family one kernel
+// (BV), no sequence split and no fused launch (split, fuse ignored); the recurrent family one kernel
 // form for every call (the several-token form also for T = 1 calls, where it
 // would otherwise run the packed one-token form). Each sequence's blocks then
 // compute the same operations in the same order wherever it sits in a batch.
@@ -60,43 +64,66 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                                                             detail::Form::Auto, true, det, route);
 }
 
+// cuda_chunked with split and fuse at run time (the values chunked_cfg's
+// Split and Fuse take). Batch-invariant (det): BV itself (the widest tile),
+// no split, no fused launch; routed: no split, no fused launch.
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages, int Split = 0>
-size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
+          int Stages>
+size_t chunked_run_workspace(const deltac_fwd_params& p, int split, bool det = false,
+                             int32_t route = 0) {
   return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
-      p, det || route ? 1 : Split);
+      p, det || route ? 1 : split);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages, int Split = 0>
-cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
-                        void* workspace = nullptr, size_t workspace_bytes = 0,
-                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
+          int Stages>
+cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* workspace,
+                        size_t workspace_bytes, const int32_t* skip, bool det, int32_t route,
+                        int split, int fuse) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
-  static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
-                    Split == 16,
-                "split: 0 (the rule) or one of kChunkedSplits");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
-  // Batch-invariant: BV itself (the widest tile) and no split; routed: no split.
-  const int force_bv = det ? BV : 0, split = det || route ? 1 : Split;
+  const int force_bv = det ? BV : 0;
+  if (det || route)
+    split = 1, fuse = 0;
   if (workspace)
     return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
-                                                       skip, force_bv, split, 0, route);
+                                                       skip, force_bv, split, fuse, route);
   const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, split);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
-  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split, 0,
-                                                 route);
+  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split,
+                                                 fuse, route);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
 
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages, int Split = 0, int Fuse = 0>
+size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, Split, det, route);
+}
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages, int Split = 0, int Fuse = 0>
+cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
+                        void* workspace = nullptr, size_t workspace_bytes = 0,
+                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
+  static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
+                    Split == 16,
+                "split: 0 (the rule) or one of kChunkedSplits");
+  static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
+  return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, stream, workspace,
+                                                               workspace_bytes, skip, det, route,
+                                                               Split, Fuse);
+}
+
 namespace detail {
 
-// The precompiled chunked instance of one (K, V): the default config.
+// The precompiled chunked instance of one (K, V): the default config's
+// chunk, tile_v, warps and stages, with the config's split and fuse.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
@@ -106,9 +133,8 @@ cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
-      return chunked_cfg<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, stream, ws,
-                                                                           ws_bytes, skip, det,
-                                                                           route);
+      return chunked_run<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
+          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse);
     }
   }
   return cudaErrorInvalidValue;
@@ -120,8 +146,8 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
-      return chunked_cfg_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(p, det,
-                                                                                     route);
+      return chunked_run_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
+          p, c.split, det, route);
   }
   return 0;
 }
