@@ -44,19 +44,43 @@
 
 namespace deltac::cuda::detail {
 
+// Shared memory of the warp scan: `stages` stages of q, k (kda: and the
+// update's k) rows, the v tile, T, Aqk, the row factors and the chunk decay;
+// one [C][16] output tile per 16 columns; with output warps (split_o) Sᵀ_hi
+// ([2][BV / 16][16][K]) and v'ᵀ ([BV / 16][16][C]); the mbarriers.
+inline constexpr size_t kWarpScanBarBytes = 256;
+constexpr size_t warp_scan_stage_bytes(int var, int K, int chunk, int bv) {
+  const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
+  return ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB + 2 * chunk * LC) * 2 +
+         (4 * size_t(chunk) + K) * 4;
+}
+constexpr size_t warp_scan_smem(int var, int K, int chunk, int bv, bool split_o, int stages) {
+  const size_t np = size_t(bv / 16);
+  return stages * warp_scan_stage_bytes(var, K, chunk, bv) + np * chunk * 24 * 2 +
+         (split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * np : 0) + kWarpScanBarBytes;
+}
+// Three stages where they fit in kChunkedSmemSm90 and leave as many blocks
+// per multiprocessor (its 1 KB more, each block's 1 KB reserve) as two, else two.
+constexpr int warp_scan_stages(int var, int K, int chunk, int bv, bool split_o) {
+  const size_t s2 = warp_scan_smem(var, K, chunk, bv, split_o, 2) + 1024;
+  const size_t s3 = warp_scan_smem(var, K, chunk, bv, split_o, 3) + 1024;
+  const size_t sm = kChunkedSmemSm90 + 1024;
+  return s3 <= sm && sm / s3 >= sm / s2 ? 3 : 2;
+}
+
 // Sizes of the warp scan for (variant, K, V, 16-bit type Ts, chunk C, V tile
-// BV, SplitO): BV / 16 chain warps (SplitO: and as many output warps, which
-// take oᵀ off the chain warps: Sᵀ_hi and v'ᵀ reach them through shared
-// memory, [2][BV / 16][16][K] and [BV / 16][16][C]); two stages of q, k (kda:
-// and the update's k) rows, the v tile, T, Aqk, the row factors and the chunk
-// decay; one [C][16] output tile per 16 columns.
+// BV, SplitO): BV / 16 chain warps, then (SplitO) as many output warps, which
+// take oᵀ off the chain warps and issue the stages' copies, or else one
+// producer warp that issues them.
 template <deltac_variant Var, int K_, int V_, class Ts_, int C_, int BV_, bool SplitO_ = false>
 struct WarpScanTraits {
   using Ts = Ts_;
   static constexpr int K = K_, V = V_, C = C_, BV = BV_;
   static constexpr bool kSplitO = SplitO_;
   static constexpr int kPairs = BV / 16;  // 16-column groups
-  static constexpr int kWarps = kPairs * (kSplitO ? 2 : 1), kThreads = 32 * kWarps;
+  static constexpr int kWarps = kSplitO ? 2 * kPairs : kPairs + 1, kThreads = 32 * kWarps;
+  static constexpr int kCopiers = kSplitO ? 32 * kPairs : 32;      // threads issuing copies
+  static constexpr int kConsumers = 32 * kPairs * (kSplitO ? 2 : 1);  // threads reading stages
   static constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   static constexpr int LK = K + 8, LC = C + 8, LB = BV + 8, LO = 16 + 8;  // padded rows
   static constexpr int kOffK = C * LK, kOffKd = kKda ? 2 * C * LK : C * LK;
@@ -64,12 +88,17 @@ struct WarpScanTraits {
   static constexpr int kOffT = kOffV + C * LB, kOffA = kOffT + C * LC;
   static constexpr int kStageTs = kOffA + C * LC;
   static constexpr int kStageBytes = kStageTs * 2 + (4 * C + K) * 4;
+  static constexpr int kStages = warp_scan_stages(Var, K, C, BV, kSplitO);
   static constexpr int LS = K + 8, LV = C + 8;  // Sᵀ_hi and v'ᵀ rows (SplitO)
   static constexpr size_t kOTile = size_t(kPairs) * C * LO * 2;
   static constexpr size_t kSHBytes = kSplitO ? 2 * size_t(kPairs) * 16 * LS * 2 : 0;
-  static constexpr size_t kSmem = 2 * size_t(kStageBytes) + kOTile + kSHBytes +
-                                  (kSplitO ? size_t(kPairs) * 16 * LV * 2 : 0);
+  static constexpr size_t kVPBytes = kSplitO ? size_t(kPairs) * 16 * LV * 2 : 0;
+  static constexpr size_t kOffBars = size_t(kStages) * kStageBytes + kOTile + kSHBytes + kVPBytes;
+  static constexpr size_t kSmem = kOffBars + kWarpScanBarBytes;
   static_assert(kStageBytes % 16 == 0, "stage alignment");
+  static_assert(size_t(kStageBytes) == warp_scan_stage_bytes(Var, K, C, BV), "stage size");
+  static_assert(kSmem == warp_scan_smem(Var, K, C, BV, kSplitO, kStages), "smem size");
+  static_assert((2 * kStages + 6 * kPairs) * 8 <= int(kWarpScanBarBytes), "mbarriers");
 };
 
 // The V tiles the warp scan compiles (widest first; chunked.cuh picks one
@@ -82,11 +111,9 @@ constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, i
   if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
       bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
     return false;
-  const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
-  const size_t stage = ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB +
-                        2 * chunk * LC) * 2 + (4 * size_t(chunk) + K) * 4;
-  const size_t extra = split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * (bv / 16) : 0;
-  return 2 * stage + size_t(bv / 16) * chunk * 24 * 2 + extra <= smem;
+  return warp_scan_smem(var, K, chunk, bv, split_o, 2) <= kChunkedSmemSm90 &&
+         warp_scan_smem(var, K, chunk, bv, split_o,
+                        warp_scan_stages(var, K, chunk, bv, split_o)) <= smem;
 }
 
 // Two floats as one register of two 16-bit values (the lower one first).
@@ -165,21 +192,72 @@ __device__ __forceinline__ void stsm4(uint32_t* p16, const uint32_t r[4]) {
     *reinterpret_cast<uint32_t*>(b + (g + 8 * (i & 1)) * LD + 8 * (i >> 1) + 2 * t) = r[i];
 #endif
 }
-// Named barrier 1 over n threads: the producers arrive, the consumers wait.
-__device__ __forceinline__ void bar_arrive1(int n) {
-  asm volatile("bar.arrive 1, %0;\n" ::"r"(n) : "memory");
+// mbarriers (shared::cta; sm_90: try_wait).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+#if DELTAC_MMA_OK
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
 }
-__device__ __forceinline__ void bar_sync1(int n) {
-  asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory");
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if DELTAC_MMA_OK
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// Waits until the phase of parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#elif DELTAC_MMA_OK && defined(__CUDA_ARCH__)
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT:\n"
+      " mbarrier.test_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// The barrier's arrival (counted in its init count) once this thread's
+// cp.async copies so far have landed.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+#if DELTAC_MMA_OK
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all_() {
+#if DELTAC_MMA_OK
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
 }
 
-// The scan of one block: V tile blockIdx.x (BV / 16 warps of 16 columns),
-// value head blockIdx.y, sequence blockIdx.z.
+// x rounded to the 16-bit type (hi, as A fragment halves) and the rest
+// (lo): x = hi + lo to ~16 more bits. bf16: the halves unpacked by shifts.
+template <class Ts>
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack2<Ts>(x0, x1);
+  if constexpr (std::is_same_v<Ts, __half>) {
+    const float2 h = unpack2<Ts>(hi);
+    lo = pack2<Ts>(x0 - h.x, x1 - h.y);
+  } else {
+    lo = pack2<Ts>(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
+  }
+}
+
+// The scan of one block: V tile blockIdx.x (BV / 16 chain warps of 16
+// columns), value head blockIdx.y, sequence blockIdx.z. The stages are a
+// ring of kStages buffers: the copiers fill chunk c's buffer (full[c % NS]
+// completes when its copies landed) after every reader released chunk
+// c - NS (empty[c % NS]); no block barrier in the loop.
 template <deltac_variant Var, class Tw>
 __global__ void __launch_bounds__(Tw::kThreads)
     chunked_scan_warp_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tw::Ts> ws) {
   using Ts = typename Tw::Ts;
-  constexpr int C = Tw::C, K = Tw::K, V = Tw::V, BV = Tw::BV, NTH = Tw::kThreads;
+  constexpr int C = Tw::C, K = Tw::K, V = Tw::V, BV = Tw::BV, NS = Tw::kStages;
+  constexpr int NCP = Tw::kCopiers;
   constexpr int LK = Tw::LK, LC = Tw::LC, LB = Tw::LB, LO = Tw::LO;
   constexpr bool kKda = Tw::kKda;
   constexpr int E = 8;             // elements per 16-byte copy
@@ -200,25 +278,124 @@ __global__ void __launch_bounds__(Tw::kThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool kSplitO = Tw::kSplitO;
   constexpr int NP = Tw::kPairs, LS = Tw::LS, LV = Tw::LV;
-  const int tid = int(threadIdx.x), lane = tid % 32;
-  const int pair = (tid / 32) % NP;                 // this warp's 16 columns
-  const bool ow = kSplitO && tid / 32 >= NP;        // the output warp of the pair
+  const int tid = int(threadIdx.x), lane = tid % 32, wid = tid / 32;
+  const bool chain = wid < NP;                      // a chain warp (Sᵀ)
+  const bool ow = kSplitO && wid >= NP;             // an output warp (SplitO)
+  const bool copier = kSplitO ? ow : wid == NP;     // issues the stages' copies
+  const int ctid = kSplitO ? tid - 32 * NP : lane;  // its index among the copiers
+  const int pair = wid % NP;                        // this warp's 16 columns
   const int g = lane >> 2, t = lane & 3;
   const int vw = v0 + pair * 16;  // this warp's first column
   const int hqk = j / (p.HV / p.H);
   const uint32_t sm0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  Ts* otile = reinterpret_cast<Ts*>(smem_raw + 2 * Tw::kStageBytes) + pair * C * LO;
+  Ts* otile = reinterpret_cast<Ts*>(smem_raw + NS * Tw::kStageBytes) + pair * C * LO;
   const uint32_t sot = static_cast<uint32_t>(__cvta_generic_to_shared(otile));
   // SplitO: Sᵀ_hi for chunk c in shbuf(c % 2), v'ᵀ of the chunk in vpbuf.
-  uint32_t* const shb0 = reinterpret_cast<uint32_t*>(smem_raw + 2 * Tw::kStageBytes + Tw::kOTile);
+  uint32_t* const shb0 =
+      reinterpret_cast<uint32_t*>(smem_raw + NS * Tw::kStageBytes + Tw::kOTile);
   auto shbuf = [&](int64_t c) { return shb0 + ((c & 1) * NP + pair) * 16 * LS / 2; };
   uint32_t* const vpbuf = shb0 + 2 * NP * 16 * LS / 2 + pair * 16 * LV / 2;
+  // mbarriers: full[NS], empty[NS], then per pair (SplitO) shf[2], she[2],
+  // vpf, vpe (Sᵀ_hi written / read, v'ᵀ written / read).
+  const uint32_t bars = sm0 + uint32_t(Tw::kOffBars);
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (NS + s); };
+  const uint32_t pb = bars + 8 * (2 * NS + 6 * pair);
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(full(s), NCP);
+      mbar_init(empty(s), Tw::kConsumers);
+    }
+    if constexpr (kSplitO)
+      for (int i = 0; i < 6 * NP; ++i) mbar_init(bars + 8 * (2 * NS + i), 32);
+  }
+  __syncthreads();  // the last block barrier
+
+  const Ts* qsrc = static_cast<const Ts*>(p.q);
+  const Ts* ksrc = static_cast<const Ts*>(p.k);
+  const Ts* vsrc = static_cast<const Ts*>(p.v);
+  // The copies of chunk c into stage s by the copiers (rows past the
+  // sequence zero-filled), then their arrival on full(s).
+  auto issue = [&](int64_t c, int s) {
+    const int64_t slot = (first + c) * p.HV + j;
+    const int64_t t0 = s0 + c * C;
+    const int len = int(s1 - t0 < C ? s1 - t0 : C);
+    Ts* b = reinterpret_cast<Ts*>(smem_raw + s * Tw::kStageBytes);
+    auto rows = [&](auto zf) {
+      constexpr bool Z = decltype(zf)::value;
+      if constexpr (kKda) {
+        copy_rows<C, NCP, K / E, LK, Z>(b, ws.qg + slot * C * K, K, len, ctid);
+        copy_rows<C, NCP, K / E, LK, Z>(b + Tw::kOffK, ws.kg + slot * C * K, K, len, ctid);
+        copy_rows<C, NCP, K / E, LK, Z>(b + Tw::kOffKd, ws.kd + slot * C * K, K, len, ctid);
+      } else {
+        const int64_t off = (t0 * p.H + hqk) * K;
+        copy_rows<C, NCP, K / E, LK, Z>(b, qsrc + off, int64_t(p.H) * K, len, ctid);
+        copy_rows<C, NCP, K / E, LK, Z>(b + Tw::kOffK, ksrc + off, int64_t(p.H) * K, len, ctid);
+      }
+      copy_rows<C, NCP, BV / E, LB, Z>(b + Tw::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                                       int64_t(p.HV) * V, len, ctid);
+    };
+    if (len == C)
+      rows(std::false_type{});
+    else
+      rows(std::true_type{});
+    copy_rows<C, NCP, C / E, LC, false>(b + Tw::kOffT, ws.t + slot * C * C, C, C, ctid);
+    copy_rows<C, NCP, C / E, LC, false>(b + Tw::kOffA, ws.aqk + slot * C * C, C, C, ctid);
+    float* fb = reinterpret_cast<float*>(b + Tw::kStageTs);
+    for (int i = ctid; i < C + K / 4; i += NCP) {
+      if (i < C)
+        cp_async16(fb + 4 * i, ws.f + slot * 4 * C + 4 * i);
+      else
+        cp_async16(fb + 4 * C + 4 * (i - C), ws.gamma + slot * K + 4 * (i - C));
+    }
+    cp_async_mbar_arrive(full(s));
+  };
+  // The copiers' part of an iteration: chunk c + NS - 1 into its stage once
+  // chunk c - 1 (the stage's last user) is released; chunks 0 .. NS - 2 first.
+  auto produce = [&](int64_t c) {
+    const int64_t cn = c + NS - 1;
+    if (cn >= nchunks)
+      return;
+    const int s = int(cn % NS);
+    if (cn >= NS)
+      mbar_wait(empty(s), uint32_t((cn / NS - 1) & 1));
+    issue(cn, s);
+  };
+
+  // Lane offsets (bytes) of the ldmatrix addresses:
+  //   offbk, offbc: x4 over a [16 (n) rows][16 (k)] tile as B operands: rows
+  //          lane % 8 + 8 (lane / 16), column 8 (lane / 8 % 2): registers
+  //          0, 1 are n-tile rows 0-7 (k 0-7, 8-15), 2, 3 rows 8-15, each a
+  //          register pair that mma.sync takes as it is;
+  //   offas, offav: x4 over a [16 rows][16] tile as an A fragment (row lane % 16,
+  //          column 8 (lane / 16));
+  //   offtk:  x4 .trans over a [16 (k)][16 (n)] tile (rows lane % 8 + 8 (lane / 8 % 2),
+  //          column 8 (lane / 16)): registers 0, 1 n-tile 0, 2, 3 n-tile 1;
+  //   offv:  x4 .trans over a [16 tokens][16 columns] tile (rows lane % 8 +
+  //          8 (lane / 16), column 8 (lane / 8 % 2)): the accumulator layout of
+  //          the transposed tile (registers: tile 0 rows g, g + 8, tile 1 ...).
+  const int ra = lane & 15, ca = (lane >> 4) * 8;
+  const int rb = (lane & 7) + ((lane >> 4) & 1) * 8, cb = ((lane >> 3) & 1) * 8;
+  const int rt = (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int rv = (lane & 7) + ((lane >> 4) & 1) * 8, cv = ((lane >> 3) & 1) * 8;
+  const uint32_t offbk = (rb * LK + cb) * 2, offbc = (rb * LC + cb) * 2;
+  const uint32_t offtk = (rt * LK + ca) * 2;
+  const uint32_t offvb = (rv * LB + pair * 16 + cv) * 2, offvo = (rv * LO + cv) * 2;
+  const uint32_t offas = (ra * LS + ca) * 2, offav = (ra * LV + ca) * 2;
+
+  if (copier)
+    for (int64_t c = 0; c < NS - 1 && c < nchunks; ++c) issue(c, int(c));
+  if (!chain && !ow) {  // the producer warp
+    for (int64_t c = 0; c < nchunks; ++c) produce(c);
+    cp_async_wait_all_();
+    return;
+  }
 
   // Sᵀ: element e of n-tile nt is column vw + g + 8 (e / 2), key nt 8 + 2 t + e % 2.
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   float S[NK][4];
-  if (p.h0 && !ow) {
+  if (p.h0 && chain) {
     const float* h0 = static_cast<const float*>(p.h0) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
@@ -238,10 +415,12 @@ __global__ void __launch_bounds__(Tw::kThreads)
     for (int nt = 0; nt < NK; ++nt) S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
   }
 
-  // SplitO: the chain warp hands Sᵀ_hi of the state a chunk starts from to
-  // the output warp (buffer of chunk c: written before the block barrier
-  // that opens chunk c, read after it).
+  // SplitO: the chain warp hands Sᵀ_hi of the state chunk c starts from to
+  // the output warp in shbuf(c) (shf(c % 2)), once the output warp has read
+  // chunk c - 2's (she(c % 2)).
   auto put_shi = [&](int64_t c) {
+    if (c >= 2)
+      mbar_wait(pb + 8 * (2 + (c & 1)), uint32_t(((c - 2) >> 1) & 1));
     uint32_t* d = shbuf(c);
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk) {
@@ -253,68 +432,20 @@ __global__ void __launch_bounds__(Tw::kThreads)
       }
       stsm4<LS>(d + kk * 8, ah);
     }
+    mbar_arrive(pb + 8 * (c & 1));
   };
   if constexpr (kSplitO)
-    if (!ow)
+    if (chain)
       put_shi(0);
-
-  const Ts* qsrc = static_cast<const Ts*>(p.q);
-  const Ts* ksrc = static_cast<const Ts*>(p.k);
-  const Ts* vsrc = static_cast<const Ts*>(p.v);
-  auto issue = [&](int64_t c, int s) {
-    const int64_t slot = (first + c) * p.HV + j;
-    const int64_t t0 = s0 + c * C;
-    const int len = int(s1 - t0 < C ? s1 - t0 : C);
-    Ts* b = reinterpret_cast<Ts*>(smem_raw + s * Tw::kStageBytes);
-    if constexpr (kKda) {
-      copy_rows<C, NTH, K / E, LK, true>(b, ws.qg + slot * C * K, K, len, tid);
-      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffK, ws.kg + slot * C * K, K, len, tid);
-      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffKd, ws.kd + slot * C * K, K, len, tid);
-    } else {
-      const int64_t off = (t0 * p.H + hqk) * K;
-      copy_rows<C, NTH, K / E, LK, true>(b, qsrc + off, int64_t(p.H) * K, len, tid);
-      copy_rows<C, NTH, K / E, LK, true>(b + Tw::kOffK, ksrc + off, int64_t(p.H) * K, len, tid);
-    }
-    copy_rows<C, NTH, BV / E, LB, true>(b + Tw::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
-                                        int64_t(p.HV) * V, len, tid);
-    copy_rows<C, NTH, C / E, LC, false>(b + Tw::kOffT, ws.t + slot * C * C, C, C, tid);
-    copy_rows<C, NTH, C / E, LC, false>(b + Tw::kOffA, ws.aqk + slot * C * C, C, C, tid);
-    float* fb = reinterpret_cast<float*>(b + Tw::kStageTs);
-    for (int i = tid; i < C + K / 4; i += NTH) {
-      if (i < C)
-        cp_async16(fb + 4 * i, ws.f + slot * 4 * C + 4 * i);
-      else
-        cp_async16(fb + 4 * C + 4 * (i - C), ws.gamma + slot * K + 4 * (i - C));
-    }
-    cp_async_commit();
-  };
-
-  // Lane offsets (bytes) of the ldmatrix addresses:
-  //   offa:  x4 over a [16 rows][16] tile (row lane % 16, column 8 (lane / 16)):
-  //          as B operands, registers 0, 2 are n-tile rows 0-7 and 1, 3 rows 8-15;
-  //   offt:  x4 .trans over a [16 (k)][16 (n)] tile (rows lane % 8 + 8 (lane / 8 % 2),
-  //          column 8 (lane / 16)): registers 0, 1 n-tile 0, 2, 3 n-tile 1;
-  //   offv:  x4 .trans over a [16 tokens][16 columns] tile (rows lane % 8 +
-  //          8 (lane / 16), column 8 (lane / 8 % 2)): the accumulator layout of
-  //          the transposed tile (registers: tile 0 rows g, g + 8, tile 1 ...).
-  const int ra = lane & 15, ca = (lane >> 4) * 8;
-  const int rt = (lane & 7) + ((lane >> 3) & 1) * 8;
-  const int rv = (lane & 7) + ((lane >> 4) & 1) * 8, cv = ((lane >> 3) & 1) * 8;
-  const uint32_t offak = (ra * LK + ca) * 2, offac = (ra * LC + ca) * 2;
-  const uint32_t offtk = (rt * LK + ca) * 2;
-  const uint32_t offvb = (rv * LB + pair * 16 + cv) * 2, offvo = (rv * LO + cv) * 2;
-  const uint32_t offas = (ra * LS + ca) * 2, offav = (ra * LV + ca) * 2;
 
   Ts* const obase = static_cast<Ts*>(p.o);
   const int64_t ostride = int64_t(p.HV) * V;
-  if (nchunks > 0)
-    issue(0, 0);
+  int s = 0;
+  uint32_t ph = 0;  // stage s of chunk c, and the parity of its fill
   for (int64_t c = 0; c < nchunks; ++c) {
-    const int s = int(c & 1);
-    cp_async_wait_all();
-    __syncthreads();  // chunk c landed everywhere; every warp left chunk c - 1
-    if (c + 1 < nchunks)
-      issue(c + 1, s ^ 1);
+    if (ow)
+      produce(c);
+    mbar_wait(full(s), ph);  // chunk c landed
     const uint32_t sb = sm0 + s * Tw::kStageBytes;
     const uint32_t sq = sb, sk = sb + Tw::kOffK * 2, skd = sb + Tw::kOffKd * 2;
     const uint32_t sv = sb + Tw::kOffV * 2, st = sb + Tw::kOffT * 2, sa = sb + Tw::kOffA * 2;
@@ -329,25 +460,11 @@ __global__ void __launch_bounds__(Tw::kThreads)
 
     float o[NC][4];
     uint32_t vf[C / 16][4];  // A fragments of v' (for o)
-    // oᵀ = Sᵀ_hi Qᵀ (off the state's chain); a(kk, ah): the A fragment of k step kk.
-    auto o_sq = [&](auto&& a) {
 #pragma unroll
-      for (int nt = 0; nt < NC; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
-        uint32_t ah[4];
-        a(kk, ah);
-#pragma unroll
-        for (int np = 0; np < C / 16; ++np) {
-          uint32_t b[4];
-          ldsm4(b, sq + offak + (np * 16 * LK + kk * 16) * 2);
-          wmma16<Ts>(o[2 * np], ah, b[0], b[2]);
-          wmma16<Ts>(o[2 * np + 1], ah, b[1], b[3]);
-        }
-      }
-    };
-    if (!ow) {  // the chain
-      // rᵀ = (Sᵀ_hi + Sᵀ_lo) Kᵀ (then scaled below).
+    for (int nt = 0; nt < NC; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    if (chain) {
+      // rᵀ = (Sᵀ_hi + Sᵀ_lo) Kᵀ (then scaled below) and, beside it from the
+      // same Sᵀ_hi fragments, oᵀ = Sᵀ_hi Qᵀ (off the state's chain).
       float r[NC][4];
 #pragma unroll
       for (int nt = 0; nt < NC; ++nt) r[nt][0] = r[nt][1] = r[nt][2] = r[nt][3] = 0.f;
@@ -357,18 +474,28 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
-          ah[i] = pack2<Ts>(x[0], x[1]);
-          const float2 h = unpack2<Ts>(ah[i]);
-          al[i] = pack2<Ts>(x[0] - h.x, x[1] - h.y);
+          split2<Ts>(x[0], x[1], ah[i], al[i]);
+        }
+        uint32_t bk[C / 16][4];
+#pragma unroll
+        for (int np = 0; np < C / 16; ++np) {
+          ldsm4(bk[np], sk + offbk + (np * 16 * LK + kk * 16) * 2);
+          wmma16<Ts>(r[2 * np], ah, bk[np][0], bk[np][1]);
+          wmma16<Ts>(r[2 * np + 1], ah, bk[np][2], bk[np][3]);
+        }
+        if constexpr (!kSplitO) {
+#pragma unroll
+          for (int np = 0; np < C / 16; ++np) {
+            uint32_t b[4];
+            ldsm4(b, sq + offbk + (np * 16 * LK + kk * 16) * 2);
+            wmma16<Ts>(o[2 * np], ah, b[0], b[1]);
+            wmma16<Ts>(o[2 * np + 1], ah, b[2], b[3]);
+          }
         }
 #pragma unroll
         for (int np = 0; np < C / 16; ++np) {
-          uint32_t b[4];
-          ldsm4(b, sk + offak + (np * 16 * LK + kk * 16) * 2);
-          wmma16<Ts>(r[2 * np], ah, b[0], b[2]);
-          wmma16<Ts>(r[2 * np + 1], ah, b[1], b[3]);
-          wmma16<Ts>(r[2 * np], al, b[0], b[2]);
-          wmma16<Ts>(r[2 * np + 1], al, b[1], b[3]);
+          wmma16<Ts>(r[2 * np], al, bk[np][0], bk[np][1]);
+          wmma16<Ts>(r[2 * np + 1], al, bk[np][2], bk[np][3]);
         }
       }
       // r = fb v - fa (K S), rounded once into A fragments (k = tokens): the
@@ -399,18 +526,10 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
         for (int kb = 0; kb <= ip; ++kb) {
           uint32_t b[4];
-          ldsm4(b, st + offac + (ip * 16 * LC + kb * 16) * 2);
-          wmma16<Ts>(vp[2 * ip], rf[kb], b[0], b[2]);
-          wmma16<Ts>(vp[2 * ip + 1], rf[kb], b[1], b[3]);
+          ldsm4(b, st + offbc + (ip * 16 * LC + kb * 16) * 2);
+          wmma16<Ts>(vp[2 * ip], rf[kb], b[0], b[1]);
+          wmma16<Ts>(vp[2 * ip + 1], rf[kb], b[2], b[3]);
         }
-      if constexpr (!kSplitO)  // beside v' (S is rewritten only below)
-        o_sq([&](int kk, uint32_t ah[4]) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float* x = S[2 * kk + (i >> 1)] + 2 * (i & 1);
-            ah[i] = pack2<Ts>(x[0], x[1]);
-          }
-        });
       // A fragments of v' and of fk ∘ v' (for S).
       uint32_t vd[C / 16][4];
 #pragma unroll
@@ -424,10 +543,12 @@ __global__ void __launch_bounds__(Tw::kThreads)
           vd[kb][2 * h] = pack2<Ts>(f.x * vp[nt][0], f.y * vp[nt][1]);
           vd[kb][2 * h + 1] = pack2<Ts>(f.x * vp[nt][2], f.y * vp[nt][3]);
         }
-      if constexpr (kSplitO) {  // v' to the output warp
+      if constexpr (kSplitO) {  // v' to the output warp, once it read chunk c - 1's
+        if (c >= 1)
+          mbar_wait(pb + 8 * 5, uint32_t((c - 1) & 1));
 #pragma unroll
         for (int kb = 0; kb < C / 16; ++kb) stsm4<LV>(vpbuf + kb * 8, vf[kb]);
-        bar_arrive1(NTH);
+        mbar_arrive(pb + 8 * 4);
       }
       // S = gamma ∘ S + (fk ∘ v')ᵀ K.
 #pragma unroll
@@ -444,13 +565,28 @@ __global__ void __launch_bounds__(Tw::kThreads)
           wmma16<Ts>(S[2 * np], vd[kb], b[0], b[1]);
           wmma16<Ts>(S[2 * np + 1], vd[kb], b[2], b[3]);
         }
-      if constexpr (kSplitO)
+      if constexpr (kSplitO) {
+        mbar_arrive(empty(s));  // the chain's reads of the stage are done
         put_shi(c + 1);
+      }
     }
     if (!kSplitO || ow) {  // the output
-      if constexpr (kSplitO) {
+      if constexpr (kSplitO) {  // oᵀ = Sᵀ_hi Qᵀ, Sᵀ_hi from the chain warp
+        mbar_wait(pb + 8 * (c & 1), uint32_t((c >> 1) & 1));
         const uint32_t shs = static_cast<uint32_t>(__cvta_generic_to_shared(shbuf(c))) + offas;
-        o_sq([&](int kk, uint32_t ah[4]) { ldsm4(ah, shs + kk * 32); });
+#pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk) {
+          uint32_t ah[4];
+          ldsm4(ah, shs + kk * 32);
+#pragma unroll
+          for (int np = 0; np < C / 16; ++np) {
+            uint32_t b[4];
+            ldsm4(b, sq + offbk + (np * 16 * LK + kk * 16) * 2);
+            wmma16<Ts>(o[2 * np], ah, b[0], b[1]);
+            wmma16<Ts>(o[2 * np + 1], ah, b[2], b[3]);
+          }
+        }
+        mbar_arrive(pb + 8 * (2 + (c & 1)));  // shbuf(c) read
       }
       // o = fq ∘ (S_hi Q) + Aqk v' (Aqk lower triangular).
 #pragma unroll
@@ -459,20 +595,22 @@ __global__ void __launch_bounds__(Tw::kThreads)
         o[nt][0] *= f.x, o[nt][1] *= f.y, o[nt][2] *= f.x, o[nt][3] *= f.y;
       }
       if constexpr (kSplitO) {
-        bar_sync1(NTH);  // v' of this chunk is in vpbuf
+        mbar_wait(pb + 8 * 4, uint32_t(c & 1));  // v' of this chunk is in vpbuf
         const uint32_t vps = static_cast<uint32_t>(__cvta_generic_to_shared(vpbuf)) + offav;
 #pragma unroll
         for (int kb = 0; kb < C / 16; ++kb) ldsm4(vf[kb], vps + kb * 32);
+        mbar_arrive(pb + 8 * 5);  // vpbuf read
       }
 #pragma unroll
       for (int ip = 0; ip < C / 16; ++ip)
 #pragma unroll
         for (int kb = 0; kb <= ip; ++kb) {
           uint32_t b[4];
-          ldsm4(b, sa + offac + (ip * 16 * LC + kb * 16) * 2);
-          wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[2]);
-          wmma16<Ts>(o[2 * ip + 1], vf[kb], b[1], b[3]);
+          ldsm4(b, sa + offbc + (ip * 16 * LC + kb * 16) * 2);
+          wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[1]);
+          wmma16<Ts>(o[2 * ip + 1], vf[kb], b[2], b[3]);
         }
+      mbar_arrive(empty(s));  // this warp's reads of the stage are done
       // oᵀ -> the [C][16] tile of the columns (transposed: rows are tokens) -> o rows.
       __syncwarp();  // the previous chunk's reads of the tile are done
 #pragma unroll
@@ -507,9 +645,13 @@ __global__ void __launch_bounds__(Tw::kThreads)
               *reinterpret_cast<const uint4*>(otile + tok * LO + half * 8);
       }
     }
+    if (++s == NS)
+      s = 0, ph ^= 1;
   }
+  if (ow)
+    cp_async_wait_all_();
 
-  if (p.ht && !ow) {
+  if (p.ht && chain) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
