@@ -3,23 +3,24 @@
 // Each warp owns all K rows of 16 value columns of one head: it holds Sᵀ
 // (16 x K, f32) as mma.sync accumulators (K / 2 registers per thread) and
 // runs, per chunk of C tokens (from the same workspace and raw rows as the
-// block scan, staged in shared memory by the block's cp.async copies):
+// block scan, staged in shared memory by cp.async):
 //   rᵀ  = fb ∘ Vᵀ - fa ∘ ((Sᵀ_hi + Sᵀ_lo) Kᵀ)   (the residual in f32, rounded once)
 //   v'ᵀ = rᵀ Tᵀ
 //   oᵀ  = fq ∘ (Sᵀ_hi Qᵀ) + v'ᵀ Aqkᵀ            (staged per warp, written as rows)
 //   Sᵀ  = gamma ∘ Sᵀ + (fk ∘ v')ᵀ K             (gamma per key: a column of Sᵀ)
 // The A operands come from the accumulators in registers (the C fragment of
-// two adjacent n8 tiles is the A fragment of one k16 step), so the chain
-// touches no shared memory but the staged operands and has no barrier; the
-// block's warps (BV / 16) meet once per chunk to hand over the stage. With
-// output warps (SplitO, chunked_stages' warp = 2) a second warp per 16
-// columns computes oᵀ from Sᵀ_hi and v'ᵀ that the chain warp stores to shared
-// memory (one named barrier per chunk), leaving the chain 212 of 296 mma
-// (K = 128, C = 64). No sequence split, no fused launch (the block scan
-// keeps those). H200: faster than the block scan on large grids (GDN 16/32
-// heads 4x8192 1.11x, delta K = 64 8x4096 1.23x), slower on one long
-// sequence (16/32 heads 1x32768: 3.3 µs per chunk; docs/performance.md,
-// version 10).
+// two adjacent n8 tiles is the A fragment of one k16 step), the B operands
+// from ldmatrix in the register pairs mma.sync takes, so the chain touches
+// no shared memory but the staged operands. The chain warps issue no copy
+// and meet no block barrier: a producer warp fills a ring of 2-3 stages
+// (full / empty mbarriers). With output warps (SplitO, chunked_stages'
+// warp = 2) a second warp per 16 columns computes oᵀ from Sᵀ_hi and v'ᵀ that
+// the chain warp stores to shared memory (mbarrier hand-overs) and issues
+// the copies, leaving the chain 212 of 296 mma (K = 128, C = 64). No
+// sequence split, no fused launch (the block scan keeps those). H200: faster
+// than the block scan on GDN 16/32 heads 1x32768 (1.38x, 1.62 µs per
+// chunk), 4x8192 (1.35x) and delta K = 64 8x4096 (1.25x); output warps no
+// faster (docs/performance.md, version 11).
 //
 // Compiled only where DELTAC_CHUNKED_WARP_SCAN is nonzero (1: used when a
 // call asks for it, chunked_stages' warp = 1 or 2; 2: warp = 1 also by
