@@ -136,12 +136,18 @@ def test_cuda_bad_devices():
         ops.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=torch.tensor([0, 8]))
 
 
-def test_cuda_unsupported_shape_is_a_clear_error():
-    if deltac._lib.cuda_supports(1, 32, 48, 0):
-        pytest.skip("this build has a CUDA kernel for K=32, V=48")
-    _, gpu = make("gated", 1, 8, 2, 2, 32, 48, torch.float32)
-    with pytest.raises(deltac.DeltacError, match="no CUDA kernel"):
-        run("chunk_gated_delta_rule", gpu)
+@pytest.mark.parametrize("case", [(32, 48, torch.float32), (96, 80, torch.bfloat16)],
+                         ids=["K32_V48_f32", "K96_V80_bf16"])
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_cuda_padded_shape_matches_reference(name, case, seed):
+    # (K, V) with no precompiled instance run zero-padded to one (runtime/README.md)
+    K, V, dtype = case
+    cpu, gpu = make(FUNCS[name][1], 2, 33, 2, 4, K, V, dtype)
+    o, ht = run(name, gpu, use_qk_l2norm_in_kernel=True)
+    assert o.shape == (2, 33, 4, V) and ht.shape == (2, 4, K, V)
+    ro, rht = delta_rule(*cpu[:3], cpu[4], cpu[3], h0=cpu[5], l2=True)
+    tol = 1e-5 if dtype == torch.float32 else 5e-3
+    assert rel_err(o, ro) <= tol and rel_err(ht, rht) <= tol
 
 
 def test_cuda_deltanet_attention(seed):
