@@ -6,6 +6,7 @@
 // place, q/k L2 norm, 16/32 heads.
 //   deltac_cuda_pad_bench
 #include "bench_fill.cuh"
+#include "bench_graph.cuh"
 #include "deltac/runtime.h"
 
 #include <cuda_bf16.h>
@@ -70,42 +71,12 @@ double timeCall(int K, int V, int B, int T, deltac_run_info *info) {
     std::exit(1);
   }
   check(cudaStreamSynchronize(s), "warm call");
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capture");
-  const int rc = deltac_forward(&p, &opt);
-  check(cudaStreamEndCapture(s, &graph), "end capture");
-  if (rc != 0) {
-    std::fprintf(stderr, "pad_bench: %s\n", deltac_last_error());
-    std::exit(1);
-  }
-  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 5; ++i)
-    cudaGraphLaunch(exec, s);
-  std::vector<float> ms;
-  for (int t = 0; t < 15; ++t) {
-    cudaEventRecord(a, s);
-    for (int i = 0; i < 20; ++i)
-      cudaGraphLaunch(exec, s);
-    cudaEventRecord(b, s);
-    check(cudaEventSynchronize(b), "replay");
-    float x = 0;
-    cudaEventElapsedTime(&x, a, b);
-    ms.push_back(x / 20);
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const float med = deltac::bench::replay_median_ms(p, opt, s, "pad_bench");
   for (void *x : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)g, (void *)beta,
                   (void *)h, wsp})
     cudaFree(x);
   cudaStreamDestroy(s);
-  return ms[ms.size() / 2];
+  return med;
 }
 
 }  // namespace

@@ -42,6 +42,31 @@ __device__ __forceinline__ float pick(const float (&r)[kMaxConvKernel], int j) {
 constexpr int kConvThreads = 128; // channels per block
 constexpr int kConvTokens = 64;   // tokens per block (>= kMaxConvKernel)
 
+// Conv channel c's column in y (q channels, then k, then v; with group > 0
+// each row holds groups of dk q, dk k and vg v columns).
+__device__ __forceinline__ int64_t conv_column(const ConvGates &a, int64_t c) {
+  if (a.group <= 0) return c;
+  if (c < a.kd) return (c / a.dk) * a.group + c % a.dk;
+  if (c < 2 * a.kd) return ((c - a.kd) / a.dk) * a.group + a.dk + (c - a.kd) % a.dk;
+  return ((c - 2 * a.kd) / a.vg) * a.group + 2 * a.dk + (c - 2 * a.kd) % a.vg;
+}
+
+// beta and g of value head h over tokens [t0, t1) of sequence b: beta =
+// beta_scale sigmoid(b), g = -exp(A_log) softplus(a + dt_bias).
+template <typename Ty>
+__device__ void gates_run(const ConvGates &a, int64_t h, int64_t b, int64_t t0, int64_t t1) {
+  const float decay = -expf(param(a.A_log, a.p_bf16, h)), dt = param(a.dt_bias, a.p_bf16, h);
+  const int64_t bcol = (h / a.ba_heads) * a.ba_group + h % a.ba_heads;
+  const Ty *bp = static_cast<const Ty *>(a.b) + b * a.T * a.ldba + bcol;
+  const Ty *ap = static_cast<const Ty *>(a.a) + b * a.T * a.ldba + bcol;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t o = (b * a.T + t) * a.HV + h;
+    a.beta[o] = a.beta_scale / (1.0f + expf(-load1(bp + t * a.ldba)));
+    const float x = load1(ap + t * a.ldba) + dt;
+    a.g[o] = decay * (x > 20.0f ? x : log1pf(expf(x)));
+  }
+}
+
 // One thread per (sequence, channel, run of kConvTokens tokens), the W
 // inputs of the window in registers. Threads past the C conv channels
 // compute the gates of one value head over the same tokens. Only the blocks
@@ -55,14 +80,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_gates_kernel(ConvGates a) {
   const int64_t t1 = t0 + kConvTokens < a.T ? t0 + kConvTokens : a.T;
   if (c < a.C) {
     const int W = a.W;
-    // this channel's column in y
-    int64_t col = c;
-    if (a.group > 0) {
-      if (c < a.kd) col = (c / a.dk) * a.group + c % a.dk;
-      else if (c < 2 * a.kd) col = ((c - a.kd) / a.dk) * a.group + a.dk + (c - a.kd) % a.dk;
-      else col = ((c - 2 * a.kd) / a.vg) * a.group + 2 * a.dk + (c - 2 * a.kd) % a.vg;
-    }
-    const Ty *y = static_cast<const Ty *>(a.y) + b * a.T * a.ldy + col; // token t: y[t * ldy]
+    const Ty *y = static_cast<const Ty *>(a.y) + b * a.T * a.ldy + conv_column(a, c); // y[t * ldy]
     float w[kMaxConvKernel], old[kMaxConvKernel], win[kMaxConvKernel];
     const bool first = blockIdx.y == 0;
     const Ty *st_in = a.state_in ? static_cast<const Ty *>(a.state_in) + (b * a.C + c) * W : nullptr;
@@ -100,18 +118,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_gates_kernel(ConvGates a) {
     }
     return;
   }
-  const int64_t h = c - a.C;
-  if (h >= a.HV) return;
-  const float decay = -expf(param(a.A_log, a.p_bf16, h)), dt = param(a.dt_bias, a.p_bf16, h);
-  const int64_t bcol = (h / a.ba_heads) * a.ba_group + h % a.ba_heads;
-  const Ty *bp = static_cast<const Ty *>(a.b) + b * a.T * a.ldba + bcol;
-  const Ty *ap = static_cast<const Ty *>(a.a) + b * a.T * a.ldba + bcol;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t o = (b * a.T + t) * a.HV + h;
-    a.beta[o] = a.beta_scale / (1.0f + expf(-load1(bp + t * a.ldba)));
-    const float x = load1(ap + t * a.ldba) + dt;
-    a.g[o] = decay * (x > 20.0f ? x : log1pf(expf(x)));
-  }
+  if (c - a.C < a.HV)
+    gates_run<Ty>(a, c - a.C, b, t0, t1);
 }
 
 // conv_gates_kernel for bf16 in and out, 8 channels per thread: one 16-byte
@@ -139,33 +147,17 @@ __global__ void __launch_bounds__(kConvThreads) conv_gates8_kernel(ConvGates a) 
   const int64_t tid = int64_t(blockIdx.x) * kConvThreads + threadIdx.x;
   const int64_t groups = a.C / kConv8;
   if (tid >= groups) { // the gates: one value head per thread, as conv_gates_kernel
-    const int64_t h = tid - groups;
-    if (h >= a.HV) return;
-    const int64_t b = blockIdx.z, t0 = int64_t(blockIdx.y) * kConvTokens;
-    const int64_t t1 = t0 + kConvTokens < a.T ? t0 + kConvTokens : a.T;
-    const float decay = -expf(param(a.A_log, a.p_bf16, h)), dt = param(a.dt_bias, a.p_bf16, h);
-    const int64_t bcol = (h / a.ba_heads) * a.ba_group + h % a.ba_heads;
-    const bf16 *bp = static_cast<const bf16 *>(a.b) + b * a.T * a.ldba + bcol;
-    const bf16 *ap = static_cast<const bf16 *>(a.a) + b * a.T * a.ldba + bcol;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t o = (b * a.T + t) * a.HV + h;
-      a.beta[o] = a.beta_scale / (1.0f + expf(-load1(bp + t * a.ldba)));
-      const float x = load1(ap + t * a.ldba) + dt;
-      a.g[o] = decay * (x > 20.0f ? x : log1pf(expf(x)));
-    }
+    const int64_t t0 = int64_t(blockIdx.y) * kConvTokens;
+    if (tid - groups < a.HV)
+      gates_run<bf16>(a, tid - groups, blockIdx.z, t0,
+                      t0 + kConvTokens < a.T ? t0 + kConvTokens : a.T);
     return;
   }
   const int64_t c = tid * kConv8; // first of this thread's 8 channels
   const int64_t b = blockIdx.z, t0 = int64_t(blockIdx.y) * kConvTokens;
   const int64_t t1 = t0 + kConvTokens < a.T ? t0 + kConvTokens : a.T;
   constexpr int W = KW;
-  int64_t col = c;
-  if (a.group > 0) {
-    if (c < a.kd) col = (c / a.dk) * a.group + c % a.dk;
-    else if (c < 2 * a.kd) col = ((c - a.kd) / a.dk) * a.group + a.dk + (c - a.kd) % a.dk;
-    else col = ((c - 2 * a.kd) / a.vg) * a.group + 2 * a.dk + (c - 2 * a.kd) % a.vg;
-  }
-  const bf16 *y = static_cast<const bf16 *>(a.y) + b * a.T * a.ldy + col;
+  const bf16 *y = static_cast<const bf16 *>(a.y) + b * a.T * a.ldy + conv_column(a, c);
   const bool first = blockIdx.y == 0;
   const bf16 *st_in = a.state_in ? static_cast<const bf16 *>(a.state_in) + (b * a.C + c) * W
                                  : nullptr;
