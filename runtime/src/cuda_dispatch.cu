@@ -77,9 +77,11 @@ bool launchCall(const deltac_fwd_params &p, const KernelConfig &c,
   };
   if (!pad.K)
     return both(p, l);
-  // The recurrent family alone updates each sequence's state in place.
-  const bool share = c.family == Family::CudaRecurrent && mixed.route == 0;
-  return run_padded(p, pad, share, s, l, both, error);
+  if (mixed.route > 0 && mixed.parts != 3) { // a part alone would unpad the other's o
+    *error = "a padded call runs both kernels of a mixed batch (Mixed.parts = 3)";
+    return false;
+  }
+  return run_padded(p, pad, pad_shares_state(c.family, mixed.route), s, l, both, error);
 }
 
 // One device allocation holding every tensor at 256-byte aligned offsets.
@@ -98,7 +100,7 @@ bool cuda_built() { return true; }
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
                            bool deterministic, int32_t route, const Pad &pad) {
   if (pad.K) { // the padded tensors, then the kernel's workspace for them
-    const bool share = c.family == Family::CudaRecurrent && route == 0;
+    const bool share = pad_shares_state(c.family, route);
     return pad_bytes(p, pad, share) +
            cuda_workspace_size(padded_params(p, pad, share, nullptr), c,
                                deterministic, route);

@@ -16,11 +16,9 @@
 namespace deltac {
 namespace rt {
 
-// Launch p (device pointers) with config c on s; skip: see launch.cuh; ws,
-// ws_bytes: the workspace (launch.cuh: null = stream-ordered allocation).
-// *found is false when no instance exists for c and p's K, V (nothing is
-// launched then).
-// deterministic: options.deterministic; route: mixed batches (launch.cuh).
+// How a launch runs: skip (see launch.cuh), deterministic
+// (options.deterministic), route (mixed batches, launch.cuh), ws / ws_bytes
+// (the workspace; launch.cuh: null = stream-ordered allocation).
 struct Launch {
   const int32_t *skip = nullptr;
   bool deterministic = false;
@@ -78,6 +76,8 @@ cudaError_t cudaLaunchDims(const deltac_fwd_params &p, const KernelConfig &c,
   return cudaErrorInvalidValue;
 }
 
+// Launch p (device pointers) with config c on s; *found is false when no
+// instance exists for c and p's K, V (nothing is launched then).
 template <deltac_variant Var>
 cudaError_t cudaLaunch(const deltac_fwd_params &p, const KernelConfig &c,
                        cudaStream_t s, const Launch &l, bool *found) {

@@ -22,6 +22,12 @@ namespace rt {
 // updates each sequence's own state in place).
 size_t pad_bytes(const deltac_fwd_params &p, const Pad &pad, bool share_state);
 
+// Whether a padded call of family f shares one state buffer (the workspace
+// query and the run must agree): the recurrent family, not in a mixed batch.
+inline bool pad_shares_state(Family f, int32_t route) {
+  return f == Family::CudaRecurrent && route == 0;
+}
+
 // p's params as the padded call sees them, its tensors at base (null: only
 // the shape, for workspace sizes): dims pad.K, pad.V; a state pool becomes
 // one dense state per sequence (gathered from its read slot, zero for -1)

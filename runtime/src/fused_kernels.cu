@@ -217,6 +217,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_gates8_kernel(ConvGates a) 
       *reinterpret_cast<uint4 *>(dst + (tb + u) * ld) = out;
     }
   }
+  // The last W inputs; in place (state_out == state_in) index T + i > i is
+  // read before it is written, and each thread owns its 8 channels' rows.
   if (first && a.state_out) {
     bf16 *st = static_cast<bf16 *>(a.state_out) + (b * a.C + c) * W;
     for (int j = 0; j < kConv8; ++j)

@@ -152,6 +152,7 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error) {
   *out = Choice{};
+  out->K = prob.K, out->V = prob.V; // the dims the kernel runs (padded: below)
   bool pinned = false;
   if (!config_from_options(opt, &out->config, &pinned, error))
     return false;
@@ -180,13 +181,15 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
     }
     if (!precompiled(out->config, prob)) {
       *error = "options.config: " + config_string(out->config) +
-               " is not precompiled in this runtime";
+               " is not precompiled in this runtime" +
+               (d == Device::CUDA ? " (a pinned config never runs padded; without "
+                                    "options.config a K, V with no instance does)"
+                                  : "");
       return false;
     }
     return isa_from_options(opt, out->config, prob, &out->isa, error);
   }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
-  out->K = prob.K, out->V = prob.V;
   if (d == Device::CUDA) { // no instance for the call's K, V: run it padded
     Problem run;
     Family f;
@@ -295,6 +298,18 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
   out->isa = isa;
   out->config = r->config;
   out->tuned = true;
+  // A tuned split was measured at the tuned batch size; where this call's
+  // grid already fills 7/8 of the GPU (where the kernel's own rule,
+  // chunked_default_split, would not split), the rule runs (split 0).
+  const KernelConfig &c = out->config;
+  if (c.family == Family::CudaChunked && c.split > 1 && c.tile_v > 0 &&
+      prob.sm_count > 0 &&
+      prob.seqs * prob.HV * (prob.V / c.tile_v) >= int64_t(prob.sm_count) * 7 / 8) {
+    out->note = "tuning db '" + db.source + "': record " + std::to_string(index) +
+                "'s split=" + std::to_string(c.split) +
+                " not used: this call's grid fills the GPU (the kernel's rule ran)";
+    out->config.split = 0;
+  }
   out->threads = d == Device::CPU ? r->threads : 0;
   return true;
 }

@@ -39,7 +39,7 @@ struct Choice {
   bool tuned = false;  // a database record chose it
   int32_t threads = 0; // the record's CPU threads (0 = none)
   CpuIsa isa = CpuIsa::generic; // CPU: the instruction-set instance to run
-  std::string note;    // "" or why the database was not used
+  std::string note;    // "" or why the database (or part of a record) was not used
 };
 
 // options.config as a KernelConfig: false with *error when the family name

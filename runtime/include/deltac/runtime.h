@@ -52,7 +52,9 @@ typedef struct deltac_kernel_config {
    * the catalogue's per-ISA rule (deltac::cpu_isa_for). */
   const char *isa;
   /* cuda_chunked's knob fuse (after isa: the fields above keep their
-   * offsets); split 0 there is the kernel's own rule. */
+   * offsets within this struct; deltac_options' later fields moved, so code
+   * built against an older header must be rebuilt); split 0 there is the
+   * kernel's own rule. */
   int32_t fuse;
 } deltac_kernel_config;
 
@@ -100,7 +102,9 @@ typedef struct deltac_options {
    * naming the field; nothing runs. */
   deltac_kernel_config config;
   /* CUDA with device pointers: a device workspace for kernels that need one
-   * (the chunked family), at least deltac_workspace_size() bytes, 256-byte
+   * (the chunked family, and calls run padded: no instance for their K, V),
+   * at least deltac_workspace_size() bytes (asked with the same params:
+   * the padded buffers depend on which of h0, ht, state_steps are set), 256-byte
    * aligned. NULL (the default): the runtime takes it from the stream-
    * ordered allocator (cudaMallocAsync / cudaFreeAsync on cuda_stream: no
    * host synchronisation, graph-capturable). */
@@ -184,9 +188,10 @@ const char *deltac_last_error(void);
  * machines without a GPU driver. */
 int deltac_cuda_available(void);
 
-/* 1 when this build ships a CUDA kernel for this variant, K, V and in_dtype
- * (out dtype = in dtype, f32 state in either layout), by the catalogue's
- * precompiled list; 0 otherwise (also in builds without CUDA). */
+/* 1 when this build runs this variant, K, V and in_dtype on CUDA (out dtype
+ * = in dtype, f32 state in either layout): a precompiled instance of the
+ * catalogue's list, or one it runs padded (every K, V in 16..256, multiples
+ * of 16); 0 otherwise (also in builds without CUDA). */
 int deltac_cuda_supports(int32_t variant, int32_t K, int32_t V,
                          int32_t in_dtype);
 
