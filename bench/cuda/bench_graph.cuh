@@ -54,6 +54,29 @@ inline float replay_median_ms(const deltac_fwd_params &p, const deltac_options &
   return ms[ms.size() / 2];
 }
 
+// Median ms of deltac_forward(p, opt) on stream s (device pointers): a
+// workspace of deltac_workspace_size() bytes, one warm call (loads the
+// kernels; its run info into *info), then replay_median_ms.
+inline float time_runtime_call(const deltac_fwd_params &p, deltac_options opt, cudaStream_t s,
+                               const char *tool, deltac_run_info *info) {
+  size_t ws = 0;
+  if (deltac_workspace_size(&p, &opt, &ws) != 0) {
+    std::fprintf(stderr, "%s: %s\n", tool, deltac_last_error());
+    std::exit(1);
+  }
+  void *wsp = nullptr;
+  check(cudaMalloc(&wsp, ws ? ws : 256), tool, "malloc ws");
+  opt.workspace = wsp, opt.workspace_bytes = ws;
+  if (deltac_forward_info(&p, &opt, info) != 0) {
+    std::fprintf(stderr, "%s: %s\n", tool, deltac_last_error());
+    std::exit(1);
+  }
+  check(cudaStreamSynchronize(s), tool, "warm call");
+  const float med = replay_median_ms(p, opt, s, tool);
+  cudaFree(wsp);
+  return med;
+}
+
 }  // namespace deltac::bench
 
 #endif  // DELTAC_BENCH_CUDA_BENCH_GRAPH_CUH

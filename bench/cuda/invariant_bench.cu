@@ -79,22 +79,9 @@ double timeCall(const Row &r, bool det, deltac_run_info *info) {
   opt.mode = r.mode;
   opt.deterministic = det ? 1 : 0;
   opt.cuda_stream = s;
-  size_t ws = 0;
-  if (deltac_workspace_size(&p, &opt, &ws) != 0) {
-    std::fprintf(stderr, "invariant_bench: %s\n", deltac_last_error());
-    std::exit(1);
-  }
-  void *wsp = nullptr;
-  check(cudaMalloc(&wsp, ws ? ws : 256), "malloc ws");
-  opt.workspace = wsp, opt.workspace_bytes = ws;
-  if (deltac_forward_info(&p, &opt, info) != 0) {  // warm: loads the kernels
-    std::fprintf(stderr, "invariant_bench: %s\n", deltac_last_error());
-    std::exit(1);
-  }
-  check(cudaStreamSynchronize(s), "warm call");
-  const float med = deltac::bench::replay_median_ms(p, opt, s, "invariant_bench");
+  const float med = deltac::bench::time_runtime_call(p, opt, s, "invariant_bench", info);
   for (void *x : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)g, (void *)beta,
-                  (void *)h, (void *)dcu, wsp})
+                  (void *)h, (void *)dcu})
     cudaFree(x);
   cudaStreamDestroy(s);
   return med;

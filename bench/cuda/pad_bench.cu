@@ -58,22 +58,9 @@ double timeCall(int K, int V, int B, int T, deltac_run_info *info) {
   opt.device = DELTAC_DEVICE_CUDA;
   opt.device_pointers = 1;
   opt.cuda_stream = s;
-  size_t ws = 0;
-  if (deltac_workspace_size(&p, &opt, &ws) != 0) {
-    std::fprintf(stderr, "pad_bench: %s\n", deltac_last_error());
-    std::exit(1);
-  }
-  void *wsp = nullptr;
-  check(cudaMalloc(&wsp, ws ? ws : 256), "malloc ws");
-  opt.workspace = wsp, opt.workspace_bytes = ws;
-  if (deltac_forward_info(&p, &opt, info) != 0) {
-    std::fprintf(stderr, "pad_bench: %s\n", deltac_last_error());
-    std::exit(1);
-  }
-  check(cudaStreamSynchronize(s), "warm call");
-  const float med = deltac::bench::replay_median_ms(p, opt, s, "pad_bench");
+  const float med = deltac::bench::time_runtime_call(p, opt, s, "pad_bench", info);
   for (void *x : {(void *)q, (void *)k, (void *)v, (void *)o, (void *)g, (void *)beta,
-                  (void *)h, wsp})
+                  (void *)h})
     cudaFree(x);
   cudaStreamDestroy(s);
   return med;
