@@ -420,6 +420,10 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   const int32_t noSplit = ruleMaySplit ? 1 : 0;
   if (c.fuse == 1 && (c.split != noSplit || chunks < 1))
     return false;
+  // The fused launch runs only where the scan's grid is one wave
+  // (chunked_fused_launch); elsewhere fuse = 1 runs as fuse = 0.
+  if (c.fuse == 1 && p.sm_count > 0 && p.seqs * p.HV * (p.V / c.tile_v) > p.sm_count)
+    return false;
   if (c.split == 0)
     return true;
   if (c.split == 1)

@@ -320,8 +320,9 @@ TEST(Enumerate, ChunkedSplitAndFuseValuesThatChangeWhatRuns) {
       }
     return s;
   };
-  // One token: one chunk, no split can run; the rule runs none.
-  EXPECT_EQ(kept(64, 1), "0 0f ");
+  // One token: one chunk, no split can run; the rule runs none; 64 x 32 x 2
+  // blocks are more than one wave: no fused launch.
+  EXPECT_EQ(kept(64, 1), "0 ");
   // 1 x 8192 tokens = 128 chunks, 32 heads x 2 V tiles < 7/8 of 132 SMs:
   // the rule may split, so 1 differs from 0; every split has its own length.
   EXPECT_EQ(kept(1, 8192), "0 1 1f 2 4 8 16 ");
@@ -330,8 +331,9 @@ TEST(Enumerate, ChunkedSplitAndFuseValuesThatChangeWhatRuns) {
   // 3 chunks: split 2 runs segments of 2 chunks, 4 of 1 (3 segments); 8
   // and 16 run those same 3 segments.
   EXPECT_EQ(kept(1, 192), "0 0f 2 4 ");
-  // 8 x 8192: 32 x 8 x 2 blocks fill the GPU: the rule runs no split.
-  EXPECT_EQ(kept(8, 8192), "0 0f 2 4 8 16 ");
+  // 8 x 8192: 32 x 8 x 2 blocks fill the GPU: the rule runs no split, and
+  // the grid is more than one wave (no fused launch).
+  EXPECT_EQ(kept(8, 8192), "0 2 4 8 16 ");
   // Other families: always.
   EXPECT_TRUE(run_time_knobs_matter(default_config(Family::CudaRecurrent, p), p));
 }
