@@ -234,8 +234,8 @@ void chunked_args(benchmark::internal::Benchmark* b) {
     for (int threads : {0, 1}) b->Args({kPrefillT, threads, isa});
   b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
-// Gated: the lengths where Mode::Auto chooses between the forms.
-void chunked_gated_args(benchmark::internal::Benchmark* b) {
+// Gated (both forms): the lengths where Mode::Auto chooses between them.
+void gated_length_args(benchmark::internal::Benchmark* b) {
   for (int64_t isa : isa_args())
     for (int threads : {0, 1})
       for (int T : {256, 1024, 4096, kPrefillT}) b->Args({T, threads, isa});
@@ -247,20 +247,14 @@ void recurrent_args(benchmark::internal::Benchmark* b) {
   }
   b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
-void recurrent_gated_args(benchmark::internal::Benchmark* b) {
-  for (int64_t isa : isa_args())
-    for (int threads : {0, 1})
-      for (int T : {256, 1024, 4096, kPrefillT}) b->Args({T, threads, isa});
-  b->ArgNames({"T", "threads", "isa"})->Unit(benchmark::kMillisecond)->UseRealTime();
-}
 
 BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_DELTA, 64)->Apply(chunked_args);
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 64)->Apply(chunked_gated_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 64)->Apply(gated_length_args);
 BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_KDA, 64)->Apply(chunked_args);
-BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 32)->Apply(chunked_gated_args);
+BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 32)->Apply(gated_length_args);
 BENCHMARK_TEMPLATE(BM_Chunked, DELTAC_VARIANT_GATED, 16)->Apply(chunked_args);
 BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_DELTA)->Apply(recurrent_args);
-BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_GATED)->Apply(recurrent_gated_args);
+BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_GATED)->Apply(gated_length_args);
 BENCHMARK_TEMPLATE(BM_RecurrentPrefill, DELTAC_VARIANT_KDA)->Apply(recurrent_args);
 
 void in_dtype_args(benchmark::internal::Benchmark* b) {

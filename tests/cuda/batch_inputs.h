@@ -7,14 +7,21 @@
 
 #include "deltac/params.h"
 #include "deltac/reference.h"
+#include "deltac/tuning_db.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace deltac::test_inputs {
+
+// Test-name part of a (variant, bf16 inputs) pair: "gated_bf16", "kda_f32".
+inline std::string variant_dtype(int variant, bool bf16) {
+  return std::string(variant_name(variant)) + (bf16 ? "_bf16" : "_f32");
+}
 
 struct Inputs {
   std::vector<float> q, k, v, g, beta, h0;  // g empty for delta

@@ -139,7 +139,6 @@ void reference(int variant, const Seq &s, std::vector<double> *o, std::vector<do
 
 bool gpu() { return deltac_cuda_available() != 0; }
 
-const char *vname(int v) { return v == 0 ? "delta" : v == 1 ? "gated" : "kda"; }
 const char *mname(int m) { return m == 0 ? "auto" : m == 1 ? "chunked" : "recurrent"; }
 
 // Target lengths: one token, shorter than a chunk, not a multiple of the
@@ -238,7 +237,7 @@ TEST_P(Invariant, AloneEqualsInsideBatches) {
     reference(variant, x, &oRef, &htRef);
     const double eo = relRms(alone, bf16, oRef, false), eh = relRms(alone, bf16, htRef, true);
     std::printf("  %s %s %s, %d tokens alone vs float64: o %.2e, ht %.2e (%s ran)\n",
-                vname(variant), bf16 ? "bf16" : "f32", cuda ? "cuda" : "cpu", x.len, eo, eh,
+                variant_name(variant), bf16 ? "bf16" : "f32", cuda ? "cuda" : "cpu", x.len, eo, eh,
                 mname(alone.mode));
     EXPECT_LE(eo, tol) << "o vs float64";
     EXPECT_LE(eh, tol) << "ht vs float64";
@@ -258,7 +257,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          int(DELTAC_MODE_RECURRENT))),
     [](const auto &info) {
       return std::string(std::get<2>(info.param) ? "Gpu_" : "Cpu_") +
-             vname(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_bf16_" : "_f32_") +
+             variant_name(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_bf16_" : "_f32_") +
              mname(std::get<3>(info.param));
     });
 
@@ -316,8 +315,8 @@ TEST_P(NotInvariant, SomeCaseDiffers) {
 INSTANTIATE_TEST_SUITE_P(Gpu, NotInvariant,
                          ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Bool()),
                          [](const auto &info) {
-                           return std::string(vname(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) ? "_bf16" : "_f32");
+                           return test_inputs::variant_dtype(std::get<0>(info.param),
+                                                             std::get<1>(info.param));
                          });
 
 }  // namespace

@@ -35,7 +35,6 @@ constexpr int kH = 2, kHV = 4, kK = 128, kV = 128;
 const int kLens[] = {1, 37, 2, 0, 600, 3, 16, 17, 1, 150, 8};
 constexpr int kExtraRows = 8;  // poisoned o rows past the last token
 
-const char *vname(int v) { return v == 0 ? "delta" : v == 1 ? "gated" : "kda"; }
 
 struct Batch {
   int variant = 0, T = 0, N = 0;
@@ -178,7 +177,7 @@ TEST_P(MixedBatch, EachSequenceMatchesItsReference) {
   std::vector<uint8_t> o, ht;
   std::string note;
   runBatch(b, Where(where), false, &o, &ht, &note);
-  std::printf("  %s %s %s: %s\n", vname(variant), bf16 ? "bf16" : "f32",
+  std::printf("  %s %s %s: %s\n", variant_name(variant), bf16 ? "bf16" : "f32",
               where == kCpu ? "cpu" : where == kCudaHost ? "cuda host" : "cuda device",
               note.c_str());
   if (where != kCpu)
@@ -253,7 +252,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto &info) {
       const int w = std::get<2>(info.param);
       return std::string(w == kCpu ? "Cpu_" : w == kCudaHost ? "GpuHost_" : "Gpu_") +
-             vname(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_bf16" : "_f32");
+             test_inputs::variant_dtype(std::get<0>(info.param), std::get<1>(info.param));
     });
 
 // Each kernel of a mixed batch alone (rt::cuda_run's parts), on poisoned o
@@ -312,8 +311,8 @@ TEST_P(MixedParts, NeitherKernelWritesTheOthers) {
 INSTANTIATE_TEST_SUITE_P(Gpu, MixedParts,
                          ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Bool()),
                          [](const auto &info) {
-                           return std::string(vname(std::get<0>(info.param))) +
-                                  (std::get<1>(info.param) ? "_bf16" : "_f32");
+                           return test_inputs::variant_dtype(std::get<0>(info.param),
+                                                             std::get<1>(info.param));
                          });
 
 }  // namespace
