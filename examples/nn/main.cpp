@@ -1,15 +1,16 @@
-// deltac-nn: runs a deltac::nn layer (DeltaNetAttention or GatedDeltaNet) on
-// a safetensors file and prints statistics of its output.
+// deltac-nn: runs a deltac::nn layer (DeltaNetAttention, GatedDeltaNet or
+// KimiDeltaAttention) on a safetensors file and prints statistics of its
+// output.
 //
 //   deltac-nn --weights=layer.safetensors [--input=x.safetensors] [--x=x]
-//             [--layer=deltanet|gated_deltanet] [--prefix=P] [--expect=y]
+//             [--layer=deltanet|gated_deltanet|kda] [--prefix=P] [--expect=y]
 //             [--tol=1e-5] [--decode-split=P] [--repeat=N] [--random=B,T]
 //             [--threads=N]
 //
 // The weights file holds the module's state_dict (names under --prefix) and,
 // in its __metadata__, the config (the Python configs' keys: "layer",
 // hidden_size, num_heads, mode, use_bitnet; linear_num_key_heads, ...,
-// layout). The input x [B, T, hidden] is the tensor --x of --input (default:
+// layout; kda: num_heads, head_dim, short_conv_kernel_size, rms_norm_eps). The input x [B, T, hidden] is the tensor --x of --input (default:
 // the weights file), or random normal values with --random=B,T. With
 // --expect=NAME (a tensor of the input file) it prints the relative error
 // max|y - expect| / max|expect| and exits 1 above --tol. --decode-split=P
@@ -47,9 +48,11 @@ double rel_err(const std::vector<float> &a, const std::vector<float> &b) {
 struct Layer {
   std::unique_ptr<DeltaNetAttention> dn;
   std::unique_ptr<GatedDeltaNet> gdn;
+  std::unique_ptr<KimiDeltaAttention> kda;
   GatedDeltaNetCache cache;
   Tensor run(const Tensor &x, bool cached) {
     if (dn) return dn->forward(x);
+    if (kda) return kda->forward(x, cached ? &cache : nullptr);
     return gdn->forward(x, cached ? &cache : nullptr);
   }
   void reset() {
@@ -127,8 +130,13 @@ int run(int argc, char **argv) {
     c.threads = threads;
     L.gdn.reset(new GatedDeltaNet(c, w, prefix));
     hidden = c.hidden_size;
+  } else if (layer == "kda") {
+    KimiDeltaAttentionConfig c = kda_config(w.metadata());
+    c.threads = threads;
+    L.kda.reset(new KimiDeltaAttention(c, w, prefix));
+    hidden = c.hidden_size;
   } else {
-    throw Error("--layer=" + layer + ": expected deltanet or gated_deltanet");
+    throw Error("--layer=" + layer + ": expected deltanet, gated_deltanet or kda");
   }
 
   Tensor x;

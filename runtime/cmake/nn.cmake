@@ -11,7 +11,8 @@ if(NOT DELTAC_NN_CBLAS_INCLUDE OR NOT DELTAC_NN_OPENBLAS_LIB)
 endif()
 find_package(nlohmann_json 3.10 REQUIRED)
 add_library(deltac_nn STATIC src/safetensors.cpp src/nn_common.cpp
-            src/nn_deltanet.cpp src/nn_gated.cpp src/bitlinear.cpp
+            src/nn_deltanet.cpp src/nn_gated.cpp src/nn_kda.cpp src/nn_conv.cpp
+            src/bitlinear.cpp
             src/bitlinear_generic.cpp src/bitlinear_avx2.cpp src/bitlinear_avx512vnni.cpp
             src/nn_rows_generic.cpp src/nn_rows_avx2.cpp)
 target_include_directories(deltac_nn

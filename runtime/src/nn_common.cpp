@@ -77,7 +77,8 @@ void run_kernel(const KernelCall &c) {
   t.k = arg(c.k, {c.B, c.T, c.H, c.K}, "k");
   t.v = arg(c.v, {c.B, c.T, c.HV, c.V}, "v");
   t.beta = arg(c.beta, {c.B, c.T, c.HV}, "beta");
-  if (c.g) t.g = arg(c.g, {c.B, c.T, c.HV}, "g");
+  if (c.g && c.variant == DELTAC_VARIANT_KDA) t.g = arg(c.g, {c.B, c.T, c.HV, c.K}, "g");
+  else if (c.g) t.g = arg(c.g, {c.B, c.T, c.HV}, "g");
   if (c.h0) t.h0 = arg(c.h0, {c.B, c.HV, c.K, c.V}, "h0");
   t.o = arg(c.o, {c.B, c.T, c.HV, c.V}, "o");
   if (c.ht) t.ht = arg(c.ht, {c.B, c.HV, c.K, c.V}, "ht");
@@ -169,6 +170,16 @@ GatedDeltaNetConfig gated_deltanet_config(const std::map<std::string, std::strin
   c.layout = meta_str(m, "layout", c.layout);
   c.rms_norm_eps = meta_float(m, "rms_norm_eps", c.layout == "olmo_hybrid" ? 1e-5f : c.rms_norm_eps);
   c.allow_neg_eigval = meta_bool(m, "linear_allow_neg_eigval", c.allow_neg_eigval);
+  return c;
+}
+
+KimiDeltaAttentionConfig kda_config(const std::map<std::string, std::string> &m) {
+  KimiDeltaAttentionConfig c;
+  c.hidden_size = meta_int(m, "hidden_size", c.hidden_size);
+  c.num_heads = meta_int(m, "num_heads", c.num_heads);
+  c.head_dim = meta_int(m, "head_dim", c.head_dim);
+  c.conv_kernel = meta_int(m, "short_conv_kernel_size", c.conv_kernel);
+  c.rms_norm_eps = meta_float(m, "rms_norm_eps", c.rms_norm_eps);
   return c;
 }
 

@@ -79,11 +79,7 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetConfig &config,
                  load_linear(w, p + "a_proj.weight", hs, HV, false)});
   }
   if (olmo) {
-    for (auto part : {std::make_pair("q_conv1d", key_dim_), std::make_pair("k_conv1d", key_dim_),
-                      std::make_pair("v_conv1d", value_dim_)}) {
-      auto cw = load(w, p + part.first + ".weight", {part.second, 1, W});
-      conv_w_.insert(conv_w_.end(), cw.begin(), cw.end());
-    }
+    conv_w_ = load_qkv_conv(w, p, key_dim_, value_dim_, W);
     norm_w_ = load(w, p + "o_norm.weight", {Dv});
     out_ = load_linear(w, p + "o_proj.weight", value_dim_, hs, false);
   } else {
@@ -92,9 +88,7 @@ GatedDeltaNet::GatedDeltaNet(const GatedDeltaNetConfig &config,
     norm_w_ = load(w, p + "norm.weight", {Dv});
     out_ = load_linear(w, p + "out_proj.weight", value_dim_, hs, false);
   }
-  conv_wt_.resize(conv_w_.size()); // [W, conv_dim]
-  for (int64_t ch = 0; ch < conv_dim_; ++ch)
-    for (int64_t i = 0; i < W; ++i) conv_wt_[size_t(i * conv_dim_ + ch)] = conv_w_[size_t(ch * W + i)];
+  conv_wt_ = taps_major(conv_w_, conv_dim_, W);
   dt_bias_ = load(w, p + "dt_bias", {HV});
   A_log_ = load(w, p + "A_log", {HV});
 }
@@ -105,49 +99,19 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   const int64_t B = x.shape[0], T = x.shape[1], rows = B * T;
   const int64_t H = c.num_k_heads, HV = c.num_v_heads, Dk = c.head_k_dim,
                 Dv = c.head_v_dim, W = c.conv_kernel, C = conv_dim_;
-  const bool cont = cache && !cache->empty();
-  if (cont && cache->batch != B)
-    throw Error("GatedDeltaNet: the cached state has batch " + std::to_string(cache->batch) +
-                " but hidden_states has batch " + std::to_string(B));
+  const bool cont = continues(cache, B, "GatedDeltaNet");
   const int64_t ncol = in_.out; // C + value_dim + 2 HV
   std::vector<float> &y = grow(ws_[0], rows * ncol);
   in_.forward(x.data.data(), rows, y.data(), ncol);
 
-  // Causal depthwise conv1d + silu over the W cached inputs then this call's
-  // (st: the cache token-major, [W, C]), one sweep per token written straight
-  // into q, k and v: out[t][c] = silu(sum_i w[c][i] in[t + 1 + i][c] + bias[c]).
   const rows::Ops &ops = rows::ops();
   const int64_t kd = key_dim_, vd = value_dim_;
   std::vector<float> &q = grow(ws_[4], rows * kd), &k = grow(ws_[5], rows * kd),
                      &v = grow(ws_[6], rows * vd), &o = grow(ws_[7], rows * vd);
   std::vector<float> conv_state(size_t(B * C * W)); // moved into the cache
-  std::vector<float> &st = grow(ws_[2], W * C);
-  std::vector<const float *> src(static_cast<size_t>(W)), part_src(src);
-  const float *bias = conv_b_.empty() ? nullptr : conv_b_.data();
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t i = 0; i < W; ++i)
-      for (int64_t ch = 0; ch < C; ++ch)
-        st[size_t(i * C + ch)] = cont ? cache->conv[size_t((b * C + ch) * W + i)] : 0.0f;
-    auto input = [&](int64_t j) { // j-th conv input of sequence b
-      return j < W ? st.data() + j * C : y.data() + (b * T + j - W) * ncol;
-    };
-    for (int64_t t = 0; t < T; ++t) {
-      for (int64_t i = 0; i < W; ++i) src[size_t(i)] = input(t + 1 + i);
-      const int64_t r = b * T + t;
-      for (auto part : {std::make_pair(int64_t(0), q.data() + r * kd),
-                        std::make_pair(kd, k.data() + r * kd),
-                        std::make_pair(2 * kd, v.data() + r * vd)}) {
-        const int64_t c0 = part.first, n = c0 == 2 * kd ? vd : kd;
-        for (int64_t i = 0; i < W; ++i) part_src[size_t(i)] = src[size_t(i)] + c0;
-        ops.conv_silu(part_src.data(), conv_wt_.data() + c0, C, W, bias ? bias + c0 : nullptr,
-                      n, part.second);
-      }
-    }
-    for (int64_t i = 0; i < W; ++i) {
-      const float *e = input(T + i);
-      for (int64_t ch = 0; ch < C; ++ch) conv_state[size_t((b * C + ch) * W + i)] = e[ch];
-    }
-  }
+  conv_silu_qkv(y.data(), ncol, B, T, kd, vd, W, conv_wt_.data(),
+                conv_b_.empty() ? nullptr : conv_b_.data(), cont ? cache->conv.data() : nullptr,
+                q.data(), k.data(), v.data(), conv_state.data(), ws_[2]);
 
   std::vector<float> &beta = grow(ws_[8], rows * HV), &g = grow(ws_[9], rows * HV);
   for (int64_t r = 0; r < rows; ++r) {

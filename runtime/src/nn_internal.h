@@ -1,5 +1,6 @@
-// Shared pieces of deltac::nn (nn_common.cpp): weight loading, the kernel
-// call and softplus (the vectorised elementwise passes: nn_rows.h).
+// Shared pieces of deltac::nn (nn_common.cpp, nn_conv.cpp): weight loading,
+// the short conv, the kernel call and softplus (the vectorised elementwise
+// passes: nn_rows.h).
 #ifndef DELTAC_NN_INTERNAL_H
 #define DELTAC_NN_INTERNAL_H
 
@@ -19,10 +20,28 @@ Linear load_linear(const SafeTensors &w, const std::string &name, int64_t in,
 Linear stack(const std::vector<Linear> &parts);
 void check_input(const Tensor &x, int64_t hidden, const char *layer);
 
+// The short conv of GatedDeltaNet and KDA (nn_conv.cpp): the causal
+// depthwise conv1d + silu over the C = 2 kd + vd channels q || k || v at
+// columns [0, C) of y (row b * T + t, row stride ldy), continuing state_in [B,
+// C, W] (the inputs before this call; null: zeros), written to q [B*T, kd], k
+// [B*T, kd], v [B*T, vd]; the last W inputs go to state_out [B, C, W]. wt:
+// the weights token-major [W, C]; bias [C] or null; st: scratch.
+void conv_silu_qkv(const float *y, int64_t ldy, int64_t B, int64_t T, int64_t kd, int64_t vd,
+                   int64_t W, const float *wt, const float *bias, const float *state_in,
+                   float *q, float *k, float *v, float *state_out, std::vector<float> &st);
+// Conv weights [C, W] -> [W, C].
+std::vector<float> taps_major(const std::vector<float> &w, int64_t C, int64_t W);
+// OLMo-Hybrid's and Kimi's q_conv1d, k_conv1d, v_conv1d weights ([C, 1, W]
+// each) one after the other.
+std::vector<float> load_qkv_conv(const SafeTensors &w, const std::string &prefix, int64_t kd,
+                                 int64_t vd, int64_t W);
+// Whether a forward continues *cache (throws when its batch is not B).
+bool continues(const GatedDeltaNetCache *cache, int64_t B, const char *layer);
+
 struct KernelCall {
   int32_t variant;
   int64_t B, T, H, HV, K, V;
-  const float *q, *k, *v, *beta, *g, *h0;
+  const float *q, *k, *v, *beta, *g, *h0; // g: [B, T, HV], kda [B, T, HV, K]
   float *o, *ht;
   int32_t threads;
 };

@@ -21,6 +21,8 @@ struct Ops {
                     const float *bias, int64_t n, float *out);
   // o = w * (o * rsqrt(mean(o^2) + eps)) * silu(z) over one head (n values).
   void (*gated_rmsnorm)(float *o, const float *z, const float *w, int64_t n, float eps);
+  // o = w * (o * rsqrt(mean(o^2) + eps)) * sigmoid(z) (KDA's o_norm).
+  void (*sigmoid_rmsnorm)(float *o, const float *z, const float *w, int64_t n, float eps);
   // o = ((o - mean) * rsqrt(var + eps) * w + b) * silu(g) over one head
   // (LayerNorm with the biased variance, then the silu gate).
   void (*layernorm_gate)(float *o, const float *g, const float *w, const float *b, int64_t n,

@@ -114,6 +114,28 @@ inline Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c,
   return w;
 }
 
+// KimiDeltaAttention of config c (Kimi-Linear's parameter names).
+inline Weights kda_weights(std::mt19937_64 &rng, const KimiDeltaAttentionConfig &c) {
+  Weights w{{}, &rng, false};
+  const int64_t hs = c.hidden_size, H = c.num_heads, D = c.head_dim, hd = H * D,
+                W = c.conv_kernel;
+  const float s = 1.0f / std::sqrt(float(hs));
+  for (const char *n : {"q_proj", "k_proj", "v_proj"}) {
+    w.add(std::string(n) + ".weight", {hd, hs}, s);
+    w.add(std::string(n).substr(0, 1) + "_conv1d.weight", {hd, 1, W}, 0.5f);
+  }
+  w.add("b_proj.weight", {H, hs}, s);
+  w.add("f_a_proj.weight", {D, hs}, s);
+  w.add("f_b_proj.weight", {hd, D}, 1.0f / std::sqrt(float(D)));
+  w.add("g_a_proj.weight", {D, hs}, s);
+  w.add("g_b_proj.weight", {hd, D}, 1.0f / std::sqrt(float(D)));
+  w.add("A_log", {1, 1, H, 1}, 0.5f, 1.0f);
+  w.add("dt_bias", {hd}, 0.5f);
+  w.add("o_norm.weight", {D}, 0.3f, 1.0f);
+  w.add("o_proj.weight", {hs, hd}, s);
+  return w;
+}
+
 }  // namespace deltac::nn::testing
 
 #endif  // DELTAC_TESTS_NN_LAYER_FIXTURES_H

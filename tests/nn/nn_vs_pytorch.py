@@ -27,6 +27,7 @@ import torch
 from deltac.nn import DeltaNetAttention, GatedDeltaNet
 from deltac.nn.deltanet import DeltaNetConfig
 from deltac.nn.gated_deltanet import GatedDeltaNetConfig
+from deltac.nn.kda import KimiDeltaAttention, KimiDeltaAttentionConfig
 
 
 def save_safetensors(path, tensors, metadata):
@@ -74,6 +75,13 @@ def gated(layout, **kw):
     return m, meta
 
 
+def kda(hidden=96, heads=3, head_dim=32, conv=4, eps=1e-5):
+    lac = dict(num_heads=heads, head_dim=head_dim, short_conv_kernel_size=conv)
+    m = KimiDeltaAttention(KimiDeltaAttentionConfig(hidden_size=hidden, rms_norm_eps=eps,
+                                                    linear_attn_config=lac))
+    return m, dict(lac, layer="kda", hidden_size=hidden, rms_norm_eps=repr(eps))
+
+
 # (name, module and metadata, B, T, decode split or None, tolerance). BitLinear
 # quantises out_proj's input (the gated readout) to 8 bits per token: a readout
 # value that the two implementations compute 1e-7 apart can round to adjacent
@@ -88,6 +96,9 @@ CASES = [
     ("gated_olmo_hybrid", lambda: gated("olmo_hybrid"), 2, 17, 3, 1e-5),
     ("gated_neg_eigval", lambda: gated("qwen3_next", linear_allow_neg_eigval=True,
                                        linear_num_value_heads=2), 2, 23, None, 1e-5),
+    ("kda", lambda: kda(), 2, 37, 11, 1e-5),
+    ("kda_d64_conv3", lambda: kda(hidden=64, heads=2, head_dim=64, conv=3, eps=1e-6), 1, 70, 2,
+     1e-5),
 ]
 
 

@@ -1,6 +1,7 @@
 // deltac::nn layers on random weights: prompt + one token at a time through
-// the state cache == the whole sequence at once; weight, config and input
-// errors name the tensor or field. (Agreement with the PyTorch modules:
+// the state cache == the whole sequence at once (DeltaNetAttention, the
+// GatedDeltaNet layouts, KimiDeltaAttention); weight, config and input errors
+// name the tensor or field. (Agreement with the PyTorch modules:
 // nn_vs_pytorch.py, ctest nn_vs_pytorch.)
 #include "deltac/nn.h"
 #include "deltac/test_seed.h"
@@ -151,6 +152,100 @@ TEST(NnGatedDeltaNet, Errors) {
   EXPECT_THROW(GatedDeltaNet(c, w.file()), Error);
 }
 
+KimiDeltaAttentionConfig small_kda() {
+  KimiDeltaAttentionConfig c;
+  c.hidden_size = 48;
+  c.num_heads = 2;
+  c.head_dim = 32;
+  c.conv_kernel = 4;
+  return c;
+}
+
+TEST(NnKda, DecodeStepsEqualWholeSequence) {
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed));
+  std::printf("NnKda: DELTAC_TEST_SEED=%llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  const KimiDeltaAttentionConfig c = small_kda();
+  KimiDeltaAttention layer(c, kda_weights(rng, c).file());
+  Tensor x = random_x(rng, 2, 10, 48);
+  Tensor whole = layer.forward(x);
+  GatedDeltaNetCache cache;
+  std::vector<Tensor> parts{layer.forward(slice_t(x, 0, 2), &cache)}; // shorter than the conv
+  EXPECT_EQ(cache.batch, 2);
+  EXPECT_EQ(cache.conv.size(), size_t(2 * 3 * 64 * 4));
+  EXPECT_EQ(cache.recurrent.size(), size_t(2 * 2 * 32 * 32));
+  parts.push_back(layer.forward(slice_t(x, 2, 6), &cache)); // a chunked prefill
+  for (int64_t t = 6; t < 10; ++t) parts.push_back(layer.forward(slice_t(x, t, t + 1), &cache));
+  expect_same_as_whole(whole, parts);
+  try {
+    layer.forward(slice_t(random_x(rng, 1, 10, 48), 0, 1), &cache);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "KimiDeltaAttention: the cached state has batch 2 but hidden_states "
+                           "has batch 1");
+  }
+}
+
+// The message of constructing KimiDeltaAttention(c, st, prefix).
+std::string kda_error(const KimiDeltaAttentionConfig &c, const SafeTensors &st,
+                      const std::string &prefix = "") {
+  try {
+    KimiDeltaAttention l(c, st, prefix);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(NnKda, WeightErrors) {
+  std::mt19937_64 rng(3);
+  KimiDeltaAttentionConfig c = small_kda();
+  auto w = kda_weights(rng, c);
+  EXPECT_EQ(kda_error(c, w.file("f_b_proj.weight")),
+            "w.safetensors: tensor 'f_b_proj.weight' is missing");
+  EXPECT_EQ(kda_error(c, w.file("v_conv1d.weight")),
+            "w.safetensors: tensor 'v_conv1d.weight' is missing");
+  EXPECT_EQ(kda_error(c, w.file(), "model.layers.0.self_attn."),
+            "w.safetensors: tensor 'model.layers.0.self_attn.q_proj.weight' is missing");
+  auto bad = w;
+  bad.t["A_log"] = SafeTensorF32{{2}, {0.5f, 0.5f}}; // GatedDeltaNet's [HV], not Kimi's [1, 1, H, 1]
+  EXPECT_EQ(kda_error(c, bad.file()), "w.safetensors: tensor 'A_log': shape (2,), expected (1, 1, 2, 1)");
+  bad = w;
+  bad.t["dt_bias"] = SafeTensorF32{{2}, {0.5f, 0.5f}};
+  EXPECT_EQ(kda_error(c, bad.file()), "w.safetensors: tensor 'dt_bias': shape (2,), expected (64,)");
+  c.hidden_size = 32; // the weights' hidden size is 48
+  EXPECT_EQ(kda_error(c, w.file()), "w.safetensors: tensor 'q_proj.weight': shape (64, 48), "
+                                    "expected (64, 32)");
+  c = small_kda();
+  c.head_dim = 24;
+  EXPECT_EQ(kda_error(c, w.file()), "KimiDeltaAttention: head_dim = 24: deltac's kernels need a "
+                                    "multiple of 16 in [16, 256]");
+  // A wrong dtype: dt_bias's header entry says I32 (same byte size).
+  c = small_kda();
+  auto bytes = deltac::safetensors_bytes(w.t);
+  std::string head(bytes.begin(), bytes.begin() + 8 + int64_t(bytes[0] | bytes[1] << 8));
+  const size_t at = head.find("\"F32\"", head.find("\"dt_bias\""));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = 'I';
+  SafeTensors st;
+  std::string err;
+  ASSERT_TRUE(st.parse(bytes.data(), bytes.size(), "w.safetensors", &err)) << err;
+  EXPECT_EQ(kda_error(c, st), "w.safetensors: tensor 'dt_bias': dtype I32, expected F32, BF16 or F16");
+}
+
+TEST(NnKda, InputErrors) {
+  std::mt19937_64 rng(4);
+  const KimiDeltaAttentionConfig c = small_kda();
+  KimiDeltaAttention layer(c, kda_weights(rng, c).file());
+  try {
+    layer.forward(Tensor{{1, 3, 32}, std::vector<float>(96)});
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "KimiDeltaAttention: x has shape (1, 3, 32): expected (batch, seq, 48)");
+  }
+}
+
 TEST(NnConfig, FromMetadata) {
   auto d = deltanet_config({{"hidden_size", "256"}, {"num_heads", "4"}, {"use_bitnet", "True"},
                             {"mode", "decoder"}});
@@ -162,6 +257,14 @@ TEST(NnConfig, FromMetadata) {
   EXPECT_EQ(g.num_v_heads, 8);
   EXPECT_TRUE(g.allow_neg_eigval);
   EXPECT_THROW(deltanet_config({{"hidden_size", "2k"}}), Error);
+  auto k = kda_config({{"hidden_size", "96"}, {"num_heads", "3"}, {"head_dim", "32"},
+                       {"short_conv_kernel_size", "3"}, {"rms_norm_eps", "1e-06"}});
+  EXPECT_EQ(k.hidden_size, 96);
+  EXPECT_EQ(k.num_heads, 3);
+  EXPECT_EQ(k.head_dim, 32);
+  EXPECT_EQ(k.conv_kernel, 3);
+  EXPECT_FLOAT_EQ(k.rms_norm_eps, 1e-6f);
+  EXPECT_EQ(kda_config({}).hidden_size, 2304);
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 // The layers' vectorised elementwise passes (runtime/src/nn_rows.h), generic
 // and avx2 (skipped where the CPU lacks AVX2), against float64: the SIMD exp
 // inside silu and sigmoid (including the clamped ends, NaN), the conv tap
-// sum, both norms; lengths with and without a tail past the 8-lane vectors.
+// sum, the norms (RMSNorm with a silu or sigmoid gate, LayerNorm); lengths
+// with and without a tail past the 8-lane vectors.
 #include "bitlinear.h"
 #include "nn_rows.h"
 
@@ -102,15 +103,21 @@ TEST_P(Rows, Norms) {
     std::vector<float> x(nn), z(nn), w(nn), b(nn);
     for (auto *v : {&x, &z, &w, &b})
       for (float &e : *v) e = nd(rng) * 2.0f + 0.5f;
-    // Gated RMSNorm.
+    // Gated RMSNorm, silu gate (GatedDeltaNet) and sigmoid gate (KDA).
     std::vector<float> y = x;
-    o->gated_rmsnorm(y.data(), z.data(), w.data(), n, 1e-6f);
     double ss = 0;
     for (float v : x) ss += double(v) * v;
     const double rs = 1.0 / std::sqrt(ss / double(n) + 1e-6);
     std::vector<double> ref(nn);
-    for (int64_t d = 0; d < n; ++d) ref[size_t(d)] = w[size_t(d)] * x[size_t(d)] * rs * silu(z[size_t(d)]);
-    expect_close(y, ref, 2e-6, "gated_rmsnorm");
+    for (bool sig : {false, true}) {
+      y = x;
+      (sig ? o->sigmoid_rmsnorm : o->gated_rmsnorm)(y.data(), z.data(), w.data(), n, 1e-6f);
+      for (int64_t d = 0; d < n; ++d) {
+        const double zd = z[size_t(d)];
+        ref[size_t(d)] = w[size_t(d)] * x[size_t(d)] * rs * (sig ? 1.0 / (1.0 + std::exp(-zd)) : silu(zd));
+      }
+      expect_close(y, ref, 2e-6, sig ? "sigmoid_rmsnorm" : "gated_rmsnorm");
+    }
     // LayerNorm + silu gate.
     y = x;
     o->layernorm_gate(y.data(), z.data(), w.data(), b.data(), n, 1e-5f);

@@ -6,8 +6,8 @@
 // deltac_forward. Errors (a missing or
 // misshapen weight, a bad config, a bad input shape, a kernel error) throw
 // deltac::nn::Error with a one-line message naming the tensor or field.
-// The same layers on CUDA device tensors: deltac/nn_cuda.h. docs/nn.md has
-// the API and the math.
+// DeltaNetAttention and GatedDeltaNet on CUDA device tensors:
+// deltac/nn_cuda.h. docs/nn.md has the API and the math.
 #ifndef DELTAC_NN_H
 #define DELTAC_NN_H
 
@@ -103,8 +103,9 @@ struct GatedDeltaNetConfig {
   int32_t threads = 0;
 };
 
-// The decode state of one GatedDeltaNet layer: conv [B, conv_dim, W] (the
-// last W conv inputs, q || k || v channels) and recurrent [B, HV, K, V].
+// The decode state of one GatedDeltaNet or KimiDeltaAttention layer: conv
+// [B, conv_dim, W] (the last W conv inputs, q || k || v channels) and
+// recurrent [B, HV, K, V].
 struct GatedDeltaNetCache {
   int64_t batch = 0; // 0: empty (the next call is a prompt)
   std::vector<float> conv, recurrent;
@@ -135,11 +136,48 @@ private:
   std::array<std::vector<float>, 10> ws_; // scratch, reused across calls
 };
 
+// python/deltac/nn/kda.py, KimiDeltaAttention (Kimi-Linear's KDA mixer: a
+// GatedDeltaNet with per-channel decay; Kimi-Linear's parameter names: q_proj,
+// k_proj, v_proj, q_conv1d, k_conv1d, v_conv1d, A_log [1, 1, H, 1], f_a_proj,
+// f_b_proj, dt_bias [H * D], b_proj, g_a_proj, g_b_proj, o_norm.weight,
+// o_proj). Defaults: Kimi-Linear-48B-A3B's KDA layers.
+struct KimiDeltaAttentionConfig {
+  int64_t hidden_size = 2304;
+  int64_t num_heads = 32;      // linear_attn_config["num_heads"] (q, k and v)
+  int64_t head_dim = 128;      // linear_attn_config["head_dim"] (K = V)
+  int64_t conv_kernel = 4;     // linear_attn_config["short_conv_kernel_size"]
+  float rms_norm_eps = 1e-5f;  // o_norm's eps
+  int32_t threads = 0;         // delta-rule kernel threads (0: all cores)
+};
+
+class KimiDeltaAttention {
+public:
+  KimiDeltaAttention(const KimiDeltaAttentionConfig &config, const SafeTensors &weights,
+                     const std::string &prefix = "");
+  // hidden [B, T, hidden] -> [B, T, hidden], as GatedDeltaNet::forward (the
+  // cache: conv [B, 3 H D, W], recurrent [B, H, D, D]). Not thread-safe on
+  // one object.
+  Tensor forward(const Tensor &x, GatedDeltaNetCache *cache = nullptr);
+  const KimiDeltaAttentionConfig &config() const { return cfg_; }
+
+private:
+  KimiDeltaAttentionConfig cfg_;
+  int64_t hd_ = 0;             // H * D
+  Linear in_;                  // rows: q || k || v || b || f_a || g_a
+  Linear f_b_, g_b_, out_;     // decay and output-gate up-projections, o_proj
+  std::vector<float> conv_wt_; // [W, 3 H D] (token-major conv, q || k || v)
+  std::vector<float> A_log_, dt_bias_, norm_w_;
+  std::array<std::vector<float>, 11> ws_; // scratch, reused across calls
+};
+
 // Config from a safetensors file's __metadata__ (the keys of the Python
 // configs: hidden_size, num_heads, mode, use_bitnet / linear_num_key_heads,
 // ...; absent keys keep the defaults). Throws Error on a malformed value.
 DeltaNetConfig deltanet_config(const std::map<std::string, std::string> &meta);
 GatedDeltaNetConfig gated_deltanet_config(const std::map<std::string, std::string> &meta);
+// hidden_size, rms_norm_eps and linear_attn_config's keys at the top level:
+// num_heads, head_dim, short_conv_kernel_size.
+KimiDeltaAttentionConfig kda_config(const std::map<std::string, std::string> &meta);
 
 } // namespace nn
 } // namespace deltac
