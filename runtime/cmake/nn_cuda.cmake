@@ -5,7 +5,7 @@
 # deltac_nn_cuda needs libcublas.so.13 and libcublasLt.so.13 at run time.
 if(DELTAC_HAVE_CUDA AND TARGET CUDA::cublas)
   add_library(deltac_nn_cuda STATIC src/nn_cuda_common.cpp src/nn_cuda_deltanet.cpp
-              src/nn_cuda_gated.cpp)
+              src/nn_cuda_gated.cpp src/nn_cuda_kda.cpp)
   target_link_libraries(deltac_nn_cuda PUBLIC deltac_nn CUDA::cudart_static
                         PRIVATE CUDA::cublas)
 else()

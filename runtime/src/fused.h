@@ -49,12 +49,20 @@ struct ConvGates {
 int conv_gates(const ConvGates &a, void *stream);
 
 // out [rows, heads * D] = w * (o * rsqrt(mean o^2 + eps)) * silu(z) per
-// head; head h of row r reads z[r * ldz + (h / z_heads) * z_group + (h %
-// z_heads) * D]. o, out: bf16 or f32 each (out may be o); z: f32, or bf16
-// when o and out are bf16; w: p_bf16. D <= 256.
+// head (sigmoid(z) with sigmoid_gate: KDA's o_norm); head h of row r reads
+// z[r * ldz + (h / z_heads) * z_group + (h % z_heads) * D]. o, out: bf16 or
+// f32 each (out may be o); z: f32, or bf16 when o and out are bf16; w:
+// p_bf16. D <= 256.
 int gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const void *z,
                   bool z_bf16, int64_t ldz, int64_t z_heads, int64_t z_group, const void *w,
-                  bool p_bf16, int64_t rows, int64_t heads, int64_t D, float eps, void *stream);
+                  bool p_bf16, int64_t rows, int64_t heads, int64_t D, float eps, void *stream,
+                  bool sigmoid_gate = false);
+
+// KDA's gates, f32: g [rows, H * D] = -exp(A_log[c / D]) * softplus(g +
+// dt_bias[c]) in place, beta [rows, H] = sigmoid(b[r * ldb + h]). A_log [H],
+// dt_bias [H * D].
+int kda_gates(float *g, const float *b, int64_t ldb, const float *A_log, const float *dt_bias,
+              float *beta, int64_t rows, int64_t H, int64_t D, void *stream);
 
 // out [rows, heads * D] = ((o - mean) * rstd * w + b) * silu(g) per head
 // (LayerNorm with the biased variance; g of o's dtype; out may be o; w, b:

@@ -23,6 +23,7 @@ __device__ __forceinline__ float param(const void *p, bool is_bf16, int64_t i) {
 }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
@@ -62,8 +63,7 @@ __device__ void gates_run(const ConvGates &a, int64_t h, int64_t b, int64_t t0, 
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t o = (b * a.T + t) * a.HV + h;
     a.beta[o] = a.beta_scale / (1.0f + expf(-load1(bp + t * a.ldba)));
-    const float x = load1(ap + t * a.ldba) + dt;
-    a.g[o] = decay * (x > 20.0f ? x : log1pf(expf(x)));
+    a.g[o] = decay * softplus(load1(ap + t * a.ldba) + dt);
   }
 }
 
@@ -248,7 +248,7 @@ template <typename Tin, typename Tout, typename Tz>
 __global__ void __launch_bounds__(kNormThreads)
     gated_rmsnorm_kernel(const Tin *o, Tout *out, const Tz *z, int64_t ldz, int64_t z_heads,
                          int64_t z_group, const void *w, bool p_bf16, int64_t rows, int heads,
-                         int D, float eps) {
+                         int D, float eps, bool sigmoid_gate) {
   const int64_t item = (int64_t(blockIdx.x) * kNormThreads + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (item >= rows * heads) return; // whole warps
@@ -267,7 +267,9 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll
   for (int i = 0; i < kNormPer; ++i) {
     const int d = lane + 32 * i;
-    if (d < D) store1(dst + d, param(w, p_bf16, d) * (x[i] * rs) * silu(load1(zp + d)));
+    if (d >= D) continue;
+    const float zd = load1(zp + d), gate = sigmoid_gate ? 1.0f / (1.0f + expf(-zd)) : silu(zd);
+    store1(dst + d, param(w, p_bf16, d) * (x[i] * rs) * gate);
   }
 }
 
@@ -342,6 +344,23 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
+// One thread per g channel, then one per beta (grid-stride).
+__global__ void kda_gates_kernel(float *g, const float *b, int64_t ldb, const float *A_log,
+                                 const float *dt_bias, float *beta, int64_t rows, int64_t H,
+                                 int64_t D) {
+  const int64_t hd = H * D, ng = rows * hd, n = ng + rows * H;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < ng) {
+      const int64_t c = i % hd;
+      g[i] = -expf(A_log[c / D]) * softplus(g[i] + dt_bias[c]);
+    } else {
+      const int64_t j = i - ng, r = j / H;
+      beta[j] = 1.0f / (1.0f + expf(-b[r * ldb + j % H]));
+    }
+  }
+}
+
 template <typename T> __global__ void sigmoid_kernel(const T *x, float *out, int64_t n, float scale) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -355,10 +374,10 @@ unsigned blocks_for(int64_t items, int per_block) {
 template <typename Tin, typename Tout, typename Tz>
 void norm_launch(const void *o, void *out, const void *z, int64_t ldz, int64_t z_heads,
                  int64_t z_group, const void *w, bool p_bf16, int64_t rows, int64_t heads,
-                 int64_t D, float eps, cudaStream_t s) {
+                 int64_t D, float eps, bool sigmoid_gate, cudaStream_t s) {
   gated_rmsnorm_kernel<<<blocks_for(rows * heads, kNormThreads / 32), kNormThreads, 0, s>>>(
       static_cast<const Tin *>(o), static_cast<Tout *>(out), static_cast<const Tz *>(z), ldz,
-      z_heads, z_group, w, p_bf16, rows, int(heads), int(D), eps);
+      z_heads, z_group, w, p_bf16, rows, int(heads), int(D), eps, sigmoid_gate);
 }
 
 template <typename Tin, typename Tout>
@@ -390,15 +409,17 @@ int conv_gates(const ConvGates &a, void *stream) {
 
 int gated_rmsnorm(const void *o, bool o_bf16, void *out, bool out_bf16, const void *z,
                   bool z_bf16, int64_t ldz, int64_t z_heads, int64_t z_group, const void *w,
-                  bool p_bf16, int64_t rows, int64_t heads, int64_t D, float eps, void *stream) {
+                  bool p_bf16, int64_t rows, int64_t heads, int64_t D, float eps, void *stream,
+                  bool sigmoid_gate) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (z_bf16 && !(o_bf16 && out_bf16)) return int(cudaErrorInvalidValue);
-#define DELTAC_NORM(TI, TO, TZ) \
-  norm_launch<TI, TO, TZ>(o, out, z, ldz, z_heads, z_group, w, p_bf16, rows, heads, D, eps, s)
+#define DELTAC_NORM(TI, TO, TZ)                                                                   \
+  norm_launch<TI, TO, TZ>(o, out, z, ldz, z_heads, z_group, w, p_bf16, rows, heads, D, eps,      \
+                          sigmoid_gate, s)
   const int per = int(D / 32);
   auto al = [per](const void *p) { return (reinterpret_cast<uintptr_t>(p) & (2 * per - 1)) == 0; };
-  if (z_bf16 && D % 32 == 0 && (per == 2 || per == 4 || per == 8) && ldz % per == 0 &&
-      z_group % per == 0 && al(o) && al(out) && al(z)) {
+  if (z_bf16 && !sigmoid_gate && D % 32 == 0 && (per == 2 || per == 4 || per == 8) &&
+      ldz % per == 0 && z_group % per == 0 && al(o) && al(out) && al(z)) {
     const unsigned grid = blocks_for(rows * heads, kNormThreads / 32);
     auto go = [&](auto kern) {
       kern<<<grid, kNormThreads, 0, s>>>(static_cast<const bf16 *>(o), static_cast<bf16 *>(out),
@@ -434,6 +455,15 @@ int sigmoid(const void *x, bool x_bf16, float *out, int64_t n, float scale, void
   const unsigned grid = unsigned(blocks < 4096 ? blocks : 4096);
   if (x_bf16) sigmoid_kernel<<<grid, 256, 0, s>>>(static_cast<const bf16 *>(x), out, n, scale);
   else sigmoid_kernel<<<grid, 256, 0, s>>>(static_cast<const float *>(x), out, n, scale);
+  return int(cudaGetLastError());
+}
+
+int kda_gates(float *g, const float *b, int64_t ldb, const float *A_log, const float *dt_bias,
+              float *beta, int64_t rows, int64_t H, int64_t D, void *stream) {
+  const int64_t blocks = (rows * H * (D + 1) + 255) / 256;
+  kda_gates_kernel<<<unsigned(blocks < 8192 ? blocks : 8192), 256, 0,
+                     static_cast<cudaStream_t>(stream)>>>(g, b, ldb, A_log, dt_bias, beta, rows,
+                                                          H, D);
   return int(cudaGetLastError());
 }
 

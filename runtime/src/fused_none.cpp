@@ -10,7 +10,11 @@ constexpr int kNoCuda = -1;
 
 int conv_gates(const ConvGates &, void *) { return kNoCuda; }
 int gated_rmsnorm(const void *, bool, void *, bool, const void *, bool, int64_t, int64_t,
-                  int64_t, const void *, bool, int64_t, int64_t, int64_t, float, void *) {
+                  int64_t, const void *, bool, int64_t, int64_t, int64_t, float, void *, bool) {
+  return kNoCuda;
+}
+int kda_gates(float *, const float *, int64_t, const float *, const float *, float *, int64_t,
+              int64_t, int64_t, void *) {
   return kNoCuda;
 }
 int layernorm_gate(const void *, const void *, bool, void *, bool, const void *, const void *,

@@ -81,10 +81,10 @@ public:
   // y [rows, n] (row stride ldy) = x [rows, k] W^T with W [n, k]; x and W
   // bf16 or f32 (bf16_in), y f32 or the input's dtype (f32_out); f32
   // accumulation. batch > 1: W and y advance by w_stride / y_stride
-  // elements per batch entry (x is shared).
+  // elements per batch entry (x is shared). ldx: x's row stride (0: k).
   void gemm(const void *x, const void *w, void *y, int64_t rows, int64_t n, int64_t k,
             int64_t ldy, bool bf16_in, bool f32_out, int batch = 1, int64_t w_stride = 0,
-            int64_t y_stride = 0);
+            int64_t y_stride = 0, int64_t ldx = 0);
 
 private:
   const char *layer_;
@@ -101,7 +101,7 @@ struct RuleCall {
   int64_t B, T, H, HV, K, V;
   bool bf16;
   const void *q, *k, *v;
-  const float *beta, *g;
+  const float *beta, *g; // g: [B, T, HV], kda [B, T, HV, K]
   float *state;    // [B, HV, K, V] or null
   bool read_state; // the state holds the previous call's
   void *o;

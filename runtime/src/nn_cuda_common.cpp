@@ -151,23 +151,24 @@ void Blas::set_stream(cudaStream_t s) {
 
 void Blas::gemm(const void *x, const void *w, void *y, int64_t rows, int64_t n, int64_t k,
                 int64_t ldy, bool bf16_in, bool f32_out, int batch, int64_t w_stride,
-                int64_t y_stride) {
+                int64_t y_stride, int64_t ldx) {
   const cudaDataType in = bf16_in ? CUDA_R_16BF : CUDA_R_32F;
   const cudaDataType out = f32_out ? CUDA_R_32F : in;
   const cublasComputeType_t ct = bf16_in ? CUBLAS_COMPUTE_32F : compute_;
   const float one = 1.0f, zero = 0.0f;
   const int m = as_int(n, layer_, "n"), nn = as_int(rows, layer_, "rows"),
-            kk = as_int(k, layer_, "k"), ld = as_int(ldy, layer_, "ldy");
+            kk = as_int(k, layer_, "k"), ld = as_int(ldy, layer_, "ldy"),
+            lx = as_int(ldx ? ldx : k, layer_, "ldx");
   // Row-major y = x W^T is column-major y^T = W x^T: "TN" with W [k, n]
   // column-major transposed.
   if (batch == 1) {
-    blas_check(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, kk, &one, w, in, kk, x, in, kk,
+    blas_check(cublasGemmEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, kk, &one, w, in, kk, x, in, lx,
                             &zero, y, out, ld, ct, CUBLAS_GEMM_DEFAULT),
                layer_, "GEMM");
     return;
   }
   blas_check(cublasGemmStridedBatchedEx(h_, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, kk, &one, w, in, kk,
-                                        w_stride, x, in, kk, 0, &zero, y, out, ld, y_stride,
+                                        w_stride, x, in, lx, 0, &zero, y, out, ld, y_stride,
                                         batch, ct, CUBLAS_GEMM_DEFAULT),
              layer_, "batched GEMM");
 }
@@ -187,7 +188,8 @@ void run_rule(const RuleCall &c, cudaStream_t s, DeviceMem *ws, const char *laye
   t.k = arg(c.k, in, {c.B, c.T, c.H, c.K});
   t.v = arg(c.v, in, {c.B, c.T, c.HV, c.V});
   t.beta = arg(c.beta, ElemType::F32, {c.B, c.T, c.HV});
-  if (c.g) t.g = arg(c.g, ElemType::F32, {c.B, c.T, c.HV});
+  if (c.g && c.variant == DELTAC_VARIANT_KDA) t.g = arg(c.g, ElemType::F32, {c.B, c.T, c.HV, c.K});
+  else if (c.g) t.g = arg(c.g, ElemType::F32, {c.B, c.T, c.HV});
   if (c.state && c.read_state) t.h0 = arg(c.state, ElemType::F32, {c.B, c.HV, c.K, c.V});
   t.o = arg(c.o, in, {c.B, c.T, c.HV, c.V});
   if (c.state) t.ht = arg(c.state, ElemType::F32, {c.B, c.HV, c.K, c.V});

@@ -16,15 +16,15 @@ namespace {
 constexpr const char *kName = "CudaGatedDeltaNet";
 
 // *p with at least n floats (reallocated, contents lost, when it grows).
-void reserve_floats(float **p, size_t *cap, size_t n, const char *what) {
+void reserve_floats(float **p, size_t *cap, size_t n, const char *layer, const char *what) {
   if (n <= *cap) return;
   if (*p) {
-    check(cudaDeviceSynchronize(), kName, std::string("growing ") + what);
+    check(cudaDeviceSynchronize(), layer, std::string("growing ") + what);
     cudaFree(*p);
     *p = nullptr;
     *cap = 0;
   }
-  check(cudaMalloc(reinterpret_cast<void **>(p), n * 4), kName,
+  check(cudaMalloc(reinterpret_cast<void **>(p), n * 4), layer,
         "cudaMalloc of " + std::to_string(n * 4) + " bytes (" + what + ")");
   *cap = n;
 }
@@ -33,6 +33,23 @@ void reserve_floats(float **p, size_t *cap, size_t n, const char *what) {
 CudaGatedDeltaNetCache::~CudaGatedDeltaNetCache() {
   if (conv_) cudaFree(conv_);
   if (rec_) cudaFree(rec_);
+}
+
+bool CudaGatedDeltaNetCache::begin(int64_t B, size_t conv_n, size_t rec_n, const char *layer) {
+  if (batch_ != 0) {
+    if (batch_ != B)
+      throw Error(std::string(layer) + ": the cached state has batch " + std::to_string(batch_) +
+                  " but x has batch " + std::to_string(B));
+    if (conv_n_ != conv_n || rec_n_ != rec_n)
+      throw Error(std::string(layer) + ": the cache holds states of another layer's shape (" +
+                  std::to_string(conv_n_) + " conv and " + std::to_string(rec_n_) +
+                  " recurrent floats; this layer's are " + std::to_string(conv_n) + " and " +
+                  std::to_string(rec_n) + ")");
+    return true;
+  }
+  reserve_floats(&conv_, &conv_cap_, conv_n, layer, "conv state");
+  reserve_floats(&rec_, &rec_cap_, rec_n, layer, "recurrent state");
+  return false;
 }
 
 struct CudaGatedDeltaNet::Impl {
@@ -91,16 +108,8 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   const int64_t B = x.shape[0], T = x.shape[1], rows = B * T;
   const int64_t H = c.num_k_heads, HV = c.num_v_heads, Dk = c.head_k_dim, Dv = c.head_v_dim,
                 W = c.conv_kernel, C = conv_dim_, kd = key_dim_, vd = value_dim_;
-  const bool cont = cache && !cache->empty();
-  if (cont && cache->batch_ != B)
-    throw Error(std::string(kName) + ": the cached state has batch " +
-                std::to_string(cache->batch_) + " but x has batch " + std::to_string(B));
   const size_t conv_n = size_t(B * C * W), rec_n = size_t(B * HV * Dk * Dv);
-  if (cont && (cache->conv_n_ != conv_n || cache->rec_n_ != rec_n))
-    throw Error(std::string(kName) + ": the cache holds states of another layer's shape (" +
-                std::to_string(cache->conv_n_) + " conv and " + std::to_string(cache->rec_n_) +
-                " recurrent floats; this layer's are " + std::to_string(conv_n) + " and " +
-                std::to_string(rec_n) + ")");
+  const bool cont = cache && cache->begin(B, conv_n, rec_n, kName);
   const int64_t ncol = C + vd + 2 * HV; // q, k, v, z, b, a
   // Rule tensors (q, k, v, o) of the rule's dtype; the norm writes the
   // activations' dtype (in place over o when they are the same).
@@ -117,10 +126,6 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   void *q = m.scratch.as<void>(q_at), *k = m.scratch.as<void>(k_at),
        *v = m.scratch.as<void>(v_at), *o = m.scratch.as<void>(o_at),
        *normed = m.scratch.as<void>(n_at);
-  if (cache && !cont) {
-    reserve_floats(&cache->conv_, &cache->conv_cap_, conv_n, "conv state");
-    reserve_floats(&cache->rec_, &cache->rec_cap_, rec_n, "recurrent state");
-  }
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   m.blas.set_stream(s);
@@ -153,11 +158,7 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
                                          c.rms_norm_eps, s)),
         kName, "norm kernel launch");
   m.blas.gemm(normed, m.w_out.p, y.data, rows, c.hidden_size, vd, c.hidden_size, m.bf16, false);
-  if (cache) {
-    cache->batch_ = B;
-    cache->conv_n_ = conv_n;
-    cache->rec_n_ = rec_n;
-  }
+  if (cache) cache->hold(B, conv_n, rec_n);
 }
 
 } // namespace nn

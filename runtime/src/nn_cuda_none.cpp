@@ -12,6 +12,7 @@ namespace {
 
 struct CudaDeltaNetAttention::Impl {};
 struct CudaGatedDeltaNet::Impl {};
+struct CudaKimiDeltaAttention::Impl {};
 
 CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config, const SafeTensors &,
                                              const std::string &, const CudaOptions &)
@@ -35,6 +36,18 @@ CudaGatedDeltaNet::~CudaGatedDeltaNet() = default;
 void CudaGatedDeltaNet::forward(const DeviceTensor &, const DeviceTensor &,
                                 CudaGatedDeltaNetCache *, void *) {
   no_cuda("CudaGatedDeltaNet");
+}
+
+CudaKimiDeltaAttention::CudaKimiDeltaAttention(const KimiDeltaAttentionConfig &config,
+                                               const SafeTensors &, const std::string &,
+                                               const CudaOptions &)
+    : cfg_(config) {
+  no_cuda("CudaKimiDeltaAttention");
+}
+CudaKimiDeltaAttention::~CudaKimiDeltaAttention() = default;
+void CudaKimiDeltaAttention::forward(const DeviceTensor &, const DeviceTensor &,
+                                     CudaGatedDeltaNetCache *, void *) {
+  no_cuda("CudaKimiDeltaAttention");
 }
 
 } // namespace nn

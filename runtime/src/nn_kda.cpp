@@ -36,7 +36,8 @@ KimiDeltaAttention::KimiDeltaAttention(const KimiDeltaAttentionConfig &config,
                load_linear(w, p + "g_a_proj.weight", hs, D, false)});
   f_b_ = load_linear(w, p + "f_b_proj.weight", D, hd_, false);
   g_b_ = load_linear(w, p + "g_b_proj.weight", D, hd_, false);
-  conv_wt_ = taps_major(load_qkv_conv(w, p, hd_, hd_, W), 3 * hd_, W);
+  conv_w_ = load_qkv_conv(w, p, hd_, hd_, W);
+  conv_wt_ = taps_major(conv_w_, 3 * hd_, W);
   A_log_ = load(w, p + "A_log", {1, 1, H, 1});
   dt_bias_ = load(w, p + "dt_bias", {hd_});
   norm_w_ = load(w, p + "o_norm.weight", {D});
@@ -78,7 +79,8 @@ Tensor KimiDeltaAttention::forward(const Tensor &x, GatedDeltaNetCache *cache) {
     float *gr = g.data() + r * hd;
     for (int64_t h = 0; h < H; ++h) {
       const float e = -std::exp(A_log_[size_t(h)]);
-      for (int64_t d = h * D; d < (h + 1) * D; ++d) gr[d] = e * softplus(gr[d] + dt_bias_[size_t(d)]);
+      for (int64_t d = h * D; d < (h + 1) * D; ++d)
+        gr[d] = e * softplus(gr[d] + dt_bias_[size_t(d)]);
     }
     std::memcpy(beta.data() + r * H, y.data() + r * ncol + 3 * hd, size_t(H) * 4);
     ops.sigmoid(beta.data() + r * H, H, 1.0f);

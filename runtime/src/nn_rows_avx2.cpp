@@ -16,7 +16,8 @@ namespace rows {
 #pragma GCC target("avx2,fma,bmi,bmi2,popcnt")
 #include "nn_rows.inc"
 #pragma GCC pop_options
-const Ops avx2_ops{"avx2", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate, sigmoid};
+const Ops avx2_ops{"avx2", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate,
+                 sigmoid};
 
 const Ops &ops() {
   return bitlinear::active() == bitlinear::Kernel::generic ? generic_ops : avx2_ops;

@@ -12,7 +12,8 @@ namespace rows {
 #pragma GCC diagnostic ignored "-Wpsabi"
 #include "nn_rows.inc"
 
-const Ops generic_ops{"generic", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate, sigmoid};
+const Ops generic_ops{"generic", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate,
+                    sigmoid};
 
 } // namespace rows
 } // namespace nn

@@ -115,8 +115,9 @@ inline Weights gated_weights(std::mt19937_64 &rng, const GatedDeltaNetConfig &c,
 }
 
 // KimiDeltaAttention of config c (Kimi-Linear's parameter names).
-inline Weights kda_weights(std::mt19937_64 &rng, const KimiDeltaAttentionConfig &c) {
-  Weights w{{}, &rng, false};
+inline Weights kda_weights(std::mt19937_64 &rng, const KimiDeltaAttentionConfig &c,
+                           bool bf16 = false) {
+  Weights w{{}, &rng, bf16};
   const int64_t hs = c.hidden_size, H = c.num_heads, D = c.head_dim, hd = H * D,
                 W = c.conv_kernel;
   const float s = 1.0f / std::sqrt(float(hs));

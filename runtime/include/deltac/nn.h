@@ -6,8 +6,8 @@
 // deltac_forward. Errors (a missing or
 // misshapen weight, a bad config, a bad input shape, a kernel error) throw
 // deltac::nn::Error with a one-line message naming the tensor or field.
-// DeltaNetAttention and GatedDeltaNet on CUDA device tensors:
-// deltac/nn_cuda.h. docs/nn.md has the API and the math.
+// The same layers on CUDA device tensors: deltac/nn_cuda.h. docs/nn.md has
+// the API and the math.
 #ifndef DELTAC_NN_H
 #define DELTAC_NN_H
 
@@ -161,11 +161,13 @@ public:
   const KimiDeltaAttentionConfig &config() const { return cfg_; }
 
 private:
+  friend class CudaKimiDeltaAttention; // deltac/nn_cuda.h: uploads the weights
   KimiDeltaAttentionConfig cfg_;
   int64_t hd_ = 0;             // H * D
   Linear in_;                  // rows: q || k || v || b || f_a || g_a
   Linear f_b_, g_b_, out_;     // decay and output-gate up-projections, o_proj
-  std::vector<float> conv_wt_; // [W, 3 H D] (token-major conv, q || k || v)
+  std::vector<float> conv_w_;  // [3 H D, W] (q || k || v)
+  std::vector<float> conv_wt_; // [W, 3 H D] (token-major conv)
   std::vector<float> A_log_, dt_bias_, norm_w_;
   std::array<std::vector<float>, 11> ws_; // scratch, reused across calls
 };

@@ -1,4 +1,5 @@
-// deltac::nn on CUDA: DeltaNetAttention and GatedDeltaNet (deltac/nn.h) run
+// deltac::nn on CUDA: DeltaNetAttention, GatedDeltaNet and
+// KimiDeltaAttention (deltac/nn.h) run
 // forward on device tensors, with the weights of the same safetensors file
 // uploaded (and stacked, as the CPU layers stack them) once at load.
 // Projections through cuBLAS (bf16 with f32 accumulation, or f32 without
@@ -76,11 +77,11 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-// The decode state of one CUDA GatedDeltaNet layer, in device memory:
-// conv [B, conv_dim, W] and recurrent [B, HV, K, V], f32 (the layouts of
-// GatedDeltaNetCache). Updated in place by each forward; memory kept across
-// reset() and freed by the destructor. One cache belongs to one layer (and
-// its device).
+// The decode state of one CUDA GatedDeltaNet or KimiDeltaAttention layer, in
+// device memory: conv [B, conv_dim, W] and recurrent [B, HV, K, V], f32 (the
+// layouts of GatedDeltaNetCache). Updated in place by each forward; memory
+// kept across reset() and freed by the destructor. One cache belongs to one
+// layer (and its device).
 class CudaGatedDeltaNetCache {
 public:
   CudaGatedDeltaNetCache() = default;
@@ -96,6 +97,15 @@ public:
 
 private:
   friend class CudaGatedDeltaNet;
+  friend class CudaKimiDeltaAttention;
+  // A forward's start: whether it continues the held states (throws, naming
+  // layer, on another batch or another layer's shapes); room for the states
+  // when it does not.
+  bool begin(int64_t batch, size_t conv_n, size_t rec_n, const char *layer);
+  // A forward's end: the states it wrote are held.
+  void hold(int64_t batch, size_t conv_n, size_t rec_n) {
+    batch_ = batch, conv_n_ = conv_n, rec_n_ = rec_n;
+  }
   int64_t batch_ = 0;
   float *conv_ = nullptr, *rec_ = nullptr;
   size_t conv_cap_ = 0, rec_cap_ = 0; // floats allocated
@@ -126,6 +136,29 @@ public:
 private:
   GatedDeltaNetConfig cfg_;
   int64_t key_dim_ = 0, value_dim_ = 0, conv_dim_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// KimiDeltaAttention (deltac/nn.h) on device tensors: the CPU layer's config
+// and weights, the layouts and options of CudaGatedDeltaNet.
+class CudaKimiDeltaAttention {
+public:
+  CudaKimiDeltaAttention(const KimiDeltaAttentionConfig &config, const SafeTensors &weights,
+                         const std::string &prefix = "", const CudaOptions &options = {});
+  ~CudaKimiDeltaAttention();
+  CudaKimiDeltaAttention(const CudaKimiDeltaAttention &) = delete;
+  CudaKimiDeltaAttention &operator=(const CudaKimiDeltaAttention &) = delete;
+
+  // As CudaGatedDeltaNet::forward (the cache: conv [B, 3 H D, W],
+  // recurrent [B, H, D, D]).
+  void forward(const DeviceTensor &x, const DeviceTensor &y,
+               CudaGatedDeltaNetCache *cache = nullptr, void *stream = nullptr);
+  const KimiDeltaAttentionConfig &config() const { return cfg_; }
+
+  struct Impl;
+
+private:
+  KimiDeltaAttentionConfig cfg_;
   std::unique_ptr<Impl> impl_;
 };
 
