@@ -77,11 +77,8 @@ Tensor KimiDeltaAttention::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   std::vector<float> &beta = grow(ws_[10], rows * H);
   for (int64_t r = 0; r < rows; ++r) {
     float *gr = g.data() + r * hd;
-    for (int64_t h = 0; h < H; ++h) {
-      const float e = -std::exp(A_log_[size_t(h)]);
-      for (int64_t d = h * D; d < (h + 1) * D; ++d)
-        gr[d] = e * softplus(gr[d] + dt_bias_[size_t(d)]);
-    }
+    for (int64_t h = 0; h < H; ++h)
+      ops.scaled_softplus(gr + h * D, dt_bias_.data() + h * D, -std::exp(A_log_[size_t(h)]), D);
     std::memcpy(beta.data() + r * H, y.data() + r * ncol + 3 * hd, size_t(H) * 4);
     ops.sigmoid(beta.data() + r * H, H, 1.0f);
   }

@@ -3,7 +3,8 @@
 // nn_rows_avx2.cpp; ops() picks one with the BitLinear kernel's choice,
 // bitlinear::active(), so DELTAC_CPU_ISA=generic forces the generic one).
 // exp is a SIMD Cody-Waite + degree-5 polynomial (Cephes' expf): about 1 ulp
-// on [-87, 88], inputs clamped there (silu and sigmoid need nothing wider).
+// on [-87, 88], inputs clamped there (silu and sigmoid need nothing wider);
+// softplus adds Cephes' logf polynomial on [1, 2].
 #ifndef DELTAC_NN_ROWS_H
 #define DELTAC_NN_ROWS_H
 
@@ -29,6 +30,9 @@ struct Ops {
                          float eps);
   // x = sigmoid(x) * scale (the betas).
   void (*sigmoid)(float *x, int64_t n, float scale);
+  // x = scale * softplus(x + bias) (softplus with PyTorch's threshold 20; KDA's
+  // per-channel decays, scale -exp(A_log)).
+  void (*scaled_softplus)(float *x, const float *bias, float scale, int64_t n);
 };
 
 extern const Ops generic_ops, avx2_ops; // avx2_ops: x86-64 only

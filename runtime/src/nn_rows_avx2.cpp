@@ -17,7 +17,7 @@ namespace rows {
 #include "nn_rows.inc"
 #pragma GCC pop_options
 const Ops avx2_ops{"avx2", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate,
-                 sigmoid};
+                 sigmoid, scaled_softplus};
 
 const Ops &ops() {
   return bitlinear::active() == bitlinear::Kernel::generic ? generic_ops : avx2_ops;

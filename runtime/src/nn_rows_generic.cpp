@@ -13,7 +13,7 @@ namespace rows {
 #include "nn_rows.inc"
 
 const Ops generic_ops{"generic", conv_silu, gated_rmsnorm, sigmoid_rmsnorm, layernorm_gate,
-                    sigmoid};
+                    sigmoid, scaled_softplus};
 
 } // namespace rows
 } // namespace nn

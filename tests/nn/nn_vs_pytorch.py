@@ -7,10 +7,11 @@ float32 data), runs deltac-nn --expect=y and requires a relative error
 steps == whole sequence in C++. Seed: DELTAC_TEST_SEED (decimal or 0x hex),
 else a fresh one; printed first.
 
-    python nn_vs_pytorch.py DELTAC_NN_BINARY [--bench]
+    python nn_vs_pytorch.py DELTAC_NN_BINARY [--bench[=NAME]]
 --bench instead times the PyTorch modules and deltac-nn at Qwen3-Next sizes
 (hidden 2048, 16/32 heads, K = V = 128, T = 1024, f32; DeltaNetAttention also
-with use_bitnet) on the CPU.
+with use_bitnet) and KimiDeltaAttention at Kimi-Linear's (hidden 2304, 32
+heads, D = 128) on the CPU; --bench=NAME only the layers whose name holds NAME.
 """
 import dataclasses
 import json
@@ -127,7 +128,7 @@ def check(binary, tmp, seed):
     return failed
 
 
-def bench(binary, tmp, threads):
+def bench(binary, tmp, threads, only=""):
     torch.manual_seed(0)
     T, reps = 1024, 3
     rows = []
@@ -136,10 +137,13 @@ def bench(binary, tmp, threads):
             ("DeltaNetAttention use_bitnet (hidden 2048, 16 heads, D 128)",
              lambda: deltanet(2048, 16, use_bitnet=True)),
             ("GatedDeltaNet qwen3_next (hidden 2048, 16/32 heads, K=V=128)",
-             lambda: gated("qwen3_next", **dataclasses.asdict(GatedDeltaNetConfig())))):
+             lambda: gated("qwen3_next", **dataclasses.asdict(GatedDeltaNetConfig()))),
+            ("KimiDeltaAttention (hidden 2304, 32 heads, D 128)", lambda: kda(2304, 32, 128))):
+        if only not in name:
+            continue
         m, meta = make()
         m.eval()
-        x = torch.randn(1, T, 2048)
+        x = torch.randn(1, T, meta["hidden_size"])
         with torch.inference_mode():
             m(x)
             t0 = time.perf_counter()
@@ -159,8 +163,9 @@ def bench(binary, tmp, threads):
 def main():
     binary = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        if "--bench" in sys.argv[2:]:
-            bench(binary, tmp, torch.get_num_threads())
+        flags = [a for a in sys.argv[2:] if a.startswith("--bench")]
+        if flags:
+            bench(binary, tmp, torch.get_num_threads(), flags[0].partition("=")[2])
             return 0
         seed = seed_from_env()
         print(f"nn_vs_pytorch: DELTAC_TEST_SEED={seed}", flush=True)

@@ -1,6 +1,6 @@
 // The layers' vectorised elementwise passes (runtime/src/nn_rows.h), generic
 // and avx2 (skipped where the CPU lacks AVX2), against float64: the SIMD exp
-// inside silu and sigmoid (including the clamped ends, NaN), the conv tap
+// inside silu, sigmoid and softplus (including the clamped ends, NaN), the conv tap
 // sum, the norms (RMSNorm with a silu or sigmoid gate, LayerNorm); lengths
 // with and without a tail past the 8-lane vectors.
 #include "bitlinear.h"
@@ -57,6 +57,33 @@ TEST_P(Rows, Sigmoid) {
   expect_close(y, ref, 1e-6, "sigmoid");
   std::vector<float> nan(9, NAN);
   o->sigmoid(nan.data(), 9, 1.0f);
+  for (float v : nan) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST_P(Rows, ScaledSoftplus) {
+  std::vector<float> x, bias;
+  for (int i = -4000; i <= 4000; ++i) { // x + bias over [-100, 100], 20 and its neighbours
+    x.push_back(float(i) * 0.02f);
+    bias.push_back(float(i % 7) * 0.3f - 0.9f + float(i) * 0.005f);
+  }
+  for (float v : {20.0f, std::nextafter(20.0f, 0.0f), std::nextafter(20.0f, 30.0f), 0.0f}) {
+    x.push_back(v);
+    bias.push_back(0.0f);
+  }
+  const float scale = -1.7f;
+  std::vector<double> ref;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = double(x[i] + bias[i]); // the f32 sum, as the kernel adds
+    ref.push_back(scale * (v > 20.0 ? v : std::log1p(std::exp(v))));
+  }
+  std::vector<float> y = x;
+  o->scaled_softplus(y.data(), bias.data(), scale, int64_t(y.size()));
+  // Below -87 the exp is clamped: softplus is then ~1e-38 instead of less.
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] + bias[i] < -87.0f) ref[i] = std::fabs(y[i]) <= 4e-38f ? y[i] : ref[i];
+  expect_close(y, ref, 1e-6, "scaled_softplus");
+  std::vector<float> nan(9, NAN), zero(9, 0.0f);
+  o->scaled_softplus(nan.data(), zero.data(), 1.0f, 9);
   for (float v : nan) EXPECT_TRUE(std::isnan(v));
 }
 
