@@ -11,8 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace deltac::nn::testing {
@@ -117,6 +119,82 @@ inline CudaOptions options(ElemType dt, bool f32_rule = false) {
   o.dtype = dt;
   o.f32_rule = f32_rule;
   return o;
+}
+
+// fwd(x, y) on device copies (dtype dt) of x and an output; y on the host.
+template <typename F> Tensor on_device(const Tensor &x, ElemType dt, F &&fwd) {
+  DevTensor dx(x, dt), dy(x.shape, dt);
+  fwd(dx.t, dy.t);
+  return dy.host();
+}
+
+// fwd(x, x) (y may be x) on a device copy of x; the result on the host.
+template <typename F> Tensor in_place(const Tensor &x, ElemType dt, F &&fwd) {
+  DevTensor dx(x, dt);
+  fwd(dx.t, dx.t);
+  return dx.host();
+}
+
+// fwd(x, y) against the CPU layer's output `want` (relative RMS <= tol,
+// printed); with also_in_place fwd(x, x) too (y may be x).
+template <typename F>
+void expect_near_cpu(const Tensor &x, const Tensor &want, ElemType dt, double tol, F &&fwd,
+                     bool also_in_place) {
+  const double err = rel_rms(on_device(x, dt, fwd).data, want.data);
+  std::printf("  rel RMS vs CPU: %.3g\n", err);
+  EXPECT_LE(err, tol);
+  if (also_in_place) EXPECT_LE(rel_rms(in_place(x, dt, fwd).data, want.data), tol);
+}
+
+// The token ranges `calls` of x through fwd one call after the other (a
+// prompt, then decode steps through the layer's state), outputs joined.
+template <typename F>
+Tensor in_calls(const Tensor &x, const std::vector<std::pair<int64_t, int64_t>> &calls,
+                ElemType dt, F &&fwd) {
+  std::vector<Tensor> parts;
+  for (auto [t0, t1] : calls) parts.push_back(on_device(slice_t(x, t0, t1), dt, fwd));
+  return join_t(parts);
+}
+
+// The given first calls, then one token at a time up to T.
+inline std::vector<std::pair<int64_t, int64_t>>
+then_single_tokens(std::vector<std::pair<int64_t, int64_t>> calls, int64_t T) {
+  for (int64_t t = calls.back().second; t < T; ++t) calls.push_back({t, t + 1});
+  return calls;
+}
+
+// The device cache against the CPU layer's: conv <= 1e-5, recurrent <= 1e-4.
+inline void expect_cache_near(const CudaGatedDeltaNetCache &cache, const GatedDeltaNetCache &cpu) {
+  const double cerr = rel_rms(device_floats(cache.conv(), cpu.conv.size()), cpu.conv);
+  const double rerr = rel_rms(device_floats(cache.recurrent(), cpu.recurrent.size()), cpu.recurrent);
+  std::printf("  cache vs CPU: conv %.3g, recurrent %.3g\n", cerr, rerr);
+  EXPECT_LE(cerr, 1e-5);
+  EXPECT_LE(rerr, 1e-4);
+}
+
+// A layer with a decode cache (fwd(x, y, cache)), f32, against the CPU
+// layer's whole-sequence output `want` and its cache: the whole sequence
+// without a cache, then tokens 0-1 (shorter than the conv window), 2-36
+// (chunked), 37-41 (recurrent) and one at a time through `cache`; the steps
+// == the whole sequence (<= 1e-4) and the device cache == the CPU cache.
+template <typename F>
+void expect_decode_matches(const Tensor &x, const Tensor &want, const GatedDeltaNetCache &cpu_cache,
+                           CudaGatedDeltaNetCache &cache, F &&fwd) {
+  const Tensor whole = on_device(x, ElemType::F32, [&](const DeviceTensor &in,
+                                                       const DeviceTensor &out) {
+    fwd(in, out, nullptr);
+  });
+  EXPECT_LE(rel_rms(whole.data, want.data), 1e-4);
+  const Tensor steps = in_calls(x, then_single_tokens({{0, 2}, {2, 37}, {37, 42}}, x.shape[1]),
+                                ElemType::F32,
+                                [&](const DeviceTensor &in, const DeviceTensor &out) {
+                                  fwd(in, out, &cache);
+                                });
+  EXPECT_EQ(cache.batch(), x.shape[0]);
+  const double err = rel_rms(steps.data, whole.data);
+  std::printf("  prompt + steps vs whole: %.3g\n", err);
+  EXPECT_LE(err, 1e-4);
+  expect_cache_near(cache, cpu_cache);
 }
 
 template <typename F> inline std::string error_of(F &&f) {

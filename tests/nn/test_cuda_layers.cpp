@@ -60,14 +60,9 @@ void deltanet_vs_cpu(ElemType dt, double tol, bool f32_rule = false) {
   CudaDeltaNetAttention gpu(c, st, "", options(dt, f32_rule));
   const Tensor x = random_x(rng, 2, 100, kHidden, bf16);
   const Tensor want = cpu.forward(x);
-  DevTensor dx(x, dt), dy(x.shape, dt);
-  gpu.forward(dx.t, dy.t);
-  const double err = rel_rms(dy.host().data, want.data);
-  std::printf("  rel RMS vs CPU: %.3g\n", err);
-  EXPECT_LE(err, tol);
-  // y may be x.
-  gpu.forward(dx.t, dx.t);
-  EXPECT_LE(rel_rms(dx.host().data, want.data), tol);
+  expect_near_cpu(x, want, dt, tol,
+                  [&](const DeviceTensor &in, const DeviceTensor &out) { gpu.forward(in, out); },
+                  true);
 }
 
 TEST(NnCudaDeltaNet, F32MatchesCpu) { deltanet_vs_cpu(ElemType::F32, 1e-4); }
@@ -86,24 +81,15 @@ TEST(NnCudaDeltaNet, DecoderStepsEqualWholeSequence) {
   CudaDeltaNetAttention gpu(c, st, "", options(ElemType::F32));
   const Tensor x = random_x(rng, 2, 48, kHidden, false);
   const Tensor want = cpu.forward(x); // CPU state after all 48 tokens
-  DevTensor dx(x, ElemType::F32), dy(x.shape, ElemType::F32);
-  gpu.forward(dx.t, dy.t);
-  const Tensor whole = dy.host();
+  auto fwd = [&](const DeviceTensor &in, const DeviceTensor &out) { gpu.forward(in, out); };
+  const Tensor whole = on_device(x, ElemType::F32, fwd);
   EXPECT_LE(rel_rms(whole.data, want.data), 1e-4);
   EXPECT_EQ(gpu.state_batch(), 2);
   gpu.reset_state();
   EXPECT_EQ(gpu.state(), nullptr);
   // A chunked prompt (37 tokens), a recurrent step of 5, then one at a time.
-  std::vector<Tensor> parts;
-  std::vector<std::pair<int64_t, int64_t>> calls{{0, 37}, {37, 42}};
-  for (int64_t t = 42; t < 48; ++t) calls.push_back({t, t + 1});
-  for (auto [t0, t1] : calls) {
-    const Tensor xs = slice_t(x, t0, t1);
-    DevTensor px(xs, ElemType::F32), py(xs.shape, ElemType::F32);
-    gpu.forward(px.t, py.t);
-    parts.push_back(py.host());
-  }
-  const double err = rel_rms(join_t(parts).data, whole.data);
+  const Tensor steps = in_calls(x, then_single_tokens({{0, 37}, {37, 42}}, 48), ElemType::F32, fwd);
+  const double err = rel_rms(steps.data, whole.data);
   std::printf("  prompt + steps vs whole: %.3g\n", err);
   EXPECT_LE(err, 1e-4);
   const size_t n = size_t(2 * 4 * 64 * 64);
@@ -163,21 +149,16 @@ void gated_vs_cpu(const GatedCase &g, ElemType dt, double tol, bool f32_rule = f
   CudaGatedDeltaNet gpu(c, st, "", options(dt, f32_rule));
   const Tensor x = random_x(rng, 2, 100, kHidden, bf16);
   const Tensor want = cpu.forward(x);
-  DevTensor dx(x, dt), dy(x.shape, dt);
-  gpu.forward(dx.t, dy.t);
-  const double err = rel_rms(dy.host().data, want.data);
-  std::printf("  rel RMS vs CPU: %.3g\n", err);
-  EXPECT_LE(err, tol);
+  expect_near_cpu(x, want, dt, tol,
+                  [&](const DeviceTensor &in, const DeviceTensor &out) { gpu.forward(in, out); },
+                  false);
   // The same tokens as a prompt and decode steps through the device cache.
   CudaGatedDeltaNetCache cache;
-  std::vector<Tensor> parts;
-  for (auto [t0, t1] : std::vector<std::pair<int64_t, int64_t>>{{0, 37}, {37, 42}, {42, 43}}) {
-    const Tensor xs = slice_t(x, t0, t1);
-    DevTensor px(xs, dt), py(xs.shape, dt);
-    gpu.forward(px.t, py.t, &cache);
-    parts.push_back(py.host());
-  }
-  const double derr = rel_rms(join_t(parts).data, slice_t(want, 0, 43).data);
+  const Tensor steps = in_calls(x, {{0, 37}, {37, 42}, {42, 43}}, dt,
+                                [&](const DeviceTensor &in, const DeviceTensor &out) {
+                                  gpu.forward(in, out, &cache);
+                                });
+  const double derr = rel_rms(steps.data, slice_t(want, 0, 43).data);
   std::printf("  prompt + steps vs CPU: %.3g\n", derr);
   EXPECT_LE(derr, tol);
 }
@@ -202,33 +183,11 @@ TEST_P(NnCudaGated, DecodeStepsEqualWholeSequence) {
   const Tensor x = random_x(rng, 2, 48, kHidden, false);
   GatedDeltaNetCache cpu_cache;
   const Tensor want = cpu.forward(x, &cpu_cache);
-  DevTensor dx(x, ElemType::F32), dy(x.shape, ElemType::F32);
-  gpu.forward(dx.t, dy.t);
-  const Tensor whole = dy.host();
-  EXPECT_LE(rel_rms(whole.data, want.data), 1e-4);
-  // Tokens 0-1 (shorter than the conv window), 2-36 (chunked), 37-41
-  // (recurrent), then one at a time, through the device cache.
   CudaGatedDeltaNetCache cache;
   EXPECT_TRUE(cache.empty());
-  std::vector<std::pair<int64_t, int64_t>> calls{{0, 2}, {2, 37}, {37, 42}};
-  for (int64_t t = 42; t < 48; ++t) calls.push_back({t, t + 1});
-  std::vector<Tensor> parts;
-  for (auto [t0, t1] : calls) {
-    const Tensor xs = slice_t(x, t0, t1);
-    DevTensor px(xs, ElemType::F32), py(xs.shape, ElemType::F32);
-    gpu.forward(px.t, py.t, &cache);
-    parts.push_back(py.host());
-  }
-  EXPECT_EQ(cache.batch(), 2);
-  const double err = rel_rms(join_t(parts).data, whole.data);
-  std::printf("  prompt + steps vs whole: %.3g\n", err);
-  EXPECT_LE(err, 1e-4);
-  const double cerr = rel_rms(device_floats(cache.conv(), cpu_cache.conv.size()), cpu_cache.conv);
-  const double rerr =
-      rel_rms(device_floats(cache.recurrent(), cpu_cache.recurrent.size()), cpu_cache.recurrent);
-  std::printf("  cache vs CPU: conv %.3g, recurrent %.3g\n", cerr, rerr);
-  EXPECT_LE(cerr, 1e-5);
-  EXPECT_LE(rerr, 1e-4);
+  expect_decode_matches(x, want, cpu_cache, cache,
+                        [&](const DeviceTensor &in, const DeviceTensor &out,
+                            CudaGatedDeltaNetCache *c) { gpu.forward(in, out, c); });
   // A batch of another size than the cache's is an error.
   const Tensor x1 = random_x(rng, 1, 1, kHidden, false);
   DevTensor d1(x1, ElemType::F32), o1(x1.shape, ElemType::F32);
