@@ -1,12 +1,19 @@
 // deltac_backward on CUDA: the instances of deltac/cuda/backward.cuh (every
-// variant, K = 64, 128, 256; in_dtype read at run time) and a check that the
-// pointers are device memory.
+// variant, K = 64, 128, 256; in_dtype read at run time) and of the chunked
+// deltac/cuda/backward_chunked.cuh (delta, gated; K = 64, 128), the choice
+// between them (deltac/backward_rules.h), and a check that the pointers are
+// device memory.
 #include "cuda_backward.h"
 
+#include "deltac/backward_rules.h"
 #include "deltac/cuda/backward.cuh"
+#include "deltac/cuda/backward_chunked.cuh"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace deltac::rt {
@@ -31,13 +38,57 @@ std::string cuda_message(const char *what, cudaError_t e) {
     default: return cudaErrorInvalidValue;                                 \
   }
 
+// The chunked instance of p's variant and K (covered shapes only).
+#define DELTAC_BWDC_DISPATCH(p, X)                                         \
+  switch ((p).variant * 1000 + (p).K) {                                    \
+    case DELTAC_VARIANT_DELTA * 1000 + 64: return X(DELTAC_VARIANT_DELTA, 64); \
+    case DELTAC_VARIANT_DELTA * 1000 + 128: return X(DELTAC_VARIANT_DELTA, 128); \
+    case DELTAC_VARIANT_GATED * 1000 + 64: return X(DELTAC_VARIANT_GATED, 64); \
+    case DELTAC_VARIANT_GATED * 1000 + 128: return X(DELTAC_VARIANT_GATED, 128); \
+    default: return cudaErrorInvalidValue;                                 \
+  }
+
+int64_t sequences(const deltac_bwd_params &p) { return p.cu_seqlens ? p.N : p.B; }
+
+// Whether the chunked backward runs p: the rule of backward_rules.h. Tests
+// only: DELTAC_CUDA_BWD=recurrent or =chunked forces a path (chunked only
+// where its instances cover the shape).
+bool chunked(const deltac_bwd_params &p) {
+  if (!bwd_chunked_covers(p.variant, p.K, p.V) || sequences(p) > 65535) return false;
+  for (const void *x : {p.q, p.k, p.v, p.dout})  // its tile loads: 16-byte rows
+    if (reinterpret_cast<uintptr_t>(x) % 16) return false;
+  const char *force = std::getenv("DELTAC_CUDA_BWD");
+  if (force && std::strcmp(force, "recurrent") == 0) return false;
+  if (force && std::strcmp(force, "chunked") == 0) return true;
+  return bwd_use_chunked(p.variant, p.K, p.V, int64_t(p.B) * p.T, sequences(p));
+}
+
+// Enough for either path wherever the chunked one covers the shape (so the
+// answer does not depend on the forcing variable).
 cudaError_t workspace(const deltac_bwd_params &p, size_t *bytes) {
+  cudaError_t e;
+  {
 #define DELTAC_X(V, K) cuda::bwd::workspace<V, K>(p, bytes)
-  DELTAC_BWD_DISPATCH(p, DELTAC_X)
+    auto simt = [&]() -> cudaError_t { DELTAC_BWD_DISPATCH(p, DELTAC_X) };
 #undef DELTAC_X
+    if ((e = simt()) != cudaSuccess) return e;
+  }
+  if (!bwd_chunked_covers(p.variant, p.K, p.V)) return cudaSuccess;
+  size_t more = 0;
+#define DELTAC_X(V, K) cuda::bwdc::workspace<V, K>(p, &more)
+  auto chk = [&]() -> cudaError_t { DELTAC_BWDC_DISPATCH(p, DELTAC_X) };
+#undef DELTAC_X
+  if ((e = chk()) != cudaSuccess) return e;
+  *bytes = std::max(*bytes, more);
+  return cudaSuccess;
 }
 
 cudaError_t launch(const deltac_bwd_params &p, cudaStream_t s, void *ws, size_t ws_bytes) {
+  if (chunked(p)) {
+#define DELTAC_X(V, K) cuda::bwdc::backward<V, K>(p, s, ws, ws_bytes)
+    DELTAC_BWDC_DISPATCH(p, DELTAC_X)
+#undef DELTAC_X
+  }
 #define DELTAC_X(V, K) cuda::bwd::backward<V, K>(p, s, ws, ws_bytes)
   DELTAC_BWD_DISPATCH(p, DELTAC_X)
 #undef DELTAC_X

@@ -1,7 +1,9 @@
-// GPU tests of the CUDA backward (deltac/cuda/backward.cuh) through
-// deltac_backward with device pointers: every gradient against the float64
-// reference (deltac/reference_backward.h) on the same rounded inputs, and
-// CUDA == CPU (deltac_backward with host pointers). Each case draws its own
+// GPU tests of the CUDA backward (deltac/cuda/backward.cuh, and the chunked
+// deltac/cuda/backward_chunked.cuh where deltac/backward_rules.h picks it or
+// DELTAC_CUDA_BWD forces it) through deltac_backward with device pointers:
+// every gradient against the float64 reference (deltac/reference_backward.h)
+// on the same rounded inputs, and CUDA == CPU (deltac_backward with host
+// pointers) or chunked == recurrent. Each case draws its own
 // seed (printed; DELTAC_TEST_SEED=<n> replays it). Cases skip without a GPU.
 #include "deltac/reference_backward.h"
 #include "deltac/runtime.h"
@@ -14,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -38,6 +41,7 @@ struct Case {
   float beta_lo = 0.f, beta_hi = 1.f, g_lo = -1.f, g_hi = 0.f;
   bool workspace = true;  // pass a workspace (else the stream-ordered allocator)
   double tol = 0;         // 0: by dtype
+  bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -101,6 +105,8 @@ Data make(const Case& c, uint64_t seed) {
     for (size_t i = 0; i < n; ++i) x[i] = b32[i] = gen();
   };
   fill32(gsize(c, d.tokens), [&] { return ug(rng); }, d.g, d.g32);
+  if (c.reset && c.var == DELTAC_VARIANT_GATED && d.tokens > 5)
+    for (int j = 0; j < c.HV; ++j) d.g[5 * c.HV + j] = d.g32[5 * c.HV + j] = -INFINITY;
   fill32(size_t(d.tokens) * c.HV, [&] { return ub(rng); }, d.beta, d.beta32);
   const size_t ns = size_t(d.N) * c.HV * c.K * c.V;
   fill32(c.h0 ? ns : 0, [&] { return 0.3f * nd(rng); }, d.h0, d.h032);
@@ -300,6 +306,40 @@ TEST_P(Backward, MatchesFloat64Reference) {
   }
 }
 
+// The chunked backward (deltac/cuda/backward_chunked.cuh), forced by
+// DELTAC_CUDA_BWD=chunked whatever the length rule says: against float64,
+// and against the recurrent sweep (DELTAC_CUDA_BWD=recurrent) on the same
+// inputs.
+struct ForcePath {
+  explicit ForcePath(const char* path) { setenv("DELTAC_CUDA_BWD", path, 1); }
+  ~ForcePath() { unsetenv("DELTAC_CUDA_BWD"); }
+};
+
+class BackwardChunked : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Case& c = GetParam();
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed));
+  std::printf("%s: %s\n", c.name.c_str(), deltac::test_seed_note(seed).c_str());
+  const Data d = make(c, seed);
+  std::string err;
+  Grads got, rec;
+  {
+    ForcePath f("chunked");
+    got = run(c, d, false, &err);
+  }
+  ASSERT_EQ(err, "");
+  expect_close(got, reference(c, d), tol_of(c), "chunked vs f64");
+  {
+    ForcePath f("recurrent");
+    rec = run(c, d, false, &err);
+  }
+  ASSERT_EQ(err, "");
+  expect_close(got, rec, tol_of(c), "chunked vs recurrent");
+}
+
 const char* vname(deltac_variant v) {
   return v == DELTAC_VARIANT_DELTA ? "delta" : v == DELTAC_VARIANT_GATED ? "gated" : "kda";
 }
@@ -368,6 +408,75 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, Backward, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+std::vector<Case> chunked_cases() {
+  std::vector<Case> cs;
+  for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
+    auto mk = [&](const std::string& what) {
+      Case c;
+      c.var = var;
+      c.name = std::string(vname(var)) + "_" + what;
+      return c;
+    };
+    Case c = mk("T1_gva2_b2");
+    c.B = 2, c.T = 1;
+    cs.push_back(c);
+    c = mk("T37_K128_gva1_nonorm");
+    c.T = 37, c.K = c.V = 128, c.H = c.HV = 2, c.l2norm = 0, c.scale = 0.3f;
+    cs.push_back(c);
+    c = mk("T200_K128_gva4_vk");
+    c.T = 200, c.K = c.V = 128, c.H = 1, c.HV = 4, c.layout = DELTAC_STATE_VK;
+    cs.push_back(c);
+    c = mk("T256_b2_gva1");
+    c.B = 2, c.T = 256, c.H = c.HV = 2;
+    cs.push_back(c);
+    c = mk("varlen_tail1_gva8");
+    c.T = 202, c.H = 1, c.HV = 8, c.cu = {0, 65, 130, 201, 202};
+    cs.push_back(c);
+    c = mk("varlen_empty_nodht");
+    c.T = 190, c.cu = {0, 0, 64, 190}, c.dht = false;
+    cs.push_back(c);
+    c = mk("T150_K128_V64_noh0");
+    c.T = 150, c.K = 128, c.V = 64, c.h0 = false, c.dht = false;
+    cs.push_back(c);
+    c = mk("T130_K128_V256");
+    c.T = 130, c.K = 128, c.V = 256, c.H = 1, c.HV = 2;
+    cs.push_back(c);
+    c = mk("T130_beta_near0");
+    c.T = 130, c.beta_lo = 0.f, c.beta_hi = 0.02f;
+    cs.push_back(c);
+    c = mk("T130_beta_near2");
+    c.T = 130, c.beta_lo = 1.9f, c.beta_hi = 2.f;
+    cs.push_back(c);
+    if (var == DELTAC_VARIANT_GATED) {
+      c = mk("T130_gate_near0");
+      c.T = 130, c.g_lo = -1e-3f, c.g_hi = 0.f;
+      cs.push_back(c);
+      c = mk("T130_gate_near_m30");
+      c.T = 130, c.g_lo = -31.f, c.g_hi = -29.f;
+      cs.push_back(c);
+      c = mk("T130_reset");
+      c.T = 130, c.reset = true;
+      cs.push_back(c);
+    }
+    c = mk("T100_no_workspace");
+    c.T = 100, c.workspace = false;
+    cs.push_back(c);
+    c = mk("bf16_T300_K128");
+    c.dtype = DELTAC_BF16, c.T = 300, c.K = c.V = 128;
+    cs.push_back(c);
+    c = mk("f16_T300_K128");
+    c.dtype = DELTAC_F16, c.T = 300, c.K = c.V = 128;
+    cs.push_back(c);
+    c = mk("bf16_T4096_K128_gva2");
+    c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, BackwardChunked, ::testing::ValuesIn(chunked_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Refusals name the field; nothing runs.

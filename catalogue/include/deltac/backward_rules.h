@@ -1,0 +1,37 @@
+// Which CUDA backward runs a call: the chunked (WY/UT, tensor-core) one of
+// deltac/cuda/backward_chunked.cuh or the recurrent SIMT sweep of
+// deltac/cuda/backward.cuh (every shape; the fallback and cross-check).
+// Plain C++, no CUDA: the runtime's dispatch and the tests read it.
+#ifndef DELTAC_BACKWARD_RULES_H
+#define DELTAC_BACKWARD_RULES_H
+
+#include "deltac/params.h"
+
+#include <cstdint>
+
+namespace deltac {
+
+// Tokens per chunk of the chunked backward.
+constexpr int kBwdChunk = 64;
+
+// The shapes the chunked backward has instances for: delta and gated
+// (scalar gate; kda keeps the recurrent sweep), K = 64 or 128, V a multiple
+// of 32 up to 256.
+constexpr bool bwd_chunked_covers(int32_t variant, int32_t K, int32_t V) {
+  return (variant == DELTAC_VARIANT_DELTA || variant == DELTAC_VARIANT_GATED) &&
+         (K == 64 || K == 128) && V >= 32 && V <= 256 && V % 32 == 0;
+}
+
+// The rule: chunked when the shape is covered and the sequences average at
+// least two chunks (tokens = B * T, sequences = N, or B without cu_seqlens).
+// Shorter sequences keep the recurrent sweep: its cost is linear in the
+// tokens and it needs no per-chunk states.
+constexpr bool bwd_use_chunked(int32_t variant, int32_t K, int32_t V, int64_t tokens,
+                               int64_t sequences) {
+  return bwd_chunked_covers(variant, K, V) && sequences > 0 &&
+         tokens >= 2 * int64_t(kBwdChunk) * sequences;
+}
+
+}  // namespace deltac
+
+#endif  // DELTAC_BACKWARD_RULES_H

@@ -1,0 +1,894 @@
+// The chunked (WY / UT) CUDA backward of the delta rule, delta and gated
+// (contract: deltac/backward.h; which calls run it: deltac/backward_rules.h).
+//
+//   deltac::cuda::bwdc::workspace<Var, K>(p, &bytes)
+//   deltac::cuda::bwdc::backward<Var, K>(p, stream, workspace, workspace_bytes)
+//
+// Per chunk of C tokens (rows i, j), h the state at the chunk start [K x V],
+// k^, q^ the (L2-normalised) rows, G the in-chunk cumsum of the gate
+// (clamped at kGateFloor as the forward; summed in double, so that
+// differences of nearby rows stay exact), Γ = e^G, e = e^(G_last - G),
+// γ = e^G_last:
+//   A   = strictly-lower(diag(β) (K^ K^ᵀ ∘ e^(G_i - G_j))),  T = (I + A)^-1
+//   Aqk = scale lower(Q^ K^ᵀ ∘ e^(G_i - G_j))
+//   u   = T β (V - Γ K^ h)           (the per-token update, "v_new")
+//   O   = scale Γ Q^ h + Aqk u,       h_end = γ h + (e K^)ᵀ u
+// Backward, dh = dL/dh_end:
+//   du = Aqkᵀ dO + e K^ dh,  dr = Tᵀ du,  dv = β dr
+//   dh_start = γ dh + (scale Γ Q^)ᵀ dO - (β Γ K^)ᵀ dr
+//   dAqk = dO uᵀ, dA = -dr uᵀ (masked), dq^ = scale Γ dO hᵀ + M K^,
+//   dk^ = -βΓ dr hᵀ + e u dhᵀ + Mᵀ Q^ + N K^ + Nᵀ K^
+//   (M = dAqk ∘ scale e^(G_i - G_j), N = dA ∘ β_i e^(G_i - G_j)),
+//   dβ = rowsum(dr ∘ (V - Γ K^ h)) + rowsum(dA ∘ K^K^ᵀ e^(G_i - G_j)),
+//   dG per row from every e^G factor, dg = the reverse cumsum of dG within
+//   the chunk (0 where the gate was clamped).
+// Kernels: (qk_l2norm) 1/|x| per row (backward.cuh); prep per (chunk,
+// value head): T, Aqk; the forward scan per (sequence, value head, V
+// tile): chunk-start states h and u; the reverse scan: dh per chunk end, dr,
+// dv, dh0; the gradient kernel per (chunk, value head): dq^, dk^ (into the
+// f32 accumulators), dβ, dg; backward.cuh's finish kernel: L2 norm backward.
+// Every product runs on tensor cores as three TF32 products (f32 accuracy)
+// from f32 shared memory; the workspace holds f32 states and chunk data.
+#ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH
+#define DELTAC_CUDA_BACKWARD_CHUNKED_CUH
+
+#include "deltac/backward_rules.h"
+#include "deltac/cuda/backward.cuh"
+#include "deltac/cuda/chunked_mma.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace deltac::cuda::bwdc {
+
+constexpr int C = kBwdChunk;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kSV = 32;            // V columns per scan block
+constexpr int LC = C + 4;          // f32 row strides: +4 floats (conflict-free fragments)
+constexpr int LS = kSV + 4;
+constexpr float kGateFloor = -128.f;  // as the forward (chunked_traits.cuh)
+template <int K>
+constexpr int grad_bv() { return K == 64 ? 32 : 16; }  // V columns per gradient step
+
+// Device pointers of one call.
+struct Ws {
+  deltac_bwd_params p;
+  float scale;
+  int64_t slots;
+  const float *rq, *rk;  // 1/|x| rows, or null (no L2 norm)
+  float *dqa, *dka;      // [tokens][H][K]
+  float *T, *Aqk;        // [slot][HV][C][C]
+  float *hs, *dhs;       // [slot][HV][K][V]: state at the chunk start, dL/d(state at its end)
+  float *us, *drs;       // [slot][HV][C][V]
+  int atomic;            // dq^, dk^ summed over value heads (atomicAdd), else stored
+};
+
+using Op = detail::Mma<float>;
+
+__device__ __forceinline__ int64_t seq_t0(const deltac_bwd_params& p, int n) {
+  return p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
+}
+// First chunk slot of sequence n (slots never overlap: floor(t0 / C) + n).
+__device__ __forceinline__ int64_t slot0(const deltac_bwd_params& p, int n) {
+  return seq_t0(p, n) / C + n;
+}
+
+// The sequence and tokens of chunk slot s; false for a slot no chunk has.
+__device__ __forceinline__ bool locate(const deltac_bwd_params& p, int64_t s, int& n,
+                                       int64_t& ts, int& len) {
+  const int N = p.cu_seqlens ? p.N : p.B;
+  int lo = 0, hi = N - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (slot0(p, mid) <= s)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  n = lo;
+  const int64_t t0 = seq_t0(p, n);
+  const int64_t end = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
+  const int64_t c = s - slot0(p, n), nc = (end - t0 + C - 1) / C;
+  if (c < 0 || c >= nc)
+    return false;
+  ts = t0 + c * C;
+  len = int(end - ts < C ? end - ts : C);
+  return true;
+}
+
+// acc[NT][4] += op(A)[m0 + 16) op(B)[n0 + 8 NT)ᵀ over kd (a multiple of 16).
+// TA: A stored [k][m] (else [m][k]); TB: B stored [k][n] (else [n][k]).
+template <bool TA, bool TB, int NT>
+__device__ __forceinline__ void mm(float (*acc)[4], const float* A, int lda, const float* B,
+                                   int ldb, int m0, int n0, int kd) {
+#pragma unroll 2
+  for (int k0 = 0; k0 < kd; k0 += 16) {
+    Op::FragA fa;
+    if constexpr (TA)
+      Op::load_a_t(fa, A + k0 * lda + m0, lda);
+    else
+      Op::load_a(fa, A + m0 * lda + k0, lda);
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      Op::FragB fb;
+      if constexpr (TB)
+        Op::load_b_t(fb, B + k0 * ldb + n0 + 8 * i, ldb);
+      else
+        Op::load_b(fb, B + (n0 + 8 * i) * ldb + k0, ldb);
+      Op::mma(acc[i], fa, fb);
+    }
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void zero(float (*acc)[4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+}
+
+// f(row, col, e): element e of the unit's fragment sits at (row, col).
+template <int NT, class F>
+__device__ __forceinline__ void each(int m0, int n0, F&& f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(m0 + g + (e >= 2 ? 8 : 0), n0 + 8 * i + 2 * t + (e & 1), i, e);
+}
+
+// The warps take the 16 x 8NT units of an M x N output in turn: f(m0, n0).
+template <int M, int N, int NT, class F>
+__device__ __forceinline__ void units(F&& f) {
+  constexpr int kNg = N / (8 * NT), kUnits = (M / 16) * kNg;
+  static_assert(M % 16 == 0 && N % (8 * NT) == 0, "unit shape");
+  for (int u = threadIdx.x / 32; u < kUnits; u += kWarps) f((u / kNg) * 16, (u % kNg) * 8 * NT);
+}
+
+// A ROWS x COLS tile (COLS % 4 == 0) of a row-major array of dtype dt
+// (DELTAC_F32, BF16 or F16; 16-byte aligned rows for f32, 8-byte for
+// 16-bit) into f32 shared memory (row stride COLS + 4), in two steps: fetch
+// issues every global load of the thread into registers, put converts and
+// stores; fetches of several tiles before their puts overlap their
+// latencies. Row r < len is element off + r * stride, scaled by rn[rn_off +
+// r * rn_stride] when rn is given; rows >= len are zero.
+template <int ROWS, int COLS>
+struct Tile {
+  static constexpr int Q = COLS / 4, N = ROWS * Q / kThreads;
+  static_assert(ROWS * Q % kThreads == 0, "tile size");
+  float4 x[N];
+  float sc[N];
+  int dt;
+  __device__ __forceinline__ void fetch(const void* src, int dtype, int64_t off, int64_t stride,
+                                        int len, const float* rn = nullptr, int64_t rn_off = 0,
+                                        int64_t rn_stride = 0) {
+    dt = dtype;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+      const int e = tid + m * kThreads, r = e / Q, c = (e % Q) * 4;
+      const int64_t i = off + r * stride + c;
+      sc[m] = 1.f;
+      if (r >= len) {
+        x[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+        continue;
+      }
+      if (dt == DELTAC_F32) {
+        x[m] = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + i);
+      } else {
+        const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(src) + i);
+        x[m].x = __uint_as_float(u.x);
+        x[m].y = __uint_as_float(u.y);
+      }
+      if (rn)
+        sc[m] = rn[rn_off + r * rn_stride];
+    }
+  }
+  __device__ __forceinline__ void put(float* dst) const {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int m = 0; m < N; ++m) {
+      const int e = tid + m * kThreads, r = e / Q, c = (e % Q) * 4;
+      float4 y = x[m];
+      if (dt != DELTAC_F32) {
+        const uint32_t u0 = __float_as_uint(x[m].x), u1 = __float_as_uint(x[m].y);
+        float v[4];
+        if (dt == DELTAC_BF16) {
+          v[0] = __uint_as_float(u0 << 16), v[1] = __uint_as_float(u0 & 0xffff0000u);
+          v[2] = __uint_as_float(u1 << 16), v[3] = __uint_as_float(u1 & 0xffff0000u);
+        } else {
+          v[0] = __half2float(__ushort_as_half(uint16_t(u0 & 0xffffu)));
+          v[1] = __half2float(__ushort_as_half(uint16_t(u0 >> 16)));
+          v[2] = __half2float(__ushort_as_half(uint16_t(u1 & 0xffffu)));
+          v[3] = __half2float(__ushort_as_half(uint16_t(u1 >> 16)));
+        }
+        y = make_float4(v[0], v[1], v[2], v[3]);
+      }
+      y.x *= sc[m], y.y *= sc[m], y.z *= sc[m], y.w *= sc[m];
+      *reinterpret_cast<float4*>(dst + r * (COLS + 4) + c) = y;
+    }
+  }
+};
+
+// Tile fetches of the call's arrays for chunk rows [ts, ts + len).
+template <int K>
+__device__ __forceinline__ void fetch_qk(Tile<C, K>& t, const void* src, const float* rn,
+                                         const deltac_bwd_params& p, int64_t ts, int len, int hk) {
+  t.fetch(src, p.in_dtype, (ts * p.H + hk) * K, int64_t(p.H) * K, len, rn, ts * p.H + hk, p.H);
+}
+template <int COLS>
+__device__ __forceinline__ void fetch_v(Tile<C, COLS>& t, const void* src, int dt,
+                                        const deltac_bwd_params& p, int64_t ts, int len, int j,
+                                        int v0) {
+  t.fetch(src, dt, (ts * p.HV + j) * p.V + v0, int64_t(p.HV) * p.V, len);
+}
+
+// The shared-memory tile (row stride cols + 4) out to a [.][gstride] f32 array.
+__device__ __forceinline__ void store_f4(float* dst, int64_t gstride, const float* src, int rows,
+                                         int cols) {
+  const int q = cols / 4;
+  for (int e = threadIdx.x; e < rows * q; e += kThreads) {
+    const int r = e / q, c = (e % q) * 4;
+    *reinterpret_cast<float4*>(dst + r * gstride + c) =
+        *reinterpret_cast<const float4*>(src + r * (cols + 4) + c);
+  }
+}
+
+// β and the gate of a chunk's rows (thread r < C holds row r): fetch into
+// registers, then put: b, G (the clamped cumsum in double, so that
+// differences of nearby rows stay exact; 0 for delta), Γ = e^G and
+// e = e^(G_last - G) into shared memory [C]; padded rows: β = 0, gate 0.
+struct Bg {
+  float b, g;
+  template <deltac_variant Var>
+  __device__ __forceinline__ void fetch(const deltac_bwd_params& p, int64_t ts, int len, int j) {
+    const int tid = threadIdx.x;
+    b = g = 0.f;
+    if (tid < len && tid < C) {
+      b = static_cast<const float*>(p.beta)[(ts + tid) * p.HV + j];
+      if constexpr (Var == DELTAC_VARIANT_GATED) {
+        g = static_cast<const float*>(p.g)[(ts + tid) * p.HV + j];
+        g = g < kGateFloor ? kGateFloor : g;  // NaN stays NaN
+      }
+    }
+  }
+  // Barriers inside (every thread of the block calls it).
+  template <deltac_variant Var>
+  __device__ __forceinline__ void put(float* bs, double* G, float* Gx, float* Ex) const {
+    const int tid = threadIdx.x;
+    if (tid < C) {
+      bs[tid] = b;
+      G[tid] = g;
+    }
+    __syncthreads();
+    if (tid == 0 && Var == DELTAC_VARIANT_GATED) {
+      double s = 0.0;
+      for (int i = 0; i < C; ++i) G[i] = s += G[i];
+    }
+    __syncthreads();
+    if (tid < C) {
+      Gx[tid] = expf(float(G[tid]));
+      Ex[tid] = expf(float(G[C - 1] - G[tid]));
+    }
+    __syncthreads();
+  }
+};
+
+// e^(G_i - G_j) for j <= i, else 0.
+__device__ __forceinline__ float decay(const double* G, int i, int j) {
+  return j <= i ? expf(float(G[i] - G[j])) : 0.f;
+}
+
+// ---- prep: G, T, Aqk per (chunk slot, value head) -------------------------
+template <deltac_variant Var, int K>
+struct PrepSmem {
+  static constexpr int LK = K + 4;
+  static constexpr int kn = 0, qn = kn + C * LK, A = qn + C * LK, Tf = A + C * LC;
+  static constexpr int b = Tf + C * LC, G = b + C, Gx = G + 2 * C, Ex = Gx + C;
+  static constexpr int floats = Ex + C;
+  static constexpr size_t bytes = size_t(floats) * 4;
+};
+
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ Ws w) {
+  using L = PrepSmem<Var, K>;
+  constexpr int LK = L::LK;
+  extern __shared__ __align__(16) float sm[];
+  const deltac_bwd_params& p = w.p;
+  const int64_t s = blockIdx.x;
+  const int j = blockIdx.y;
+  int n, len;
+  int64_t ts;
+  if (!locate(p, s, n, ts, len))
+    return;
+  const int hk = j / (p.HV / p.H);
+  float *kn = sm + L::kn, *qn = sm + L::qn, *A = sm + L::A, *Tf = sm + L::Tf;
+  float* b = sm + L::b;
+  double* G = reinterpret_cast<double*>(sm + L::G);
+  {
+    Tile<C, K> tk, tq;
+    Bg bg;
+    fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
+    fetch_qk<K>(tq, p.q, w.rq, p, ts, len, hk);
+    bg.fetch<Var>(p, ts, len, j);
+    tk.put(kn);
+    tq.put(qn);
+    bg.put<Var>(b, G, sm + L::Gx, sm + L::Ex);  // (barriers)
+  }
+  const int64_t slot = s * p.HV + j;
+  float* aqk = w.Aqk + slot * C * C;
+  units<C, C, 4>([&](int m0, int n0) {
+    float ak[4][4], aq[4][4];
+    zero<4>(ak);
+    zero<4>(aq);
+    mm<false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
+    mm<false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
+    each<4>(m0, n0, [&](int i, int jj, int x, int e) {
+      const float d = decay(G, i, jj);
+      A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
+      aqk[i * C + jj] = jj <= i ? w.scale * d * aq[x][e] : 0.f;
+    });
+  });
+  __syncthreads();
+  // T = (I + A)^-1 by forward substitution, one thread per column.
+  if (threadIdx.x < C) {
+    const int c = threadIdx.x;
+    for (int i = 0; i < C; ++i) {
+      float x = i == c ? 1.f : 0.f;
+      for (int jj = c; jj < i; ++jj) x = fmaf(-A[i * LC + jj], Tf[jj * LC + c], x);
+      Tf[i * LC + c] = i < c ? 0.f : x;
+    }
+  }
+  __syncthreads();
+  store_f4(w.T + slot * C * C, C, Tf, C, C);
+}
+
+// ---- forward scan: chunk-start states and u per (V tile, value head, seq) --
+template <deltac_variant Var, int K>
+struct ScanSmem {
+  static constexpr int LK = K + 4;
+  // the reverse scan's: kn, qn, Aqk, T, DH, DO, DU, DR
+  static constexpr int kn = 0, qn = kn + C * LK, A = qn + C * LK, T = A + C * LC;
+  static constexpr int S = T + C * LC, X = S + K * LS, Y = X + C * LS, Z = Y + C * LS;
+  static constexpr int b = Z + C * LS, G = b + C, Gx = G + 2 * C, Ex = Gx + C, floats = Ex + C;
+  static constexpr size_t bytes = size_t(floats) * 4;
+};
+
+// The forward scan's: kn, T, the state tile S, R, U (fits twice per SM).
+template <deltac_variant Var, int K>
+struct FwdSmem {
+  static constexpr int LK = K + 4;
+  static constexpr int kn = 0, T = kn + C * LK, S = T + C * LC, X = S + K * LS, Y = X + C * LS;
+  static constexpr int b = Y + C * LS, G = b + C, Gx = G + 2 * C, Ex = Gx + C, floats = Ex + C;
+  static constexpr size_t bytes = size_t(floats) * 4;
+};
+
+template <int K>
+__device__ __forceinline__ int64_t sidx(const deltac_bwd_params& p, int n, int j, int r, int c) {
+  const int64_t base = (int64_t(n) * p.HV + j) * K * p.V;
+  return base + (p.state_layout == DELTAC_STATE_VK ? int64_t(c) * K + r : int64_t(r) * p.V + c);
+}
+
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_constant__ Ws w) {
+  using L = FwdSmem<Var, K>;
+  constexpr int LK = L::LK;
+  extern __shared__ __align__(16) float sm[];
+  const deltac_bwd_params& p = w.p;
+  const int v0 = blockIdx.x * kSV, j = blockIdx.y, n = blockIdx.z;
+  const int hk = j / (p.HV / p.H);
+  float *kn = sm + L::kn, *T = sm + L::T, *S = sm + L::S, *R = sm + L::X, *U = sm + L::Y;
+  float *b = sm + L::b, *Gx = sm + L::Gx, *Ex = sm + L::Ex;
+  double* G = reinterpret_cast<double*>(sm + L::G);
+  const int64_t t0 = seq_t0(p, n);
+  const int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
+  const int64_t nc = (t1 - t0 + C - 1) / C, s0 = slot0(p, n);
+  for (int e = threadIdx.x; e < K * kSV; e += kThreads) {
+    const int r = e / kSV, c = e % kSV;
+    S[r * LS + c] = p.h0 ? static_cast<const float*>(p.h0)[sidx<K>(p, n, j, r, v0 + c)] : 0.f;
+  }
+  for (int64_t ci = 0; ci < nc; ++ci) {
+    const int64_t ts = t0 + ci * C, slot = (s0 + ci) * p.HV + j;
+    const int len = int(t1 - ts < C ? t1 - ts : C);
+    __syncthreads();  // S complete; the previous chunk's reads done
+    {
+      Tile<C, K> tk;
+      Tile<C, C> tt;
+      Tile<C, kSV> tv;
+      Bg bg;
+      fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
+      tt.fetch(w.T + slot * C * C, DELTAC_F32, 0, C, C);
+      fetch_v<kSV>(tv, p.v, p.in_dtype, p, ts, len, j, v0);
+      bg.fetch<Var>(p, ts, len, j);
+      store_f4(w.hs + slot * K * p.V + v0, p.V, S, K, kSV);
+      tk.put(kn);
+      tt.put(T);
+      tv.put(U);
+      bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+    }
+    // R = β (V - Γ K^ h)
+    units<C, kSV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<false, true, 2>(a, kn, LK, S, LS, m0, n0, K);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        R[r * LS + c] = b[r] * (U[r * LS + c] - Gx[r] * a[x][e]);
+      });
+    });
+    __syncthreads();
+    // u = T R; U = e ∘ u
+    float* ug = w.us + slot * C * p.V + v0;
+    units<C, kSV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<false, true, 2>(a, T, LC, R, LS, m0, n0, C);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        ug[r * p.V + c] = a[x][e];
+        U[r * LS + c] = Ex[r] * a[x][e];
+      });
+    });
+    __syncthreads();
+    // h = γ h + K^ᵀ U
+    const float gam = expf(float(G[C - 1]));
+    units<K, kSV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<true, true, 2>(a, kn, LK, U, LS, m0, n0, C);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        S[r * LS + c] = gam * S[r * LS + c] + a[x][e];
+      });
+    });
+  }
+}
+
+// ---- reverse scan: dh per chunk end, dr, dv, dh0 ---------------------------
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constant__ Ws w) {
+  using L = ScanSmem<Var, K>;
+  constexpr int LK = L::LK;
+  extern __shared__ __align__(16) float sm[];
+  const deltac_bwd_params& p = w.p;
+  const int v0 = blockIdx.x * kSV, j = blockIdx.y, n = blockIdx.z;
+  const int hk = j / (p.HV / p.H);
+  float *kn = sm + L::kn, *qn = sm + L::qn, *Aq = sm + L::A, *T = sm + L::T;
+  float *DH = sm + L::S, *DO = sm + L::X, *DU = sm + L::Y, *DR = sm + L::Z;
+  float *b = sm + L::b, *Gx = sm + L::Gx, *Ex = sm + L::Ex;
+  double* G = reinterpret_cast<double*>(sm + L::G);
+  const int64_t t0 = seq_t0(p, n);
+  const int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
+  const int64_t nc = (t1 - t0 + C - 1) / C, s0 = slot0(p, n);
+  for (int e = threadIdx.x; e < K * kSV; e += kThreads) {
+    const int r = e / kSV, c = e % kSV;
+    DH[r * LS + c] = p.dht ? static_cast<const float*>(p.dht)[sidx<K>(p, n, j, r, v0 + c)] : 0.f;
+  }
+  for (int64_t ci = nc - 1; ci >= 0; --ci) {
+    const int64_t ts = t0 + ci * C, slot = (s0 + ci) * p.HV + j;
+    const int len = int(t1 - ts < C ? t1 - ts : C);
+    __syncthreads();
+    store_f4(w.dhs + slot * K * p.V + v0, p.V, DH, K, kSV);
+    {
+      Tile<C, K> tk, tq;
+      fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
+      fetch_qk<K>(tq, p.q, w.rq, p, ts, len, hk);
+      tk.put(kn);
+      tq.put(qn);
+    }
+    {
+      Tile<C, C> tt, ta;
+      Tile<C, kSV> td;
+      Bg bg;
+      tt.fetch(w.T + slot * C * C, DELTAC_F32, 0, C, C);
+      ta.fetch(w.Aqk + slot * C * C, DELTAC_F32, 0, C, C);
+      fetch_v<kSV>(td, p.dout, p.out_dtype, p, ts, len, j, v0);
+      bg.fetch<Var>(p, ts, len, j);
+      tt.put(T);
+      ta.put(Aq);
+      td.put(DO);
+      bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+    }
+    // du = Aqkᵀ dO + e K^ dh
+    units<C, kSV, 2>([&](int m0, int n0) {
+      float a[2][4], c2[2][4];
+      zero<2>(a);
+      zero<2>(c2);
+      mm<true, true, 2>(a, Aq, LC, DO, LS, m0, n0, C);
+      mm<false, true, 2>(c2, kn, LK, DH, LS, m0, n0, K);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        DU[r * LS + c] = a[x][e] + Ex[r] * c2[x][e];
+      });
+    });
+    __syncthreads();
+    // dr = Tᵀ du; dv = β dr; DO <- scale Γ dO, DR <- -β Γ dr
+    float* drg = w.drs + slot * C * p.V + v0;
+    units<C, kSV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<true, true, 2>(a, T, LC, DU, LS, m0, n0, C);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        const float dr = a[x][e], gr = Gx[r];
+        drg[r * p.V + c] = dr;
+        if (r < len)
+          bwd::st(p.dv, p.in_dtype, ((ts + r) * p.HV + j) * p.V + v0 + c, b[r] * dr);
+        DR[r * LS + c] = -b[r] * gr * dr;
+        DO[r * LS + c] *= w.scale * gr;
+      });
+    });
+    __syncthreads();
+    // dh = γ dh + Q^ᵀ DO + K^ᵀ DR
+    const float gam = expf(float(G[C - 1]));
+    units<K, kSV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<true, true, 2>(a, qn, LK, DO, LS, m0, n0, C);
+      mm<true, true, 2>(a, kn, LK, DR, LS, m0, n0, C);
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        DH[r * LS + c] = gam * DH[r * LS + c] + a[x][e];
+      });
+    });
+  }
+  __syncthreads();
+  if (p.dh0)
+    for (int e = threadIdx.x; e < K * kSV; e += kThreads) {
+      const int r = e / kSV, c = e % kSV;
+      static_cast<float*>(p.dh0)[sidx<K>(p, n, j, r, v0 + c)] = DH[r * LS + c];
+    }
+}
+
+// ---- gradients per (chunk slot, value head) -------------------------------
+template <deltac_variant Var, int K>
+struct GradSmem {
+  static constexpr int LK = K + 4, BV = grad_bv<K>(), LB = BV + 4;
+  // per V step: H, DH [K][LB], DO, U, DR, VV [C][LB]; after the V steps qn
+  // [C][LK] in the same place.
+  static constexpr int step = 2 * K * LB + 4 * C * LB;
+  static constexpr int uni = step > C * LK ? step : C * LK;
+  static constexpr int kn = 0, un = kn + C * LK, dQ = un + uni, dK = dQ + C * LK;
+  static constexpr int dAq = dK + C * LK, dA = dAq + C * LC;
+  static constexpr int b = dA + C * LC, G = b + C, Gx = G + 2 * C, Ex = Gx + C, db = Ex + C;
+  static constexpr int dGd = db + C, dG = dGd + C, tt = dG + C;
+  static constexpr int misc = tt + C, floats = misc + 4;
+  static constexpr size_t bytes = size_t(floats) * 4;
+};
+
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ Ws w) {
+  using L = GradSmem<Var, K>;
+  constexpr int LK = L::LK, BV = L::BV, LB = L::LB;
+  extern __shared__ __align__(16) float sm[];
+  const deltac_bwd_params& p = w.p;
+  const int64_t s = blockIdx.x;
+  const int j = blockIdx.y;
+  int n, len;
+  int64_t ts;
+  if (!locate(p, s, n, ts, len))
+    return;
+  const int hk = j / (p.HV / p.H), tid = threadIdx.x;
+  const int64_t slot = s * p.HV + j;
+  float *kn = sm + L::kn, *qn = sm + L::un;
+  float *Hs = sm + L::un, *DHs = Hs + K * LB, *DO = DHs + K * LB, *U = DO + C * LB;
+  float *DR = U + C * LB, *VV = DR + C * LB;
+  float *dQ = sm + L::dQ, *dK = sm + L::dK, *dAq = sm + L::dAq, *dA = sm + L::dA;
+  float *b = sm + L::b, *Gx = sm + L::Gx, *Ex = sm + L::Ex;
+  double* G = reinterpret_cast<double*>(sm + L::G);
+  float *db = sm + L::db, *dGd = sm + L::dGd, *dG = sm + L::dG, *tt = sm + L::tt;
+  float* misc = sm + L::misc;  // [0]: Σ h ∘ dh
+  {
+    Tile<C, K> tk;
+    Bg bg;
+    fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
+    bg.fetch<Var>(p, ts, len, j);
+    for (int e = tid; e < C * LK; e += kThreads) dQ[e] = dK[e] = 0.f;
+    for (int e = tid; e < C * LC; e += kThreads) dAq[e] = dA[e] = 0.f;
+    if (tid < C)
+      db[tid] = dGd[tid] = dG[tid] = 0.f;
+    if (tid < 4)
+      misc[tid] = 0.f;
+    tk.put(kn);
+    bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+  }
+  const float* hg = w.hs + slot * K * p.V;
+  const float* dhg = w.dhs + slot * K * p.V;
+  const float* ug = w.us + slot * C * p.V;
+  const float* drg = w.drs + slot * C * p.V;
+  // The V steps: the next step's tiles are fetched into registers while
+  // this one computes.
+  Tile<K, BV> th, tdh;
+  Tile<C, BV> tu, tdr, tdo, tv;
+  auto fetch = [&](int v0) {
+    th.fetch(hg, DELTAC_F32, v0, p.V, K);
+    tdh.fetch(dhg, DELTAC_F32, v0, p.V, K);
+    tu.fetch(ug, DELTAC_F32, v0, p.V, C);
+    tdr.fetch(drg, DELTAC_F32, v0, p.V, C);
+    fetch_v<BV>(tdo, p.dout, p.out_dtype, p, ts, len, j, v0);
+    fetch_v<BV>(tv, p.v, p.in_dtype, p, ts, len, j, v0);
+  };
+  fetch(0);
+  for (int v0 = 0; v0 < p.V; v0 += BV) {
+    th.put(Hs);
+    tdh.put(DHs);
+    tu.put(U);
+    tdr.put(DR);
+    tdo.put(DO);
+    tv.put(VV);
+    __syncthreads();
+    if (v0 + BV < p.V)
+      fetch(v0 + BV);
+    // dAqk += dO uᵀ, dA -= dr uᵀ
+    units<C, C, 4>([&](int m0, int n0) {
+      float a[4][4], c2[4][4];
+      zero<4>(a);
+      zero<4>(c2);
+      mm<false, false, 4>(a, DO, LB, U, LB, m0, n0, BV);
+      mm<false, false, 4>(c2, DR, LB, U, LB, m0, n0, BV);
+      each<4>(m0, n0, [&](int r, int c, int x, int e) {
+        dAq[r * LC + c] += a[x][e];
+        dA[r * LC + c] -= c2[x][e];
+      });
+    });
+    // dQ += dO hᵀ, dK += -βΓ dr hᵀ + e u dhᵀ
+    units<C, K, 4>([&](int m0, int n0) {
+      float a[4][4], c2[4][4], c3[4][4];
+      zero<4>(a);
+      zero<4>(c2);
+      zero<4>(c3);
+      mm<false, false, 4>(a, DO, LB, Hs, LB, m0, n0, BV);
+      mm<false, false, 4>(c2, DR, LB, Hs, LB, m0, n0, BV);
+      mm<false, false, 4>(c3, U, LB, DHs, LB, m0, n0, BV);
+      each<4>(m0, n0, [&](int r, int c, int x, int e) {
+        dQ[r * LK + c] += a[x][e];
+        dK[r * LK + c] += -b[r] * Gx[r] * c2[x][e] + Ex[r] * c3[x][e];
+      });
+    });
+    // Y = K^ h: dβ += Σ dr (v - Γ Y), dGd += -β Σ dr Γ Y
+    units<C, BV, 2>([&](int m0, int n0) {
+      float a[2][4];
+      zero<2>(a);
+      mm<false, true, 2>(a, kn, LK, Hs, LB, m0, n0, K);
+      float sb[2] = {0.f, 0.f}, sg[2] = {0.f, 0.f};
+      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+        const float y = Gx[r] * a[x][e], dr = DR[r * LB + c];
+        sb[e >> 1] += dr * (VV[r * LB + c] - y);
+        sg[e >> 1] += -b[r] * dr * y;
+      });
+      const int g = (tid & 31) >> 2;
+      for (int h = 0; h < 2; ++h) {
+        atomicAdd(db + m0 + g + 8 * h, sb[h]);
+        atomicAdd(dGd + m0 + g + 8 * h, sg[h]);
+      }
+    });
+    // Σ h ∘ dh
+    {
+      float acc = 0.f;
+      for (int e = tid; e < K * BV; e += kThreads) {
+        const int r = e / BV, c = e % BV;
+        acc += Hs[r * LB + c] * DHs[r * LB + c];
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if ((tid & 31) == 0)
+        atomicAdd(misc, acc);
+    }
+    __syncthreads();
+  }
+  {
+    Tile<C, K> tq;
+    fetch_qk<K>(tq, p.q, w.rq, p, ts, len, hk);
+    tq.put(qn);
+  }
+  __syncthreads();
+  // Row terms: dG_i = scale Γ q^·dQ + dGd; t_i = k^·dK - dGd = e_i k^·(u dhᵀ)_i
+  // (it adds to the dg of the rows after i: an exclusive prefix sum below,
+  // never t added to the last row and subtracted from row i, which would
+  // cancel O(1) terms where the true dg is tiny).
+  for (int r = tid / 32; r < C; r += kWarps) {
+    float a = 0.f, kc = 0.f;
+    for (int c = tid & 31; c < K; c += 32) {
+      a += qn[r * LK + c] * dQ[r * LK + c];
+      kc += kn[r * LK + c] * dK[r * LK + c];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      a += __shfl_xor_sync(0xffffffffu, a, o);
+      kc += __shfl_xor_sync(0xffffffffu, kc, o);
+    }
+    if ((tid & 31) == 0) {
+      dG[r] = w.scale * Gx[r] * a + dGd[r];
+      tt[r] = r < len ? kc - dGd[r] : 0.f;
+    }
+  }
+  __syncthreads();
+  // M = dAqk ∘ scale e^(G_i - G_j) (lower), N = dA ∘ β_i e^(G_i - G_j)
+  // (strictly lower), with their dG, dβ terms (the diagonal's cancel exactly:
+  // skipped).
+  units<C, C, 4>([&](int m0, int n0) {
+    float aq[4][4], ak[4][4];
+    zero<4>(aq);
+    zero<4>(ak);
+    mm<false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
+    mm<false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
+    each<4>(m0, n0, [&](int i, int jj, int x, int e) {
+      const float d = decay(G, i, jj);
+      const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
+      const float P = M * aq[x][e];
+      dAq[i * LC + jj] = M;
+      const float da = jj < i ? dA[i * LC + jj] : 0.f;
+      const float Pa = da * d * ak[x][e];
+      dA[i * LC + jj] = da * b[i] * d;
+      if (jj < i) {
+        atomicAdd(dG + i, P + b[i] * Pa);
+        atomicAdd(dG + jj, -(P + b[i] * Pa));
+        atomicAdd(db + i, Pa);
+      }
+    });
+  });
+  __syncthreads();
+  // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
+  units<C, K, 4>([&](int m0, int n0) {
+    float a[4][4], c2[4][4];
+    zero<4>(a);
+    zero<4>(c2);
+    mm<false, true, 4>(a, dAq, LC, kn, LK, m0, n0, C);
+    mm<true, true, 4>(c2, dAq, LC, qn, LK, m0, n0, C);
+    mm<false, true, 4>(c2, dA, LC, kn, LK, m0, n0, C);
+    mm<true, true, 4>(c2, dA, LC, kn, LK, m0, n0, C);
+    each<4>(m0, n0, [&](int r, int c, int x, int e) {
+      if (r >= len)
+        return;
+      const int64_t o = ((ts + r) * p.H + hk) * K + c;
+      const float dq = w.scale * Gx[r] * dQ[r * LK + c] + a[x][e];
+      const float dk = dK[r * LK + c] + c2[x][e];
+      if (w.atomic) {
+        atomicAdd(w.dqa + o, dq);
+        atomicAdd(w.dka + o, dk);
+      } else {
+        w.dqa[o] = dq;
+        w.dka[o] = dk;
+      }
+    });
+  });
+  if (tid == 0) {
+    dG[len - 1] += expf(float(G[C - 1])) * misc[0];
+    float pre = 0.f;  // tt <- its exclusive prefix sum
+    for (int r = 0; r < len; ++r) {
+      const float x = tt[r];
+      tt[r] = pre;
+      pre += x;
+    }
+    float run = 0.f;
+    for (int r = len - 1; r >= 0; --r) {
+      run += dG[r];
+      const int64_t th = (ts + r) * p.HV + j;
+      if constexpr (Var == DELTAC_VARIANT_GATED)
+        static_cast<float*>(p.dg)[th] =
+            static_cast<const float*>(p.g)[th] < kGateFloor ? 0.f : run + tt[r];
+      static_cast<float*>(p.dbeta)[th] = db[r];
+    }
+  }
+}
+
+// ---- host side -------------------------------------------------------------
+struct Layout {
+  size_t rq = 0, rk = 0, dqa = 0, dka = 0, T = 0, Aqk = 0, hs = 0, dhs = 0, us = 0,
+         drs = 0, total = 0;
+  int64_t slots = 0;
+};
+
+inline Layout layout(const deltac_bwd_params& p, int K) {
+  Layout l;
+  const int N = p.cu_seqlens ? p.N : p.B;
+  const int64_t tokens = int64_t(p.B) * p.T;
+  l.slots = tokens / C + N + 1;
+  const size_t sh = size_t(l.slots) * p.HV;
+  size_t o = 0;
+  auto take = [&](size_t& at, size_t floats) {
+    at = o;
+    o += bwd::align256(floats * sizeof(float));
+  };
+  if (p.qk_l2norm) {
+    take(l.rq, size_t(tokens) * p.H);
+    take(l.rk, size_t(tokens) * p.H);
+  }
+  take(l.dqa, size_t(tokens) * p.H * K);
+  take(l.dka, size_t(tokens) * p.H * K);
+  take(l.T, sh * C * C);
+  take(l.Aqk, sh * C * C);
+  take(l.hs, sh * K * p.V);
+  take(l.dhs, sh * K * p.V);
+  take(l.us, sh * C * p.V);
+  take(l.drs, sh * C * p.V);
+  l.total = o;
+  return l;
+}
+
+template <deltac_variant Var, int K>
+cudaError_t workspace(const deltac_bwd_params& p, size_t* bytes) {
+  *bytes = layout(p, K).total;
+  return cudaSuccess;
+}
+
+namespace detail2 {
+
+template <class Kern>
+cudaError_t allow(Kern k, size_t bytes) {
+  return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+template <deltac_variant Var, int K>
+cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
+  Ws w{};
+  w.p = p;
+  w.scale = p.scale != 0.0f ? p.scale : float(1.0 / std::sqrt(double(K)));
+  w.slots = l.slots;
+  auto at = [&](size_t o) { return reinterpret_cast<float*>(ws + o); };
+  w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
+  w.hs = at(l.hs), w.dhs = at(l.dhs), w.us = at(l.us), w.drs = at(l.drs);
+  w.atomic = p.HV != p.H;
+  const int N = p.cu_seqlens ? p.N : p.B;
+  const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
+  cudaError_t e;
+  if (w.atomic || p.cu_seqlens) {  // every row summed into, or not every token in a sequence
+    const size_t acc = size_t(rows) * K * sizeof(float);
+    if ((e = cudaMemsetAsync(w.dqa, 0, acc, st)) != cudaSuccess) return e;
+    if ((e = cudaMemsetAsync(w.dka, 0, acc, st)) != cudaSuccess) return e;
+  }
+  if (p.cu_seqlens) {
+    if ((e = cudaMemsetAsync(p.dbeta, 0, size_t(tokens) * p.HV * 4, st)) != cudaSuccess) return e;
+    if (Var == DELTAC_VARIANT_GATED &&
+        (e = cudaMemsetAsync(p.dg, 0, size_t(tokens) * p.HV * 4, st)) != cudaSuccess)
+      return e;
+  }
+  if (tokens == 0 || N == 0) return cudaGetLastError();
+  bwd::Args a{};
+  a.p = p;
+  a.dqa = w.dqa;
+  a.dka = w.dka;
+  constexpr int kRowsPerBlock = 8;
+  const unsigned row_blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (p.qk_l2norm) {
+    bwd::rnorm_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, at(l.rq), at(l.rk), rows);
+    w.rq = a.rq = at(l.rq);
+    w.rk = a.rk = at(l.rk);
+  }
+  using PS = PrepSmem<Var, K>;
+  using FS = FwdSmem<Var, K>;
+  using SS = ScanSmem<Var, K>;
+  using GS = GradSmem<Var, K>;
+  if ((e = allow(prep_kernel<Var, K>, PS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(fwd_scan_kernel<Var, K>, FS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(rev_scan_kernel<Var, K>, SS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(grad_kernel<Var, K>, GS::bytes)) != cudaSuccess) return e;
+  const dim3 chunks(unsigned(l.slots), unsigned(p.HV));
+  const dim3 scans(unsigned(p.V / kSV), unsigned(p.HV), unsigned(N));
+  prep_kernel<Var, K><<<chunks, kThreads, PS::bytes, st>>>(w);
+  fwd_scan_kernel<Var, K><<<scans, kThreads, FS::bytes, st>>>(w);
+  rev_scan_kernel<Var, K><<<scans, kThreads, SS::bytes, st>>>(w);
+  grad_kernel<Var, K><<<chunks, kThreads, GS::bytes, st>>>(w);
+  bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
+  return cudaGetLastError();
+}
+
+}  // namespace detail2
+
+template <deltac_variant Var, int K>
+cudaError_t backward(const deltac_bwd_params& p, cudaStream_t stream, void* ws = nullptr,
+                     size_t ws_bytes = 0) {
+  static_assert((Var == DELTAC_VARIANT_DELTA || Var == DELTAC_VARIANT_GATED) &&
+                    (K == 64 || K == 128),
+                "chunked backward: delta or gated, K = 64 or 128");
+  const Layout l = layout(p, K);
+  if (ws) {
+    if (ws_bytes < l.total || reinterpret_cast<uintptr_t>(ws) % 256) return cudaErrorInvalidValue;
+    return detail2::run<Var, K>(p, l, static_cast<char*>(ws), stream);
+  }
+  void* own = nullptr;
+  cudaError_t e = cudaMallocAsync(&own, l.total ? l.total : 256, stream);
+  if (e != cudaSuccess) return e;
+  e = detail2::run<Var, K>(p, l, static_cast<char*>(own), stream);
+  const cudaError_t f = cudaFreeAsync(own, stream);
+  return e != cudaSuccess ? e : f;
+}
+
+}  // namespace deltac::cuda::bwdc
+
+#endif  // DELTAC_CUDA_BACKWARD_CHUNKED_CUH
