@@ -92,6 +92,10 @@ DTYPE_BWD_F64 = 3
 # The same layout as a struct format, for the hot path: packing the fields into
 # bytes is ~4x cheaper than building a FwdParams (checked equal at load).
 PARAMS_STRUCT = struct.Struct("@12i9Pf3i4P")
+# deltac_py_call (python/abi.cpp): the params, then device, mode, chunk,
+# device_pointers, cuda_stream; passed as one argument to deltac_py_call_forward
+# (checked against deltac_abi_call_layout at load).
+CALL_STRUCT = struct.Struct("@12i9Pf3i4P4iP")
 
 
 class LibraryError(ImportError):
@@ -164,6 +168,20 @@ def _load():
             PARAMS_STRUCT.pack(*probe) != bytes(FwdParams(*probe)):
         raise LibraryError("deltac: PARAMS_STRUCT does not match FwdParams (deltac/_lib.py)")
 
+    lib.deltac_abi_call_layout.argtypes = [POINTER(c_longlong), c_int]
+    lib.deltac_abi_call_layout.restype = c_int
+    buf = (c_longlong * 7)()
+    n = PARAMS_STRUCT.size
+    want = [CALL_STRUCT.size, 0, n, n + 4, n + 8, n + 12, n + 16]
+    total = lib.deltac_abi_call_layout(buf, 7)
+    if total != 7 or list(buf) != want:
+        raise LibraryError(
+            f"deltac: {path} packs deltac_py_call differently from this package (layout "
+            f"{list(buf)[:total]} != {want}); rebuild the library and the package from one "
+            "checkout.")
+    lib.deltac_py_call_forward.argtypes = [c_char_p]  # CALL_STRUCT bytes
+    lib.deltac_py_call_forward.restype = c_int
+
     # The params argument is a FwdParams (byref) or its PARAMS_STRUCT bytes.
     lib.deltac_py_forward.argtypes = [c_void_p, c_int32, c_int32, c_int32, c_int32,
                                       c_void_p, POINTER(c_int32)]
@@ -195,6 +213,7 @@ def _load():
 
 lib, library_path = _load()
 _py_forward = lib.deltac_py_forward
+call_forward = lib.deltac_py_call_forward  # (CALL_STRUCT bytes) -> rc; deltac.ops' eager path
 _last_error = lib.deltac_last_error
 
 

@@ -91,10 +91,26 @@ __all__ = [
     "delta_rule_fwd",
 ]
 
-_pack = _lib.PARAMS_STRUCT.pack  # deltac_fwd_params as bytes
 _IN_DTYPES = {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_F16}
-_CPU_DTYPES = (torch.float32, torch.bfloat16)  # the CPU kernels have no float16 path
 _VARIANT_NAMES = {VARIANT_DELTA: "delta", VARIANT_GATED: "gated", VARIANT_KDA: "kda"}
+
+# The eager path's constants (module globals: one dict lookup each).
+_F32, _BF16, _F16 = torch.float32, torch.bfloat16, torch.float16
+_CPU_CODES = {_F32: DTYPE_F32, _BF16: DTYPE_BF16}
+_CUDA_CODES = {_F32: DTYPE_F32, _BF16: DTYPE_BF16, _F16: DTYPE_F16}
+_INF = math.inf
+_CALL = _lib.CALL_STRUCT.pack
+_call_forward = _lib.call_forward
+_is_compiling = torch.compiler.is_compiling
+_dispatch_stack = torch._C._len_torch_dispatch_stack
+_function_mode = torch._C._is_torch_function_mode_enabled
+_functorch = torch._C._are_functorch_transforms_active
+_profiling = torch.autograd._profiler_enabled
+_grad_enabled = torch.is_grad_enabled
+_num_threads = torch.get_num_threads
+# the raw cudaStream_t of torch.cuda.current_stream(index); the current device
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
 # --------------------------------------------------------------------------
@@ -134,32 +150,37 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
     cuda = dev.type == "cuda"
     threads = 0 if cuda else torch.get_num_threads()
     dt = _IN_DTYPES[q.dtype]
-    p = _pack(
-        variant, B, T, H, HV, K, V, N, dt, dt, DTYPE_F32, 1 if state_v_first else 0,
-        q.data_ptr(), k.data_ptr(), v.data_ptr(),
-        g.data_ptr() if g is not None else 0,
-        beta.data_ptr(),
-        initial_state.data_ptr() if initial_state is not None else 0,
-        o.data_ptr(),
-        ht.data_ptr() if output_final_state else 0,
-        cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
-        scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0,
-    )
+
+    def call(device, stream):  # deltac_py_call (python/abi.cpp) as bytes
+        return _CALL(
+            variant, B, T, H, HV, K, V, N, dt, dt, DTYPE_F32, 1 if state_v_first else 0,
+            q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            g.data_ptr() if g is not None else 0,
+            beta.data_ptr(),
+            initial_state.data_ptr() if initial_state is not None else 0,
+            o.data_ptr(),
+            ht.data_ptr() if output_final_state else 0,
+            cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
+            scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0,
+            device, mode, chunk, 1 if cuda else 0, stream)
+
     if not cuda:
-        _lib.forward(p, DEVICE_CPU, mode, chunk, 0, None)
-        return o, ht
-    if not _lib.cuda_available():
-        raise _lib.DeltacError(
-            f"deltac: the tensors are on {dev} but this deltac library ({_lib.library_path}) has no "
-            "usable CUDA: it was built without nvcc, or sees no GPU")
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
-    # the raw cudaStream_t of torch.cuda.current_stream(dev), without building a Stream object
-    stream = torch._C._cuda_getCurrentRawStream(index)
-    if index != torch.cuda.current_device():
-        with torch.cuda.device(index):
-            _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, stream)
+        rc = _call_forward(call(DEVICE_CPU, 0))
     else:
-        _lib.forward(p, DEVICE_CUDA, mode, chunk, 1, stream)
+        if not _lib.cuda_available():
+            raise _lib.DeltacError(
+                f"deltac: the tensors are on {dev} but this deltac library ({_lib.library_path}) "
+                "has no usable CUDA: it was built without nvcc, or sees no GPU")
+        index = dev.index if dev.index is not None else _current_device()
+        # the raw cudaStream_t of torch.cuda.current_stream(dev), without building a Stream object
+        p = call(DEVICE_CUDA, _raw_stream(index))
+        if index != _current_device():
+            with torch.cuda.device(index):
+                rc = _call_forward(p)
+        else:
+            rc = _call_forward(p)
+    if rc:
+        raise _lib.DeltacError("deltac runtime: " + _lib.last_error())
     return o, ht
 
 
@@ -540,62 +561,8 @@ def _chunk_mode(fn, chunk_size, dev):
     return MODE_CHUNKED, chunk_size
 
 
-_F32 = torch.float32
 _DIMS = frozenset(range(16, 257, 16))
 _FORCE_DISPATCH = os.environ.get("DELTAC_OPS_DISPATCH", "") not in ("", "0")
-
-
-def _fast_ok(variant, q, k, v, g, beta, initial_state, cu_seqlens, state_v_first):
-    """True when the inputs are the common case that needs no conversion: then
-    ``_prepare`` would accept them as they are. A strict subset of what it accepts
-    (anything else takes ``_prepare``, which converts or raises with a message)."""
-    if cu_seqlens is not None:
-        return False  # the full check (dtype conversion, B == 1)
-    try:
-        qs = q.shape
-        vs = v.shape
-        if len(qs) != 4 or len(vs) != 4:
-            return False
-        B, T, H, K = qs
-        HV = vs[2]
-        dt = q.dtype
-        # devices as (is_cpu, index): cheaper than building torch.device objects
-        if q.is_cpu:
-            same = lambda t: t.is_cpu  # noqa: E731
-        elif q.is_cuda:
-            dev = q.get_device()
-            same = lambda t: t.is_cuda and t.get_device() == dev  # noqa: E731
-        else:
-            return False
-        if not (dt in _CPU_DTYPES and k.dtype == dt and v.dtype == dt and beta.dtype == _F32
-                and k.shape == qs and vs[0] == B and vs[1] == T and beta.shape == vs[:3]
-                and K in _DIMS and vs[3] in _DIMS and H > 0 and HV % H == 0
-                and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
-                and beta.is_contiguous()
-                and same(k) and same(v) and same(beta)):
-            return False
-        grad = q.requires_grad or k.requires_grad or v.requires_grad or beta.requires_grad
-        if g is not None:
-            if variant == VARIANT_DELTA or g.dtype != _F32 or not g.is_contiguous() \
-                    or not same(g):
-                return False
-            if g.shape != (vs[:3] if variant == VARIANT_GATED else qs[:2] + (HV, K)):
-                return False
-            grad = grad or g.requires_grad
-        elif variant != VARIANT_DELTA:
-            return False
-        if initial_state is not None:
-            h = initial_state
-            if h.dtype != _F32 or not h.is_contiguous() or not same(h):
-                return False
-            if h.shape != ((B, HV, vs[3], K) if state_v_first else (B, HV, K, vs[3])):
-                return False
-            grad = grad or h.requires_grad
-        if grad and torch.is_grad_enabled():
-            return False
-        return type(q) is Tensor  # subclasses (FakeTensor...) take the full path
-    except (AttributeError, TypeError):
-        return False
 
 
 def _direct_ok(q):
@@ -615,13 +582,22 @@ def _direct_ok(q):
 
 def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
           use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace=False):
-    # in place, the full check insists on a float32 initial_state (_fast_ok also does)
-    if scale is None and (initial_state is not None or not inplace) and _fast_ok(
-            variant, q, k, v, g, beta, initial_state, cu_seqlens, state_v_first):
-        scale = 0.0
-    else:
-        g, beta, scale, initial_state, cu_seqlens = _prepare(
-            fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first, inplace)
+    if cu_seqlens is None and type(q) is Tensor:
+        r = _eager(variant, mode, chunk, q, k, v, g, beta, scale, initial_state,
+                   output_final_state, use_qk_l2norm_in_kernel, state_v_first, inplace)
+        if r is not None:
+            return r
+    g, beta, scale, initial_state, cu_seqlens = _prepare(
+        fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first, inplace)
+    return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state,
+                     output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
+                     inplace)
+
+
+def _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
+              use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace):
+    """Checked arguments (scale a float) to the op: its implementation when
+    _direct_ok, else torch.ops.deltac.fwd / fwd_inplace (compile, autograd)."""
     if inplace:
         args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
                 bool(use_qk_l2norm_in_kernel), bool(state_v_first))
@@ -637,6 +613,119 @@ def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
         o, ht = _run(*args)
     else:  # the dispatcher: torch.compile, and autograd (register_autograd)
         o, ht = delta_rule_fwd(*args)
+    return o, (ht if output_final_state else None)
+
+
+def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state, l2, svf,
+           inplace):
+    """The common call (no cu_seqlens, no dtype conversion), checked and run in one
+    pass with each tensor's metadata read once; the host overhead of a decode step
+    (docs/python.md, "Host overhead per call"). Returns (o, final_state), or None
+    when a check fails or the case is not covered: then ``_prepare`` checks again
+    and converts, or raises naming the argument. A strict subset of what
+    ``_prepare`` accepts. Valid inputs that need the dispatcher (autograd, compile,
+    a mode, the profiler) go to ``_dispatch``."""
+    try:  # a non-tensor argument: AttributeError, then _prepare names it
+        qs = q.shape
+        vs = v.shape
+        if len(qs) != 4 or len(vs) != 4:
+            return None
+        B, T, H, K = qs
+        B2, T2, HV, V = vs
+        dt = q.dtype
+        if q.is_cuda:
+            dev = q.get_device()
+            code = _CUDA_CODES.get(dt)
+            if not (k.is_cuda and v.is_cuda and beta.is_cuda and k.get_device() == dev
+                    and v.get_device() == dev and beta.get_device() == dev):
+                return None
+            if g is not None and not (g.is_cuda and g.get_device() == dev):
+                return None
+            if h0 is not None and not (h0.is_cuda and h0.get_device() == dev):
+                return None
+        elif q.is_cpu:
+            dev = -1
+            code = _CPU_CODES.get(dt)
+            if not (k.is_cpu and v.is_cpu and beta.is_cpu and (g is None or g.is_cpu)
+                    and (h0 is None or h0.is_cpu)):
+                return None
+        else:
+            return None
+        if code is None or k.dtype is not dt or v.dtype is not dt or beta.dtype is not _F32:
+            return None
+        if (B2 != B or T2 != T or k.shape != qs or beta.shape != (B, T, HV) or B == 0 or T == 0
+                or K not in _DIMS or V not in _DIMS or H == 0 or HV % H):
+            return None
+        if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+                and beta.is_contiguous()):
+            return None
+        if g is not None:
+            if (variant == VARIANT_DELTA or g.dtype is not _F32 or not g.is_contiguous()
+                    or g.shape != ((B, T, HV) if variant == VARIANT_GATED else (B, T, HV, K))):
+                return None
+        elif variant != VARIANT_DELTA:
+            return None
+        if h0 is not None:
+            if (h0.dtype is not _F32 or not h0.is_contiguous()
+                    or h0.shape != ((B, HV, V, K) if svf else (B, HV, K, V))):
+                return None
+        elif inplace:
+            return None
+        if scale is None:
+            scale = 0.0
+        elif type(scale) is not float or not 0.0 < scale < _INF:
+            return None
+    except (AttributeError, TypeError):
+        return None
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                            or beta.requires_grad or (g is not None and g.requires_grad)
+                            or (h0 is not None and h0.requires_grad)):
+        if inplace:
+            return None  # _prepare raises: no backward in place
+        return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state,
+                         l2, svf, None, inplace)
+    if (_FORCE_DISPATCH or _is_compiling() or _dispatch_stack() or _function_mode()
+            or _functorch() or _profiling()):
+        return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state,
+                         l2, svf, None, inplace)
+
+    o = torch.empty_like(v)
+    if inplace:
+        ht = h0
+    elif output_final_state:
+        # h0 has the state's shape, dtype and device and is contiguous (checked above);
+        # beta is float32 on q's device: no keyword arguments, the cheapest allocations
+        ht = (torch.empty_like(h0) if h0 is not None
+              else beta.new_empty((B, HV, V, K) if svf else (B, HV, K, V)))
+    else:
+        ht = None
+    h0p = h0.data_ptr() if h0 is not None else 0
+    if dev < 0:
+        rc = _call_forward(_CALL(
+            variant, B, T, H, HV, K, V, B, code, code, DTYPE_F32, 1 if svf else 0,
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
+            beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
+            scale, 1 if l2 else 0, _num_threads(), 0, 0, 0, 0, 0,
+            DEVICE_CPU, mode, chunk, 0, 0))
+    else:
+        if not _lib.cuda_available():
+            raise _lib.DeltacError(
+                f"deltac: the tensors are on {q.device} but this deltac library "
+                f"({_lib.library_path}) has no usable CUDA: it was built without nvcc, or sees "
+                "no GPU")
+        call = _CALL(
+            variant, B, T, H, HV, K, V, B, code, code, DTYPE_F32, 1 if svf else 0,
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
+            beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
+            scale, 1 if l2 else 0, 0, 0, 0, 0, 0, 0,
+            DEVICE_CUDA, mode, chunk, 1, _raw_stream(dev))
+        if dev == _current_device():
+            rc = _call_forward(call)
+        else:
+            with torch.cuda.device(dev):
+                rc = _call_forward(call)
+    if rc:
+        raise _lib.DeltacError("deltac runtime: " + _lib.last_error())
     return o, (ht if output_final_state else None)
 
 
@@ -791,8 +880,10 @@ def fused_recurrent_gated_delta_rule(
     decay) is not supported. beta None means beta = 1.
     """
     fn = "fused_recurrent_gated_delta_rule"
-    inplace = bool(kwargs.pop("inplace_final_state", False))
-    _no_extra(fn, kwargs)
+    inplace = False
+    if kwargs:
+        inplace = bool(kwargs.pop("inplace_final_state", False))
+        _no_extra(fn, kwargs)
     if gv is not None:
         _fail(fn, "gv (a per-value decay) is not supported by deltac's kernels", NotImplementedError)
     if beta is None:
@@ -801,7 +892,8 @@ def fused_recurrent_gated_delta_rule(
         if g is None:
             _fail(fn, "use_gate_in_kernel=True needs g (the gate input)")
         g = _gdn_gate(fn, g, A_log, dt_bias)
-    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if use_beta_sigmoid_in_kernel or allow_neg_eigval:
+        beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     if gk is not None:
         if g is not None:
             if not isinstance(g, Tensor) or g.dim() != 3:
@@ -910,11 +1002,14 @@ def fused_recurrent_kda(
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """Kimi Delta Attention, recurrent kernel. fla's signature; returns (o, final_state)."""
     fn = "fused_recurrent_kda"
-    inplace = bool(kwargs.pop("inplace_final_state", False))
-    _no_extra(fn, kwargs)
+    inplace = False
+    if kwargs:
+        inplace = bool(kwargs.pop("inplace_final_state", False))
+        _no_extra(fn, kwargs)
     if use_gate_in_kernel:
         g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
-    beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if use_beta_sigmoid_in_kernel or allow_neg_eigval:
+        beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_KDA, MODE_RECURRENT, 0, q, k, v, g, beta, scale, initial_state,
                  output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace)
 

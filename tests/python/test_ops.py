@@ -356,6 +356,27 @@ def test_dispatcher_and_direct_paths_agree(seed):
     assert torch.equal(o, o3) and ht3.numel() == 0
 
 
+def test_eager_path_is_taken_and_checked():
+    # the decode call's one-pass check and run (ops._eager, the host-overhead path) is
+    # taken for plain inputs, agrees with the dispatcher, and leaves anything else to
+    # _prepare (which converts or raises naming the argument)
+    q, k, v, g, beta, state = make("gated", 2, 1, 2, 4, 32, 16, h0=True)
+    with torch.no_grad():
+        got = ops._eager(1, 2, 0, q, k, v, g, beta, None, state, True, True, False, False)
+        assert got is not None
+        want = torch.ops.deltac.fwd(q, k, v, g, beta, state, None, 1, 0.0, True, True, False, 2, 0)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert ops._eager(1, 2, 0, q, k, v, g, beta, 0.5, None, False, True, False, False)[1] is None
+        for bad in (dict(q=q.transpose(2, 3).contiguous().transpose(2, 3)), dict(k=k.bfloat16()), dict(beta=beta.double()),
+                    dict(g=g[..., None].expand(2, 1, 4, 32).contiguous()),
+                    dict(state=state[:1]), dict(scale=-1.0), dict(scale=2),
+                    dict(v=[1.0]), dict(g=None), dict(state=state.to("meta"))):
+            a = dict(q=q, k=k, v=v, g=g, beta=beta, scale=None, state=state)
+            a.update(bad)
+            assert ops._eager(1, 2, 0, a["q"], a["k"], a["v"], a["g"], a["beta"], a["scale"],
+                              a["state"], True, True, False, False) is None, sorted(bad)
+
+
 def test_meta_tensors_and_empty_batch():
     q = torch.empty(2, 5, 2, 32, device="meta")
     v = torch.empty(2, 5, 4, 16, device="meta")
