@@ -168,6 +168,10 @@ def _load():
             PARAMS_STRUCT.pack(*probe) != bytes(FwdParams(*probe)):
         raise LibraryError("deltac: PARAMS_STRUCT does not match FwdParams (deltac/_lib.py)")
 
+    if not hasattr(lib, "deltac_abi_call_layout"):
+        raise LibraryError(
+            f"deltac: {path} has no deltac_py_call_forward (a library older than this package); "
+            "rebuild the CMake target deltac_c and the package from one checkout.")
     lib.deltac_abi_call_layout.argtypes = [POINTER(c_longlong), c_int]
     lib.deltac_abi_call_layout.restype = c_int
     buf = (c_longlong * 7)()
