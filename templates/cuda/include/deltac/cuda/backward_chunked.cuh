@@ -652,9 +652,17 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
         sg[e >> 1] += -b[r] * dr * y;
       });
       const int g = (tid & 31) >> 2;
-      for (int h = 0; h < 2; ++h) {
-        atomicAdd(db + m0 + g + 8 * h, sb[h]);
-        atomicAdd(dGd + m0 + g + 8 * h, sg[h]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // over the row's 4 lanes, then one atomic
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          sb[h] += __shfl_xor_sync(0xffffffffu, sb[h], o);
+          sg[h] += __shfl_xor_sync(0xffffffffu, sg[h], o);
+        }
+        if ((tid & 3) == 0) {
+          atomicAdd(db + m0 + g + 8 * h, sb[h]);
+          atomicAdd(dGd + m0 + g + 8 * h, sg[h]);
+        }
       }
     });
     // Σ h ∘ dh
@@ -707,6 +715,9 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
     zero<4>(ak);
     mm<false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
     mm<false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
+    // Row and column sums of the dG, dβ terms, reduced over the lanes that
+    // share a row (4) or a column (8) before one shared atomic each.
+    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[4][2] = {};
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj);
       const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
@@ -716,11 +727,33 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
       const float Pa = da * d * ak[x][e];
       dA[i * LC + jj] = da * b[i] * d;
       if (jj < i) {
-        atomicAdd(dG + i, P + b[i] * Pa);
-        atomicAdd(dG + jj, -(P + b[i] * Pa));
-        atomicAdd(db + i, Pa);
+        rg[e >> 1] += P + b[i] * Pa;
+        rb[e >> 1] += Pa;
+        cg[x][e & 1] -= P + b[i] * Pa;
       }
     });
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+        rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
+      }
+      if (t == 0) {
+        atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+        atomicAdd(db + m0 + g + 8 * h, rb[h]);
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; ++x)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+        if (g == 0)
+          atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+      }
   });
   __syncthreads();
   // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
