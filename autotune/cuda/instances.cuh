@@ -36,11 +36,11 @@ void add_chunked_one(std::vector<Instance> &out) {
                 void *stream) {
       return int(deltac::cuda::chunked_run<Var, K, V, InT, Chunk, BV, W, S>(
           *p, static_cast<cudaStream_t>(stream), ws, bytes, nullptr, false, 0, c->split,
-          c->fuse));
+          c->fuse, c->scan));
     };
     in.workspace = [](const deltac_fwd_params *p, const KernelConfig *c) {
-      return deltac::cuda::chunked_run_workspace<Var, K, V, InT, Chunk, BV, W, S>(*p,
-                                                                                c->split);
+      return deltac::cuda::chunked_run_workspace<Var, K, V, InT, Chunk, BV, W, S>(
+          *p, c->split, false, 0, c->scan, c->fuse);
     };
     out.push_back(in);
   }

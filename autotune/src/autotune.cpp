@@ -61,7 +61,7 @@ std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
     opt.config.chunk = c.config.chunk, opt.config.tile_k = c.config.tile_k;
     opt.config.tile_v = c.config.tile_v, opt.config.warps = c.config.warps;
     opt.config.stages = c.config.stages, opt.config.split = c.config.split;
-    opt.config.fuse = c.config.fuse;
+    opt.config.fuse = c.config.fuse, opt.config.scan = c.config.scan;
     if (sp.device == Device::CPU)
       opt.config.isa = cpu_isa_name(c.isa);
   }
@@ -412,11 +412,24 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f) {
 bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   if (c.family != Family::CudaChunked || c.chunk <= 0 || c.tile_v <= 0)
     return true;
+  // Where the warp scan runs, scan 0 is it (split 0, fuse 0: one candidate;
+  // it reads no tile_v, warps or stages: the default config's) and scan 1 the
+  // block scan with its knobs; elsewhere scan 0 is the block scan (1 the
+  // same run).
+  const bool warp = deltac::cuda::chunked_warp_runs(
+      p.variant, p.K, p.V, p.in_dtype == DELTAC_F32 ? 4 : 2, c.chunk);
+  if (!warp && c.scan == 1)
+    return false;
+  if (warp && c.scan == 0) {
+    const KernelConfig d = default_config(Family::CudaChunked, p);
+    return c.split == 0 && c.fuse == 0 && c.tile_v == d.tile_v &&
+           c.warps == d.warps && c.stages == d.stages;
+  }
   const int64_t chunks = (p.max_seqlen + c.chunk - 1) / c.chunk;
   const bool ruleMaySplit =
       (chunks + 3) / 4 >= deltac::cuda::kChunkedSplitMinChunks &&
       !(p.sm_count > 0 &&
-        p.seqs * p.HV * (p.V / c.tile_v) >= int64_t(p.sm_count) * 7 / 8);
+        !deltac::cuda::chunked_grid_short(p.seqs * p.HV * (p.V / c.tile_v), p.sm_count));
   const int32_t noSplit = ruleMaySplit ? 1 : 0;
   if (c.fuse == 1 && (c.split != noSplit || chunks < 1))
     return false;

@@ -20,12 +20,15 @@ segments (1: none; CFG: a config of the sweep, default 0) on every row, and the 
 (scan, fold, fix-up) and the fold + fix-up alone apart.
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
+deltac's row runs the default config as the runtime does (cuda_chunked's
+scan rule: the warp scan where it runs, chunked_scan_warp.cuh).
 --warp=W,... also times, on every row, the scan as a chain per warp
 (chunked_scan_warp.cuh) with its V tile forced to W (0: chosen at run time)
-(W + 1000: with output warps beside the chain warps, chunked_stages' warp = 2)
-next to the default (block) scan: total and scan alone, after checking its
-o and ht against the block scan's on the same inputs (relative RMS <= 1e-2,
-each side rounds to bf16 differently; not timed when that fails).
+(W + 1000: with output warps beside the chain warps, chunked_stages' scan = 2)
+next to the block scan (cuda_chunked's scan = 1, cfg 4000): total and scan
+alone, after checking its o and ht against the block scan's on the same
+inputs (relative RMS <= 1e-2, each side rounds to bf16 differently; not
+timed when that fails).
 --stages also times, on every row, the intra-chunk kernel and the scan apart,
 and deltac with the fused launch (chunked_fused.cuh, where it fits).
 """
@@ -227,10 +230,10 @@ def main():
             def rel(a, b):
                 return ((a - b).norm() / b.norm()).item()
 
-            o_ref, ht_ref, _ = run_once(0)
-            for cfg in [0] + [2000 + w for w in warps]:
+            o_ref, ht_ref, _ = run_once(4000)
+            for cfg in [4000] + [2000 + w for w in warps]:
                 try:
-                    if cfg:
+                    if cfg != 4000:
                         o_w, ht_w, _ = run_once(cfg)
                         od, hd = rel(o_w, o_ref), rel(ht_w, ht_ref)
                         finite = bool(torch.isfinite(o_w).all() and torch.isfinite(ht_w).all())

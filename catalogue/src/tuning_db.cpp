@@ -114,8 +114,8 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
     r->config.family = fam->family;
     for (int k = 0; k < kKnobCount; ++k) {
       const bool reads = fam->knobs & (1u << k);
-      // A knob whose values hold 0 (a later knob, e.g. cuda_chunked's split
-      // and fuse) may be absent: databases written before it still load.
+      // A knob whose values hold 0 (a later knob, e.g. cuda_chunked's split,
+      // fuse and scan) may be absent: databases written before it still load.
       if (reads && !obj.contains(kKnobNames[k]) && fam->values[k].contains(0))
         r->config.knob(k) = 0;
       else if (reads)

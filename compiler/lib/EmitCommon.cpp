@@ -109,7 +109,7 @@ TemplateCall templateCall(LayerOp layer, const KernelPlan &plan) {
     // The parameter names of deltac/cpu/launch.h, deltac/cuda/launch.cuh.
     const char *const kArgName[deltac::kKnobCount] = {
         "Chunk", "BK", f.device == deltac::Device::CPU ? "TileV" : "BV",
-        "Warps", "Stages", "Split", "Fuse"};
+        "Warps", "Stages", "Split", "Fuse", "Scan"};
     for (int i = 0; i < deltac::kKnobCount; ++i)
       if (f.knobs & (1u << i))
         t.args.push_back({kArgName[i], std::to_string(plan.config.knob(i))});

@@ -6,7 +6,7 @@
 // and the fused loop instantiates the catalogue family's entry:
 // deltac::cuda::recurrent_cfg<Var, K, V, InT, TileV, Warps> (cuda_recurrent)
 // or deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split,
-// Fuse>
+// Fuse, Scan>
 // (cuda_chunked).
 //
 //===----------------------------------------------------------------------===//

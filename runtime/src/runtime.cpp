@@ -136,6 +136,7 @@ void fillInfo(deltac_run_info *info, Device d, const rt::Choice &c,
   info->stages = c.config.stages;
   info->split = c.config.split;
   info->fuse = c.config.fuse;
+  info->scan = c.config.scan;
   info->tuned = c.tuned ? 1 : 0;
   info->note = lastNote.c_str();
   info->threads = threads;

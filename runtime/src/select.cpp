@@ -112,7 +112,7 @@ bool config_from_options(const deltac_options &opt, KernelConfig *out,
   out->family = f->family;
   out->chunk = k.chunk, out->tile_k = k.tile_k, out->tile_v = k.tile_v;
   out->warps = k.warps, out->stages = k.stages, out->split = k.split;
-  out->fuse = k.fuse;
+  out->fuse = k.fuse, out->scan = k.scan;
   return true;
 }
 
@@ -304,7 +304,7 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
   const KernelConfig &c = out->config;
   if (c.family == Family::CudaChunked && c.split > 1 && c.tile_v > 0 &&
       prob.sm_count > 0 &&
-      prob.seqs * prob.HV * (prob.V / c.tile_v) >= int64_t(prob.sm_count) * 7 / 8) {
+      !cuda::chunked_grid_short(prob.seqs * prob.HV * (prob.V / c.tile_v), prob.sm_count)) {
     out->note = "tuning db '" + db.source + "': record " + std::to_string(index) +
                 "'s split=" + std::to_string(c.split) +
                 " not used: this call's grid fills the GPU (the kernel's rule ran)";

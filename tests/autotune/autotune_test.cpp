@@ -299,9 +299,11 @@ TEST(Tune, RefusesBadSpecs) {
   EXPECT_NE(err.find("K = 60"), std::string::npos) << err;
 }
 
-// cuda_chunked's split and fuse: only values that change what runs are
-// candidates (run_time_knobs_matter).
-TEST(Enumerate, ChunkedSplitAndFuseValuesThatChangeWhatRuns) {
+// cuda_chunked's split, fuse and scan: only values that change what runs
+// are candidates (run_time_knobs_matter). Where the warp scan runs (bf16,
+// K = 128), scan 0 is it (one candidate, "w"), scan 1 the block scan with
+// its split and fuse; elsewhere (f32) scan 0 is the block scan.
+TEST(Enumerate, ChunkedSplitFuseAndScanValuesThatChangeWhatRuns) {
   Problem p;
   p.variant = DELTAC_VARIANT_GATED, p.K = p.V = 128, p.H = 16, p.HV = 32;
   p.in_dtype = p.out_dtype = DELTAC_BF16;
@@ -311,29 +313,39 @@ TEST(Enumerate, ChunkedSplitAndFuseValuesThatChangeWhatRuns) {
   auto kept = [&](int64_t seqs, int64_t tokens) {
     p.seqs = seqs, p.max_seqlen = tokens;
     std::string s;
-    for (int split : {0, 1, 2, 4, 8, 16})
-      for (int fuse : {0, 1}) {
-        KernelConfig x = c;
-        x.split = split, x.fuse = fuse;
-        if (run_time_knobs_matter(x, p))
-          s += std::to_string(split) + (fuse ? "f " : " ");
-      }
+    for (int scan : {0, 1})
+      for (int split : {0, 1, 2, 4, 8, 16})
+        for (int fuse : {0, 1}) {
+          KernelConfig x = c;
+          x.split = split, x.fuse = fuse, x.scan = scan;
+          if (run_time_knobs_matter(x, p))
+            s += (scan == 0 && p.in_dtype == DELTAC_BF16 ? "w" : "") + std::to_string(split) +
+                 (fuse ? "f " : " ");
+        }
     return s;
   };
   // One token: one chunk, no split can run; the rule runs none; 64 x 32 x 2
   // blocks are more than one wave: no fused launch.
-  EXPECT_EQ(kept(64, 1), "0 ");
+  EXPECT_EQ(kept(64, 1), "w0 0 ");
   // 1 x 8192 tokens = 128 chunks, 32 heads x 2 V tiles < 7/8 of 132 SMs:
   // the rule may split, so 1 differs from 0; every split has its own length.
-  EXPECT_EQ(kept(1, 8192), "0 1 1f 2 4 8 16 ");
+  EXPECT_EQ(kept(1, 8192), "w0 0 1 1f 2 4 8 16 ");
   // 1 x 1024 tokens = 16 chunks: the rule cannot split (segments of 16).
-  EXPECT_EQ(kept(1, 1024), "0 0f 2 4 8 16 ");
+  EXPECT_EQ(kept(1, 1024), "w0 0 0f 2 4 8 16 ");
   // 3 chunks: split 2 runs segments of 2 chunks, 4 of 1 (3 segments); 8
   // and 16 run those same 3 segments.
-  EXPECT_EQ(kept(1, 192), "0 0f 2 4 ");
+  EXPECT_EQ(kept(1, 192), "w0 0 0f 2 4 ");
   // 8 x 8192: 32 x 8 x 2 blocks fill the GPU: the rule runs no split, and
   // the grid is more than one wave (no fused launch).
-  EXPECT_EQ(kept(8, 8192), "0 2 4 8 16 ");
+  EXPECT_EQ(kept(8, 8192), "w0 0 2 4 8 16 ");
+  // The warp scan reads no tile_v: another one is not a candidate.
+  KernelConfig n = c;
+  n.tile_v = 32;
+  EXPECT_FALSE(run_time_knobs_matter(n, p));
+  // f32: no warp scan; scan 0 is the block scan and scan 1 the same run.
+  p.in_dtype = p.out_dtype = DELTAC_F32;
+  c = default_config(Family::CudaChunked, p);
+  EXPECT_EQ(kept(1, 8192), "0 1 1f 2 4 8 16 ");
   // Other families: always.
   EXPECT_TRUE(run_time_knobs_matter(default_config(Family::CudaRecurrent, p), p));
 }

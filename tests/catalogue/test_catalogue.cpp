@@ -100,8 +100,14 @@ TEST(Catalogue, CudaWarpsGeometry) {
   EXPECT_FALSE(cuda_recurrent_warps_ok(128, 32, 3));
   EXPECT_TRUE(cuda_recurrent_warps_ok(128, 32, 4));
   EXPECT_TRUE(cuda_recurrent_warps_ok(128, 32, 8));
-  EXPECT_EQ(cuda_recurrent_default_warps(128, 32), 4);
-  EXPECT_EQ(cuda_recurrent_default_warps(256, 32), 8);
+  EXPECT_EQ(cuda_recurrent_default_warps(128, 32), 2);
+  EXPECT_EQ(cuda_recurrent_default_warps(128, 16), 2);
+  EXPECT_EQ(cuda_recurrent_default_warps(256, 32), 4);
+  EXPECT_EQ(cuda_recurrent_default_warps(256, 16), 2);
+  for (int k = 16; k <= 256; k += 16)
+    for (int bv : {16, 32})
+      EXPECT_TRUE(cuda_recurrent_warps_ok(k, bv, cuda_recurrent_default_warps(k, bv)))
+          << k << " " << bv;
 }
 
 // The default rule: for every K, V in 16..256 step 16, both dtypes, every
@@ -213,6 +219,45 @@ TEST(Catalogue, ChunkedSplitAndFuseArePrecompiledAtEveryValue) {
       if (check_config(c, p).empty())
         EXPECT_FALSE(precompiled(c, p)) << c.chunk;
     }
+}
+
+// cuda_chunked's scan: 0 the kernel's rule (the warp scan where it runs and
+// no split > 1 or fused launch is asked for), 1 the block scan; both
+// precompiled, both legal everywhere.
+TEST(Catalogue, ChunkedScanRule) {
+  const FamilyInfo &fi = family_info(Family::CudaChunked);
+  ASSERT_TRUE(fi.knobs & kKnobScan);
+  EXPECT_STREQ(kKnobNames[7], "scan");
+  for (int32_t dt : {DELTAC_BF16, DELTAC_F16, DELTAC_F32})
+    for (auto [k, v] : {std::pair{64, 64}, std::pair{128, 128}, std::pair{256, 256},
+                        std::pair{128, 256}}) {
+      Problem p = problem(k, v);
+      p.in_dtype = p.out_dtype = dt;
+      KernelConfig d = default_config(Family::CudaChunked, p);
+      EXPECT_EQ(d.scan, 0);
+      const bool warp = dt != DELTAC_F32 && k <= 128;
+      EXPECT_EQ(cuda::chunked_uses_warp_scan(p.variant, k, v, dt == DELTAC_F32 ? 4 : 2,
+                                             d.chunk, d.scan, d.split, d.fuse),
+                warp)
+          << k << "x" << v << " dtype " << dt;
+      for (int scan : {0, 1}) {
+        KernelConfig c = d;
+        c.scan = scan;
+        EXPECT_EQ(check_config(c, p), "");
+        EXPECT_TRUE(precompiled(c, p));
+      }
+      KernelConfig c = d;
+      c.scan = 2;
+      EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1"), std::string::npos);
+    }
+  // The rule leaves a config asking for the split or the fused launch, or
+  // chunk 16, to the block scan.
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 4, 0));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 1, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 0, 1));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 16, 0, 0, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 1, 0, 0));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 64, 64, 2, 32, 0, 0, 0));
 }
 
 // The dispatch order per device and mode (families_for / default_family).

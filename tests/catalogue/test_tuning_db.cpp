@@ -59,8 +59,8 @@ TEST(TuningDb, FormatParseRoundTrip) {
   EXPECT_EQ(format_tuning_db(back), text);
 }
 
-// Databases written before cuda_chunked read split and fuse still load
-// (absent = 0: the kernel's rule, three launches); given, they round-trip.
+// Databases written before cuda_chunked read split, fuse and scan still load
+// (absent = 0: the kernel's rules, three launches); given, they round-trip.
 TEST(TuningDb, ChunkedSplitAndFuseMayBeAbsent) {
   const std::string old = R"({"format": "deltac-tuning-db", "version": 2, "records": [
     {"family": "cuda_chunked", "variant": "gated", "key_dim": 128,
@@ -72,10 +72,13 @@ TEST(TuningDb, ChunkedSplitAndFuseMayBeAbsent) {
   ASSERT_EQ(db.records.size(), 1u);
   EXPECT_EQ(db.records[0].config.split, 0);
   EXPECT_EQ(db.records[0].config.fuse, 0);
+  EXPECT_EQ(db.records[0].config.scan, 0);
   db.records[0].config.split = 4, db.records[0].config.fuse = 1;
+  db.records[0].config.scan = 1;
   const std::string text = format_tuning_db(db);
   EXPECT_NE(text.find("\"split\": 4"), std::string::npos) << text;
   EXPECT_NE(text.find("\"fuse\": 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"scan\": 1"), std::string::npos) << text;
   TuningDB back;
   ASSERT_TRUE(parse_tuning_db(text, "new", &back, &err)) << err;
   EXPECT_TRUE(back.records[0].config == db.records[0].config);

@@ -23,12 +23,13 @@ KernelFn find_kernel(deltac_variant var, int K, int V, bool bf16) {
   return nullptr;
 }
 
-int warp_scan_env() {
-  static const int on = [] {
+int scan_env() {
+  static const int scan = [] {
     const char* s = std::getenv("DELTAC_TEST_WARP_SCAN");
-    return s && (s[0] == '1' || s[0] == '2') && !s[1] ? s[0] - '0' : 0;
+    const int w = s && (s[0] == '1' || s[0] == '2') && !s[1] ? s[0] - '0' : 0;
+    return w == 0 ? 1 : w == 1 ? 0 : 2;
   }();
-  return on;
+  return scan;
 }
 
 ChunkedFns find_chunked(deltac_variant var, int K, int V, int dtype, int config) {

@@ -36,12 +36,12 @@ size_t ws_split(const deltac_fwd_params& p) {
   return cuda::chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, Split);
 }
 
-// Cfg as cuda::chunked runs it (the warp scan when DELTAC_TEST_WARP_SCAN=1).
+// Cfg with the block scan (the warp scan's rule when DELTAC_TEST_WARP_SCAN=1).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t run_default(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                         const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
-                                                           0, 0, warp_scan_env());
+                                                           0, 0, scan_env());
 }
 
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
@@ -57,7 +57,7 @@ template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
 cudaError_t run_split(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                       const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0,
-                                                           Split, 0, 0, warp_scan_env());
+                                                           Split, 0, 0, scan_env());
 }
 
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
@@ -73,7 +73,7 @@ template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
 cudaError_t run_bv(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                    const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, BV, 0,
-                                                           0, 0, warp_scan_env());
+                                                           0, 0, scan_env());
 }
 
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int BV>
@@ -89,16 +89,16 @@ template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t run_fused(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                         const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
-                                                           1);
+                                                           1, 0, 1);
 }
 
 // Cfg with the warp scan (chunked_scan_warp.cuh; W = 2: with output warps)
-// where it runs.
+// where it runs: chunked_stages' scan 0 (the rule) or 2.
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int W>
 cudaError_t run_warp(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
                      const int32_t* skip) {
   return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
-                                                           0, 0, W);
+                                                           0, 0, W == 2 ? 2 : 0);
 }
 
 template <deltac_variant Var, int K, int V, class InT>

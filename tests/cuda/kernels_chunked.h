@@ -25,17 +25,20 @@ struct ChunkedFns {
 // K = V = 64); 11 the default with the fused launch where it fits (every
 // shape); 12 the default with the warp scan (chunked_scan_warp.cuh) where it
 // runs (16-bit inputs, K = 64 or 128; every shape, the block scan elsewhere),
-// 13 the same with output warps (chunked_stages' warp = 2).
+// 13 the same with output warps (chunked_stages' scan = 2). Every other
+// config runs the block scan (chunked_stages' scan = 1), unless
 // DELTAC_TEST_WARP_SCAN=1 (or 2) in the environment (read once) asks every
-// config for the warp scan (where it runs: no split, not fused).
+// config for the warp scan (the rule, scan 0, or scan 2: where it runs, no
+// split asked for, not fused).
 inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
 inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
 inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
 
-// DELTAC_TEST_WARP_SCAN's value when it is 1 or 2, else 0 (harness.cpp; read
-// once): chunked_stages' warp for every config.
-int warp_scan_env();
+// chunked_stages' scan for every config (harness.cpp; read once): 1 (the
+// block scan), 0 (the rule: the warp scan) when DELTAC_TEST_WARP_SCAN=1, 2
+// when it is 2.
+int scan_env();
 
 // The instantiation for (variant, K, V, in_dtype, config), or empty.
 ChunkedFns find_chunked_delta(int K, int V, int dtype, int config);

@@ -102,14 +102,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 // cuda_chunked's run-time knobs through options.config: every split (0 =
 // the kernel's rule) with and without the fused launch, batch and varlen
-// (the fused launch runs for batch calls only), against float64. 5 chunks
-// of 64 tokens per sequence, so the forced splits run several segments.
+// (the fused launch runs for batch calls only), the scan's rule (0: the warp
+// scan where no split > 1 or fused launch is asked for) and the block scan
+// (1), against float64. 5 chunks of 64 tokens per sequence, so the forced
+// splits run several segments.
 class CudaChunkedKnobs
-    : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+    : public ::testing::TestWithParam<std::tuple<int, int, bool, int>> {};
 
 TEST_P(CudaChunkedKnobs, MatchesReference) {
   SKIP_WITHOUT_GPU();
-  auto [split, fuse, varlen] = GetParam();
+  auto [split, fuse, varlen, scan] = GetParam();
   uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   test::Problem pr;
@@ -138,12 +140,13 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
   opt.config.family = "cuda_chunked";
   opt.config.chunk = d.chunk, opt.config.tile_v = d.tile_v;
   opt.config.warps = d.warps, opt.config.stages = d.stages;
-  opt.config.split = split, opt.config.fuse = fuse;
+  opt.config.split = split, opt.config.fuse = fuse, opt.config.scan = scan;
   deltac_run_info info{};
   ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
   EXPECT_STREQ(info.family, "cuda_chunked");
   EXPECT_EQ(info.split, split);
   EXPECT_EQ(info.fuse, fuse);
+  EXPECT_EQ(info.scan, scan);
   EXPECT_LE(ref::rel_rms(o16.data(), oRef), 5e-3) << "o";
   EXPECT_LE(ref::rel_rms(ht.data(), htRef), 5e-3) << "ht";
 }
@@ -151,11 +154,12 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Gpu, CudaChunkedKnobs,
     ::testing::Combine(::testing::Values(0, 1, 2, 4, 16), ::testing::Values(0, 1),
-                       ::testing::Bool()),
+                       ::testing::Bool(), ::testing::Values(0, 1)),
     [](const auto &info) {
       return "split" + std::to_string(std::get<0>(info.param)) + "_fuse" +
              std::to_string(std::get<1>(info.param)) +
-             (std::get<2>(info.param) ? "_varlen" : "_batch");
+             (std::get<2>(info.param) ? "_varlen" : "_batch") + "_scan" +
+             std::to_string(std::get<3>(info.param));
     });
 
 // Device memory freed at scope end.

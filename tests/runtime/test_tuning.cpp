@@ -296,22 +296,22 @@ TEST_F(TuningDbRun, CudaRecordsAreTakenOnlyWhenPrecompiled) {
 
   load(R"({"format": "deltac-tuning-db", "version": 2, "records": [
     {"family": "cuda_recurrent", "variant": "gated", "key_dim": 128,
-     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 2}]})");
+     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 4}]})");
   ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
   EXPECT_TRUE(choice.config == default_config(Family::CudaRecurrent, prob));
   EXPECT_FALSE(choice.tuned);
-  EXPECT_NE(choice.note.find("record 0 (cuda_recurrent tile_v=16 warps=2) is "
+  EXPECT_NE(choice.note.find("record 0 (cuda_recurrent tile_v=16 warps=4) is "
                              "not precompiled in this runtime; the default "
-                             "config (cuda_recurrent tile_v=32 warps=4) ran"),
+                             "config (cuda_recurrent tile_v=32 warps=2) ran"),
             std::string::npos)
       << choice.note;
 
   load(R"({"format": "deltac-tuning-db", "version": 2, "records": [
     {"family": "cuda_recurrent", "variant": "gated", "key_dim": 128,
-     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 4}]})");
+     "value_dim": 128, "in_dtype": "f32", "tile_v": 16, "warps": 2}]})");
   ASSERT_TRUE(rt::choose_config(Device::CUDA, opt, prob, &choice, &err)) << err;
   EXPECT_EQ(choice.config.tile_v, 16);
-  EXPECT_EQ(choice.config.warps, 4);
+  EXPECT_EQ(choice.config.warps, 2);
   EXPECT_TRUE(choice.tuned);
   EXPECT_EQ(choice.note, "");
   // The CPU ignores CUDA records.

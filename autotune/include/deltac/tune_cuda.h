@@ -17,9 +17,9 @@
 
 namespace deltac::tune::cuda {
 
-// config holds the compiled knobs; cuda_chunked's split and fuse are
+// config holds the compiled knobs; cuda_chunked's split, fuse and scan are
 // run-time values (0 in config): run and workspace take them from c, so one
-// instance serves every split and fuse.
+// instance serves every split, fuse and scan.
 struct Instance {
   int32_t variant = 0, K = 0, V = 0, in_dtype = 0;
   KernelConfig config;
@@ -34,7 +34,7 @@ struct Instance {
 // c with its run-time knobs cleared: the config of the instance that runs it.
 inline KernelConfig compiled_config(KernelConfig c) {
   if (c.family == Family::CudaChunked)
-    c.split = 0, c.fuse = 0;
+    c.split = 0, c.fuse = 0, c.scan = 0;
   return c;
 }
 

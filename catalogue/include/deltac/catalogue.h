@@ -39,24 +39,25 @@ enum Knob : uint32_t {
   kKnobStages = 1u << 4,
   kKnobSplit = 1u << 5,
   kKnobFuse = 1u << 6,
+  kKnobScan = 1u << 7,
 };
-constexpr int kKnobCount = 7;
+constexpr int kKnobCount = 8;
 constexpr const char *kKnobNames[kKnobCount] = {
-    "chunk", "tile_k", "tile_v", "warps", "stages", "split", "fuse"};
+    "chunk", "tile_k", "tile_v", "warps", "stages", "split", "fuse", "scan"};
 
 struct KernelConfig {
   Family family = Family::CpuRecurrent;
   int32_t chunk = 0, tile_k = 0, tile_v = 0, warps = 0, stages = 0, split = 0,
-          fuse = 0;
+          fuse = 0, scan = 0;
 
   int32_t knob(int i) const {
     const int32_t v[kKnobCount] = {chunk,  tile_k, tile_v, warps,
-                                   stages, split,  fuse};
+                                   stages, split,  fuse,   scan};
     return v[i];
   }
   int32_t &knob(int i) {
     int32_t *v[kKnobCount] = {&chunk,  &tile_k, &tile_v, &warps,
-                              &stages, &split,  &fuse};
+                              &stages, &split,  &fuse,   &scan};
     return *v[i];
   }
   bool operator==(const KernelConfig &o) const {
@@ -115,35 +116,42 @@ struct FamilyInfo {
 constexpr FamilyInfo kFamilies[kFamilyCount] = {
     {Family::CpuRecurrent, "cpu_recurrent", Device::CPU, Mode::Recurrent, 0,
      kKnobTileV,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}},
+      {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::recurrent_tiled"},
     {Family::CpuDecode, "cpu_decode", Device::CPU, Mode::Recurrent, 1,
      kKnobTileV,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
+     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}},
+      {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::decode"},
     {Family::CpuChunked, "cpu_chunked", Device::CPU, Mode::Chunked, 0,
      kKnobChunk,
-     {{3, {16, 32, 64}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}},
+     {{3, {16, 32, 64}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}}, {0, {}},
+      {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::chunked"},
     {Family::CudaRecurrent, "cuda_recurrent", Device::CUDA, Mode::Recurrent, 0,
      kKnobTileV | kKnobWarps,
      {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}},
-      {0, {}}},
+      {0, {}}, {0, {}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
     {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
      kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages | kKnobSplit |
-         kKnobFuse,
+         kKnobFuse | kKnobScan,
      // The kernel's own lists (chunked_rules.h), so they are written once.
-     // split and fuse are run-time values of the kernel (chunked_stages):
-     // split 0 = the kernel's rule (chunked_default_split on the device's
-     // multiprocessors), 1 = none, 2..16 segments per sequence where the
-     // split can run (else none); fuse 1 = the intra-chunk work and the scan
-     // in one launch where that fits (no split, not varlen with several
-     // sequences), 0 = three launches. Deterministic and routed (mixed
-     // batch) calls run split 1, fuse 0 whatever the config says.
+     // split, fuse and scan are run-time values of the kernel
+     // (chunked_stages): split 0 = the kernel's rule (chunked_default_split
+     // on the device's multiprocessors), 1 = none, 2..16 segments per
+     // sequence where the split can run (else none); fuse 1 = the
+     // intra-chunk work and the scan in one launch where that fits (no
+     // split, not varlen with several sequences), 0 = three launches; scan
+     // 0 = the kernel's rule (the warp scan where it runs and split <= 1,
+     // fuse 0: chunked_uses_warp_scan; it reads neither tile_v, warps nor
+     // stages), 1 = the block scan. Deterministic and routed (mixed batch)
+     // calls run split 1, fuse 0 whatever the config says.
      {values_of(cuda::kChunkedChunks), {0, {}}, values_of(cuda::kChunkedBVs),
       values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),
-      values_of(0, cuda::kChunkedSplits), {2, {0, 1}}},
+      values_of(0, cuda::kChunkedSplits), {2, {0, 1}},
+      values_of(cuda::kChunkedScans)},
      "deltac/cuda/launch.cuh", "deltac::cuda::chunked_cfg"},
 };
 
@@ -239,17 +247,20 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
 constexpr int cuda_recurrent_row_groups(int K, int BV) {
   return K / (32 / (BV / 4));
 }
-// Default warps: 4 when that leaves at most 8 rows per thread, else 8 when
-// it divides, else the largest power of two <= 8 that divides.
+// Default warps: the fewest of 2, 4, 8 that split the row groups into at
+// most 16 per warp (64 state floats per thread): 2 for every K with tile_v
+// 16 and for K <= 128 with tile_v 32, else 4. More state per thread puts
+// more bytes in flight (H200, GDN 16/32 heads K = V = 128, graph replay:
+// tile_v 32 with 2 warps 75.4 / 548.9 us at batch 64 / 512 f32, 49.7 / 358.5
+// bf16, against 81.6 / 600.8 and 60.1 / 440.9 with 4; tile_v 16 at batch 1:
+// 3.07 us with 2 warps, 3.67 with 4; docs/performance.md, "Decode: state
+// pool", version 2; K = 64 and 256 not measured).
 constexpr int cuda_recurrent_default_warps(int K, int BV) {
   const int groups = cuda_recurrent_row_groups(K, BV);
-  if (groups % 4 == 0 && groups / 4 <= 8)
-    return 4;
-  if (groups % 8 == 0)
-    return 8;
-  if (groups % 4 == 0)
-    return 4;
-  return groups % 2 == 0 ? 2 : 1;
+  for (int w : {2, 4, 8})
+    if (groups % w == 0 && groups / w <= 16)
+      return w;
+  return 1;
 }
 // Legal: whole row groups per warp, at most 16 rows (64 floats) per thread.
 constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
@@ -546,7 +557,7 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
 #define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
   X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)
 // CUDA chunked: f32, bf16 and f16, the default config's chunk, tile_v,
-// warps and stages with every split and fuse (run-time values).
+// warps and stages with every split, fuse and scan (run-time values).
 #define DELTAC_CUDA_CHUNKED_DIMS(X) X(64, 64) X(128, 128) X(256, 256) X(128, 256)
 
 // Whether the runtime has c precompiled for p (c legal for p).

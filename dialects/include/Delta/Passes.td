@@ -34,6 +34,8 @@ def DeltaSelectSchedule : Pass<"delta-select-schedule", "ModuleOp"> {
     Option<"split", "split", "int64_t", "0",
            "knob split (0 = default: cuda_chunked's split 0 is the kernel's rule)">,
     Option<"fuse", "fuse", "int64_t", "0", "knob fuse (0 = default)">,
+    Option<"scan", "scan", "int64_t", "0",
+           "knob scan (0 = default: cuda_chunked's scan 0 is the kernel's rule)">,
     Option<"tuningDb", "tuning-db", "std::string", [{""}],
            "path of a tuning database (JSON, deltac/tuning_db.h)">
   ];

@@ -78,7 +78,8 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       continue;
     const deltac::KnobValues &vals = f->values[i];
     auto v = knobs.getAs<IntegerAttr>(deltac::kKnobNames[i]);
-    // A knob whose values hold 0 (split, fuse: added later) may be absent.
+    // A knob whose values hold 0 (split, fuse, scan: added later) may be
+    // absent.
     if (!v && vals.contains(0))
       continue;
     if (!v)

@@ -79,8 +79,8 @@ private:
     }
     // In deltac::kKnobNames order.
     const int64_t opts[deltac::kKnobCount] = {chunk,  tileK, tileV, warps,
-                                              stages, split, fuse};
-    static_assert(deltac::kKnobCount == 7, "one option per catalogue knob");
+                                              stages, split, fuse,  scan};
+    static_assert(deltac::kKnobCount == 8, "one option per catalogue knob");
     for (int i = 0; i < deltac::kKnobCount; ++i) {
       knobOpt[i] = opts[i];
       if (opts[i] < 0 || opts[i] > INT32_MAX)

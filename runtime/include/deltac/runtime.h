@@ -56,6 +56,10 @@ typedef struct deltac_kernel_config {
    * built against an older header must be rebuilt); split 0 there is the
    * kernel's own rule. */
   int32_t fuse;
+  /* cuda_chunked's knob scan: 0 the kernel's rule (the warp scan where it
+   * runs: 16-bit inputs, K = 64 or 128, split <= 1, fuse 0), 1 the block
+   * scan. */
+  int32_t scan;
 } deltac_kernel_config;
 
 typedef struct deltac_options {
@@ -163,6 +167,7 @@ typedef struct deltac_run_info {
    * CUDA. Static storage. */
   const char *isa;
   int32_t fuse; /* cuda_chunked's knob fuse (0 for other families) */
+  int32_t scan; /* cuda_chunked's knob scan (0 for other families) */
 } deltac_run_info;
 
 /* Default options: everything automatic, host pointers, no checking. */

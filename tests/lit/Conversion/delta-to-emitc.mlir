@@ -58,7 +58,7 @@
 // CHECK: func @run_gdn_cuda_recurrent(
 // CHECK: call_opaque "deltac::cuda::recurrent_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 32 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
 // CHECK: func @run_gdn_cuda_chunked(
-// CHECK: call_opaque "deltac::cuda::chunked_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 64 : i32, 64 : i32, 2 : i32, 1 : i32, 0 : i32, 0 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
+// CHECK: call_opaque "deltac::cuda::chunked_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 64 : i32, 64 : i32, 2 : i32, 1 : i32, 0 : i32, 0 : i32, 0 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
 // Two CUDA kernels, the last unbounded: the dispatch bounds the longest
 // sequence by T and nothing on the host reads cu_seqlens.
 // CHECK: func @gdn_forward_cuda(

@@ -14,7 +14,7 @@
 // CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
 // CPU-NOT: cpu_chunked
 // CUDA-LABEL: delta.layer @auto_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, scan = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 // ALL-LABEL: delta.layer @auto_mode
 // ALL-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", {{.*}}, #delta.schedule<target = cpu, family = "cpu_recurrent", {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_recurrent", {{.*}}, max_tokens = 16, {{.*}}, #delta.schedule<target = sm_90a, family = "cuda_chunked", {{.*}}, max_tokens = 0, source = "default">]
 delta.layer @auto_mode {variant = #delta.variant<gated>, heads = 16, v_heads = 32, key_dim = 128, value_dim = 128}
@@ -33,7 +33,7 @@ delta.layer @decode4 {variant = #delta.variant<kda>, heads = 4, key_dim = 256, v
 // CPU-LABEL: delta.layer @recurrent_mode
 // CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_decode", knobs = {tile_v = 32 : i64}, max_tokens = 1, source = "default">, #delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 32 : i64}, max_tokens = 0, source = "default">]
 // CUDA-LABEL: delta.layer @recurrent_mode
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 0, source = "default">]
 delta.layer @recurrent_mode {variant = #delta.variant<delta>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<recurrent>}
 
 // -----
@@ -52,7 +52,7 @@ delta.layer @small_v {variant = #delta.variant<delta>, heads = 1, key_dim = 16, 
 // CPU-LABEL: delta.layer @rerun
 // CPU-SAME: schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16 : i64}, max_tokens = 0, source = "override">]
 // CUDA-LABEL: delta.layer @rerun
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 0, source = "default">]
 delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, value_dim = 32, mode = #delta.mode<recurrent>,
   schedules = [#delta.schedule<target = cpu, family = "cpu_recurrent", knobs = {tile_v = 16}, max_tokens = 0, source = "override">]}
 
@@ -63,7 +63,7 @@ delta.layer @rerun {variant = #delta.variant<delta>, heads = 1, key_dim = 32, va
 // raw v rows). Where a call cannot run chunked (a state pool) the runtime
 // falls back to the recurrence: tests/catalogue, FamilyOrderPerDeviceAndMode.
 // CUDA-LABEL: delta.layer @wide_v
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, scan = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 delta.layer @wide_v {variant = #delta.variant<gated>, heads = 4, key_dim = 64, value_dim = 256}
 
 // -----
@@ -71,5 +71,5 @@ delta.layer @wide_v {variant = #delta.variant<gated>, heads = 4, key_dim = 64, v
 // Auto on CUDA with f16 inputs: the generated code converts f16 q/k/v to
 // f32 around the call (templateInType), so the f32 kernels and defaults.
 // CUDA-LABEL: delta.layer @half
-// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 4 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
+// CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, scan = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 delta.layer @half {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<f16>}

@@ -33,10 +33,10 @@
 // compose them (chunked_split.cuh). On request (chunked_stages' fuse, not
 // the default: slower today), where the scan's grid is one wave, the
 // intra-chunk work and the scan run as one launch instead (a memset of its
-// flags, then chunked_fused.cuh). Where compiled in (DELTAC_CHUNKED_WARP_SCAN)
-// and asked for (chunked_stages' warp), the scan can run as a barrier-free
-// chain per warp instead (chunked_scan_warp.cuh: 16-bit inputs, K = 64 or
-// 128, no split). Config knobs: chunked_traits.cuh.
+// flags, then chunked_fused.cuh). Where asked for (chunked_stages' scan:
+// cuda_chunked's knob, by default wherever it runs), the scan runs as a
+// barrier-free chain per warp instead (chunked_scan_warp.cuh: 16-bit inputs,
+// K = 64 or 128, no split). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
@@ -312,23 +312,22 @@ int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
                : 0;
   ChunkedDevice d;
   const int sms = chunked_device(d) == cudaSuccess ? d.sms : 0;
-  const int64_t want = int64_t(sms) * 7 / 8;
-  auto blocks = [&](int bv) { return int64_t(V / bv) * p.HV * p.N; };
+  auto shrt = [&](int bv) { return chunked_grid_short(int64_t(V / bv) * p.HV * p.N, sms); };
   int bv = B0;
-  if (ok1 && blocks(bv) < want)
+  if (ok1 && shrt(bv))
     bv = B0 / 2;
-  if (ok2 && bv == B0 / 2 && blocks(bv) < want)
+  if (ok2 && bv == B0 / 2 && shrt(bv))
     bv = B0 / 4;
   return bv;
 }
 
-#if DELTAC_CHUNKED_WARP_SCAN
 // The warp scan's V tile for p with Cfg's chunk (chunked_scan_warp.cuh; with
-// output warps: split_o), 0 where it cannot run: force_bv where legal, else
-// the widest of 64 and 32 that divides V, halved while the grid would leave
-// more than 1/8 of the multiprocessors idle.
+// output warps: split_o), 0 where it cannot run on this device: force_bv
+// where legal, else the widest of kChunkedWarpBVs that divides V, halved
+// while the grid would leave more than 1/8 of the multiprocessors idle; det
+// (batch-invariant): the widest legal one whatever the grid.
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
-int chunked_warp_bv(const deltac_fwd_params& p, int force_bv, bool split_o) {
+int chunked_warp_bv(const deltac_fwd_params& p, int force_bv, bool split_o, bool det) {
   ChunkedDevice d;
   if (chunked_device(d) != cudaSuccess)
     return 0;
@@ -338,10 +337,9 @@ int chunked_warp_bv(const deltac_fwd_params& p, int force_bv, bool split_o) {
   };
   if (force_bv && ok(force_bv))
     return force_bv;
-  const int64_t want = int64_t(d.sms) * 7 / 8;
   int bv = 0;
   for (int w : {kChunkedWarpBVs[0], kChunkedWarpBVs[1]})
-    if (ok(w) && (bv == 0 || int64_t(V / bv) * p.HV * p.N < want))
+    if (ok(w) && (bv == 0 || (!det && chunked_grid_short(int64_t(V / bv) * p.HV * p.N, d.sms))))
       bv = w;
   return bv;
 }
@@ -365,7 +363,6 @@ cudaError_t chunked_warp_launch(const deltac_fwd_params& p, const ChunkedWs<InT>
   }
   return cudaErrorInvalidValue;
 }
-#endif
 
 struct ChunkedPlan {
   int bv, split;  // the scan's V tile, segments per sequence (1: no split)
@@ -416,16 +413,21 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // route > 0 (mixed batches, varlen only): this call runs only the sequences
 // of more than route tokens and writes nothing of the others (the recurrent
 // kernel's, launched with the same route); no split, no fused launch then.
-// warp: 1 the scan as a chain per warp (chunked_scan_warp.cuh) where it can
-// run (16-bit inputs, K = 64 or 128, no split, not fused) and is compiled in
-// (DELTAC_CHUNKED_WARP_SCAN), 2 the same with output warps beside the chain
-// warps; -1 never; 0 the default: 1 only where DELTAC_CHUNKED_WARP_SCAN is 2
-// (not measured faster yet).
+// scan: 0 the rule (chunked_uses_warp_scan): the scan as a chain per warp
+// (chunked_scan_warp.cuh) where it runs (16-bit inputs, K = 64 or 128, chunk
+// 32 or 64) and neither a split (force_split > 1) nor the fused launch is
+// asked for, else the block scan; 1 the block scan; 2 the warp scan with
+// output warps beside the chain warps where it runs (compiled only where
+// DELTAC_CHUNKED_WARP_OUTPUT is nonzero: tests, benchmarks; not measured
+// faster). The warp scan runs no split and no fused launch, and falls back
+// to the block scan (no split) where this device's shared memory is too
+// small for it; a forced V tile (force_bv: tests, batch-invariant calls)
+// that it cannot take makes it run its widest legal one, whatever the grid.
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
 cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
                            int force_bv = 0, int force_split = 0, int fuse = 0,
-                           int32_t route = 0, int warp = 0) {
+                           int32_t route = 0, int scan = 0) {
   using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   using Ts = typename Tr::Ts;
   if (!detail::chunked_matches<Var, K, V, InT>(p))
@@ -435,6 +437,12 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   if (route < 0 || (route > 0 && !p.cu_seqlens))
     return cudaErrorInvalidValue;
   if (route > 0)
+    force_split = 1, fuse = 0;
+  constexpr bool kWarpRuns = chunked_warp_runs(Var, K, V, int(sizeof(InT)), Cfg::kChunk);
+  const bool warp =
+      kWarpRuns && (scan == 2 || chunked_uses_warp_scan(Var, K, V, int(sizeof(InT)),
+                                                         Cfg::kChunk, scan, force_split, fuse));
+  if (warp)
     force_split = 1, fuse = 0;
   const ChunkedPlan pl = chunked_plan<Var, K, V, InT, Cfg>(p, force_bv, force_split);
   const int bv = pl.bv;
@@ -488,24 +496,23 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
   }
   if (!(stages & 6))
     return cudaSuccess;
-#if DELTAC_CHUNKED_WARP_SCAN
-  if ((warp > 0 || (warp == 0 && DELTAC_CHUNKED_WARP_SCAN == 2)) && pl.split == 1) {
-    const bool so = warp == 2;
-    const int wbv = chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv, so);
+  if constexpr (kWarpRuns) {
+    const bool so = scan == 2 && DELTAC_CHUNKED_WARP_OUTPUT;
+    const int wbv = warp ? chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv, so, force_bv != 0)
+                         : 0;
     if (wbv) {
       if (!(stages & 2))
         return cudaSuccess;
       constexpr int W0 = kChunkedWarpBVs[0], W1 = kChunkedWarpBVs[1], C = Cfg::kChunk;
+#if DELTAC_CHUNKED_WARP_OUTPUT
       if (so)
         return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, true>(p, ws, stream)
                          : chunked_warp_launch<Var, K, V, InT, C, W1, true>(p, ws, stream);
+#endif
       return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, false>(p, ws, stream)
                        : chunked_warp_launch<Var, K, V, InT, C, W1, false>(p, ws, stream);
     }
   }
-#else
-  (void)warp;
-#endif
   e = (stages & 2) ? cudaErrorInvalidValue : cudaSuccess;
   if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
     if (bv == B0 / 4 && (stages & 2))

@@ -48,6 +48,24 @@ inline constexpr size_t kChunkedSmemSm90 = 232448;
 // Warps of the intra-chunk (prep) kernel: fixed, not a knob. Its phases are
 // short and separated by barriers; 8 warps hide more of their latency.
 inline constexpr int kChunkedPrepWarps = 8;
+// Scan: which kernel runs the sequential part (a run-time value).
+//   0 the rule (chunked_uses_warp_scan): the warp scan (chunked_scan_warp.cuh:
+//     a chain per warp over 16 value columns; 16-bit inputs, K = 64 or 128,
+//     chunk 32 or 64; its own V tile of kChunkedWarpBVs and stages, no split,
+//     no fused launch) where it runs and no split > 1 or fused launch is
+//     asked for, else the block scan;
+//   1 the block scan (chunked_scan.cuh: reads BV, Warps, Stages, the split
+//     and the fused launch).
+inline constexpr int kChunkedScans[] = {0, 1};
+// The V tiles the warp scan compiles, widest first.
+inline constexpr int kChunkedWarpBVs[] = {64, 32};
+
+// Whether a grid of `blocks` leaves more than 1/8 of `sms` multiprocessors
+// idle: the V tile narrows, the sequence split and a tuned split apply only
+// then (chunked.cuh, chunked_default_split, the runtime's select.cpp).
+constexpr bool chunked_grid_short(long long blocks, int sms) {
+  return sms > 0 && blocks < (long long)(sms) * 7 / 8;
+}
 
 namespace chunked_detail {
 constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
@@ -134,7 +152,7 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
                                     int bv_run, int bv_split, int sms) {
   if (bv_run <= 0 || bv_split <= 0 || sms <= 0 || heads_x_seqs <= 0)
     return 1;
-  if (heads_x_seqs * (V / bv_run) >= (long long)(sms) * 7 / 8)
+  if (!chunked_grid_short(heads_x_seqs * (V / bv_run), sms))
     return 1;
   int best = 1;
   for (int s : kChunkedSplits) {
@@ -145,6 +163,49 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
   // Two segments do not pay for the identity columns' extra work (GDN 2/8
   // heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4 1.00).
   return best >= 4 ? best : 1;
+}
+
+// Shared memory of the warp scan: `stages` stages of q, k (kda: and the
+// update's k) rows, the v tile, T, Aqk, the row factors and the chunk decay;
+// one [C][16] output tile per 16 columns; with output warps (split_o) Sᵀ_hi
+// ([2][BV / 16][16][K]) and v'ᵀ ([BV / 16][16][C]); the mbarriers.
+inline constexpr size_t kWarpScanBarBytes = 256;
+constexpr size_t warp_scan_stage_bytes(int var, int K, int chunk, int bv) {
+  const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
+  return ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB + 2 * chunk * LC) * 2 +
+         (4 * size_t(chunk) + K) * 4;
+}
+constexpr size_t warp_scan_smem(int var, int K, int chunk, int bv, bool split_o, int stages) {
+  const size_t np = size_t(bv / 16);
+  return stages * warp_scan_stage_bytes(var, K, chunk, bv) + np * chunk * 24 * 2 +
+         (split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * np : 0) + kWarpScanBarBytes;
+}
+// Three stages where they fit in kChunkedSmemSm90 and leave as many blocks
+// per multiprocessor (its 1 KB more, each block's 1 KB reserve) as two, else two.
+constexpr int warp_scan_stages(int var, int K, int chunk, int bv, bool split_o) {
+  const size_t s2 = warp_scan_smem(var, K, chunk, bv, split_o, 2) + 1024;
+  const size_t s3 = warp_scan_smem(var, K, chunk, bv, split_o, 3) + 1024;
+  const size_t sm = kChunkedSmemSm90 + 1024;
+  return s3 <= sm && sm / s3 >= sm / s2 ? 3 : 2;
+}
+
+// Whether the warp scan runs (variant, K, V, input bytes, chunk) with V tile
+// bv within `smem` bytes of shared memory per block (chunk 16 is left to the
+// block scan, one instantiation fewer).
+constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
+                               size_t smem = kChunkedSmemSm90, bool split_o = false) {
+  if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
+      bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
+    return false;
+  return warp_scan_smem(var, K, chunk, bv, split_o, 2) <= kChunkedSmemSm90 &&
+         warp_scan_smem(var, K, chunk, bv, split_o,
+                        warp_scan_stages(var, K, chunk, bv, split_o)) <= smem;
+}
+// With some V tile.
+constexpr bool chunked_warp_runs(int var, int K, int V, int in_bytes, int chunk,
+                                 size_t smem = kChunkedSmemSm90) {
+  return chunked_warp_ok(var, K, V, in_bytes, chunk, kChunkedWarpBVs[0], smem) ||
+         chunked_warp_ok(var, K, V, in_bytes, chunk, kChunkedWarpBVs[1], smem);
 }
 
 struct ChunkedChoice {
@@ -167,6 +228,19 @@ constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
           if (chunked_legal(var, K, V, in_bytes, c, b, w, s, smem))
             return {c, b, w, s};
   return {0, 0, 0, 0};
+}
+
+// Whether a call with knobs scan, split and fuse (as the catalogue lists
+// them) runs the warp scan: scan 0 (the rule) where it runs, unless the
+// config asks for the block scan's split (> 1) or fused launch. H200: the
+// warp scan 1.25-1.38x the block scan (its rule's split included) on GDN
+// 16/32 heads K = V = 128 1x32768 and 4x8192, delta K = V = 64 8x4096
+// (docs/performance.md, version 11). The kernel narrows it to the device's
+// shared memory at run time (block scan without a split where it does not fit).
+constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan,
+                                      int split, int fuse) {
+  return scan == 0 && split <= 1 && fuse == 0 &&
+         chunked_warp_runs(var, K, V, in_bytes, chunk);
 }
 
 }  // namespace deltac::cuda

@@ -1,5 +1,5 @@
 // The chunked scan as a register-resident chain per warp (an alternative to
-// chunked_scan.cuh for 16-bit inputs and K = 64 or 128; not the default).
+// chunked_scan.cuh for 16-bit inputs and K = 64 or 128).
 // Each warp owns all K rows of 16 value columns of one head: it holds Sᵀ
 // (16 x K, f32) as mma.sync accumulators (K / 2 registers per thread) and
 // runs, per chunk of C tokens (from the same workspace and raw rows as the
@@ -14,7 +14,7 @@
 // no shared memory but the staged operands. The chain warps issue no copy
 // and meet no block barrier: a producer warp fills a ring of 2-3 stages
 // (full / empty mbarriers). With output warps (SplitO, chunked_stages'
-// warp = 2) a second warp per 16 columns computes oᵀ from Sᵀ_hi and v'ᵀ that
+// scan = 2) a second warp per 16 columns computes oᵀ from Sᵀ_hi and v'ᵀ that
 // the chain warp stores to shared memory (mbarrier hand-overs) and issues
 // the copies, leaving the chain 212 of 296 mma (K = 128, C = 64). No
 // sequence split, no fused launch (the block scan keeps those). H200: faster
@@ -22,10 +22,8 @@
 // chunk), 4x8192 (1.35x) and delta K = 64 8x4096 (1.25x); output warps no
 // faster (docs/performance.md, version 11).
 //
-// Compiled only where DELTAC_CHUNKED_WARP_SCAN is nonzero (1: used when a
-// call asks for it, chunked_stages' warp = 1 or 2; 2: warp = 1 also by
-// default); 0 (the default): chunked_stages runs the block scan whatever it
-// is asked.
+// Which scan runs is cuda_chunked's knob scan (chunked_rules.h); the output
+// warps are compiled only where DELTAC_CHUNKED_WARP_OUTPUT is nonzero.
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_WARP_CUH
 
@@ -39,35 +37,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#ifndef DELTAC_CHUNKED_WARP_SCAN
-#define DELTAC_CHUNKED_WARP_SCAN 0
+#ifndef DELTAC_CHUNKED_WARP_OUTPUT
+#define DELTAC_CHUNKED_WARP_OUTPUT 0
 #endif
 
 namespace deltac::cuda::detail {
-
-// Shared memory of the warp scan: `stages` stages of q, k (kda: and the
-// update's k) rows, the v tile, T, Aqk, the row factors and the chunk decay;
-// one [C][16] output tile per 16 columns; with output warps (split_o) Sᵀ_hi
-// ([2][BV / 16][16][K]) and v'ᵀ ([BV / 16][16][C]); the mbarriers.
-inline constexpr size_t kWarpScanBarBytes = 256;
-constexpr size_t warp_scan_stage_bytes(int var, int K, int chunk, int bv) {
-  const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
-  return ((var == DELTAC_VARIANT_KDA ? 3 : 2) * chunk * LK + chunk * LB + 2 * chunk * LC) * 2 +
-         (4 * size_t(chunk) + K) * 4;
-}
-constexpr size_t warp_scan_smem(int var, int K, int chunk, int bv, bool split_o, int stages) {
-  const size_t np = size_t(bv / 16);
-  return stages * warp_scan_stage_bytes(var, K, chunk, bv) + np * chunk * 24 * 2 +
-         (split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * np : 0) + kWarpScanBarBytes;
-}
-// Three stages where they fit in kChunkedSmemSm90 and leave as many blocks
-// per multiprocessor (its 1 KB more, each block's 1 KB reserve) as two, else two.
-constexpr int warp_scan_stages(int var, int K, int chunk, int bv, bool split_o) {
-  const size_t s2 = warp_scan_smem(var, K, chunk, bv, split_o, 2) + 1024;
-  const size_t s3 = warp_scan_smem(var, K, chunk, bv, split_o, 3) + 1024;
-  const size_t sm = kChunkedSmemSm90 + 1024;
-  return s3 <= sm && sm / s3 >= sm / s2 ? 3 : 2;
-}
 
 // Sizes of the warp scan for (variant, K, V, 16-bit type Ts, chunk C, V tile
 // BV, SplitO): BV / 16 chain warps, then (SplitO) as many output warps, which
@@ -101,21 +75,6 @@ struct WarpScanTraits {
   static_assert(kSmem == warp_scan_smem(Var, K, C, BV, kSplitO, kStages), "smem size");
   static_assert((2 * kStages + 6 * kPairs) * 8 <= int(kWarpScanBarBytes), "mbarriers");
 };
-
-// The V tiles the warp scan compiles (widest first; chunked.cuh picks one
-// at run time), and whether it runs (variant, K, V, input bytes, chunk, bv)
-// within `smem` bytes of shared memory per block (chunk 32 or 64: 16 is
-// left to the block scan, one instantiation fewer).
-inline constexpr int kChunkedWarpBVs[] = {64, 32};
-constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
-                               size_t smem = kChunkedSmemSm90, bool split_o = false) {
-  if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
-      bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
-    return false;
-  return warp_scan_smem(var, K, chunk, bv, split_o, 2) <= kChunkedSmemSm90 &&
-         warp_scan_smem(var, K, chunk, bv, split_o,
-                        warp_scan_stages(var, K, chunk, bv, split_o)) <= smem;
-}
 
 // Two floats as one register of two 16-bit values (the lower one first).
 template <class Ts>

@@ -4,22 +4,25 @@
 //
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip[, det])
 //       family cuda_recurrent: tile_v = BV, warps = Warps
-//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split, Fuse>(
-//       p, stream, workspace, workspace_bytes[, skip, det])
-//       family cuda_chunked: chunk, tile_v = BV, warps, stages, split, fuse.
-//       Split: segments per sequence (0: chunked_default_split's rule on
-//       the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
-//       fused launch where it fits (chunked_stages), 0 three launches. Both
-//       are run-time values of the kernel: chunked_run<..., Stages>(...,
-//       split, fuse) takes them as arguments. With no workspace it takes
+//   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split, Fuse,
+//                             Scan>(p, stream, workspace, workspace_bytes[, skip, det])
+//       family cuda_chunked: chunk, tile_v = BV, warps, stages, split, fuse,
+//       scan. Split: segments per sequence (0: chunked_default_split's rule
+//       on the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
+//       fused launch where it fits (chunked_stages), 0 three launches; Scan:
+//       0 the rule (the warp scan where it runs and Split <= 1, Fuse 0:
+//       chunked_uses_warp_scan), 1 the block scan (reads BV, Warps, Stages,
+//       Split, Fuse). All three are
+//       run-time values of the kernel: chunked_run<..., Stages>(..., split,
+//       fuse, scan) takes them as arguments. With no workspace it takes
 //       one from the stream-ordered allocator (cudaMallocAsync /
 //       cudaFreeAsync on `stream`: no host sync, graph-capturable);
 //       chunked_cfg_workspace<...>(p[, det]) is the size to pass.
 //   deltac::cuda::detail::launch_chunked<Var, K, V, InT> / workspace_chunked
 //   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV>
 //       config -> the runtime's precompiled instance of one (K, V) (chunked:
-//       the default config's chunk, tile_v, warps, stages, any split and
-//       fuse; recurrent: tile_v BV, the default warps); the
+//       the default config's chunk, tile_v, warps, stages, any split,
+//       fuse and scan; recurrent: tile_v BV, the default warps); the
 //       runtime compiles each in its own translation unit, one per entry of
 //       DELTAC_CUDA_CHUNKED_DIMS / DELTAC_CUDA_RECURRENT_DIMS (and dtype,
 //       tile_v), and switches on K, V in runtime/src/cuda_dispatch.h
@@ -34,7 +37,8 @@
 // det (deltac_options.deterministic, batch-invariant): every choice that
 // changes the arithmetic depends on the config and the spec only, never on
 // the grid (sequences x heads): the chunked family runs the config's V tile
-// (BV), no sequence split and no fused launch (split, fuse ignored); the recurrent family one kernel
+// (BV; the warp scan its widest legal one), no sequence split and no fused
+// launch (split, fuse ignored); the recurrent family one kernel
 // form for every call (the several-token form also for T = 1 calls, where it
 // would otherwise run the packed one-token form). Each sequence's blocks then
 // compute the same operations in the same order wherever it sits in a batch.
@@ -64,22 +68,27 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                                                             detail::Form::Auto, true, det, route);
 }
 
-// cuda_chunked with split and fuse at run time (the values chunked_cfg's
-// Split and Fuse take). Batch-invariant (det): BV itself (the widest tile),
-// no split, no fused launch; routed: no split, no fused launch.
+// cuda_chunked with split, fuse and scan at run time (the values chunked_cfg's
+// Split, Fuse and Scan take). Batch-invariant (det): BV itself (the widest
+// tile; the warp scan's widest), no split, no fused launch; routed: no split,
+// no fused launch.
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages>
 size_t chunked_run_workspace(const deltac_fwd_params& p, int split, bool det = false,
-                             int32_t route = 0) {
+                             int32_t route = 0, int scan = 0, int fuse = 0) {
+  if (det || route)
+    split = 1, fuse = 0;
+  if (chunked_uses_warp_scan(Var, K, V, sizeof(InT), Chunk, scan, split, fuse))
+    split = 1;
   return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
-      p, det || route ? 1 : split);
+      p, split);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages>
 cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* workspace,
                         size_t workspace_bytes, const int32_t* skip, bool det, int32_t route,
-                        int split, int fuse) {
+                        int split, int fuse, int scan) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
@@ -88,26 +97,27 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
     split = 1, fuse = 0;
   if (workspace)
     return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
-                                                       skip, force_bv, split, fuse, route);
+                                                       skip, force_bv, split, fuse, route, scan);
   const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, split);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
   e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split,
-                                                 fuse, route);
+                                                 fuse, route, scan);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages, int Split = 0, int Fuse = 0>
+          int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
 size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
-  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, Split, det, route);
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, Split, det, route,
+                                                                         Scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
-          int Stages, int Split = 0, int Fuse = 0>
+          int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
                         const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
@@ -115,15 +125,16 @@ cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                     Split == 16,
                 "split: 0 (the rule) or one of kChunkedSplits");
   static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
+  static_assert(Scan == 0 || Scan == 1, "scan: 0 (the rule) or 1 (the block scan)");
   return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, stream, workspace,
                                                                workspace_bytes, skip, det, route,
-                                                               Split, Fuse);
+                                                               Split, Fuse, Scan);
 }
 
 namespace detail {
 
 // The precompiled chunked instance of one (K, V): the default config's
-// chunk, tile_v, warps and stages, with the config's split and fuse.
+// chunk, tile_v, warps and stages, with the config's split, fuse and scan.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
@@ -134,7 +145,7 @@ cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
       return chunked_run<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
-          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse);
+          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse, c.scan);
     }
   }
   return cudaErrorInvalidValue;
@@ -147,7 +158,7 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
       return chunked_run_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
-          p, c.split, det, route);
+          p, c.split, det, route, c.scan, c.fuse);
   }
   return 0;
 }
