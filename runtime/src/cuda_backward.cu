@@ -50,11 +50,36 @@ std::string cuda_message(const char *what, cudaError_t e) {
 
 int64_t sequences(const deltac_bwd_params &p) { return p.cu_seqlens ? p.N : p.B; }
 
+// The workspace of each path: *chk = 0 where no chunked instance covers p.
+cudaError_t path_sizes(const deltac_bwd_params &p, size_t *simt, size_t *chk) {
+  *simt = *chk = 0;
+  cudaError_t e;
+  {
+#define DELTAC_X(V, K) cuda::bwd::workspace<V, K>(p, simt)
+    auto run = [&]() -> cudaError_t { DELTAC_BWD_DISPATCH(p, DELTAC_X) };
+#undef DELTAC_X
+    if ((e = run()) != cudaSuccess) return e;
+  }
+  if (!bwd_chunked_covers(p.variant, p.K, p.V)) return cudaSuccess;
+#define DELTAC_X(V, K) cuda::bwdc::workspace<V, K>(p, chk)
+  auto run = [&]() -> cudaError_t { DELTAC_BWDC_DISPATCH(p, DELTAC_X) };
+#undef DELTAC_X
+  return run();
+}
+
+// Whether the chunked path may run p at all: covered, and its workspace
+// within the rule's bound (bwd_chunked_workspace_ok).
+bool chunked_allowed(const deltac_bwd_params &p) {
+  if (!bwd_chunked_covers(p.variant, p.K, p.V)) return false;
+  size_t simt = 0, chk = 0;
+  return path_sizes(p, &simt, &chk) == cudaSuccess && bwd_chunked_workspace_ok(chk, simt);
+}
+
 // Whether the chunked backward runs p: the rule of backward_rules.h. Tests
 // only: DELTAC_CUDA_BWD=recurrent or =chunked forces a path (chunked only
-// where its instances cover the shape).
+// where chunked_allowed).
 bool chunked(const deltac_bwd_params &p) {
-  if (!bwd_chunked_covers(p.variant, p.K, p.V) || sequences(p) > 65535) return false;
+  if (!chunked_allowed(p) || sequences(p) > 65535) return false;
   for (const void *x : {p.q, p.k, p.v, p.dout})  // its tile loads: 16-byte rows
     if (reinterpret_cast<uintptr_t>(x) % 16) return false;
   const char *force = std::getenv("DELTAC_CUDA_BWD");
@@ -63,23 +88,13 @@ bool chunked(const deltac_bwd_params &p) {
   return bwd_use_chunked(p.variant, p.K, p.V, int64_t(p.B) * p.T, sequences(p));
 }
 
-// Enough for either path wherever the chunked one covers the shape (so the
-// answer does not depend on the forcing variable).
+// Enough for either path wherever the chunked one may run (so the answer
+// does not depend on the forcing variable), else the recurrent sweep's.
 cudaError_t workspace(const deltac_bwd_params &p, size_t *bytes) {
-  cudaError_t e;
-  {
-#define DELTAC_X(V, K) cuda::bwd::workspace<V, K>(p, bytes)
-    auto simt = [&]() -> cudaError_t { DELTAC_BWD_DISPATCH(p, DELTAC_X) };
-#undef DELTAC_X
-    if ((e = simt()) != cudaSuccess) return e;
-  }
-  if (!bwd_chunked_covers(p.variant, p.K, p.V)) return cudaSuccess;
-  size_t more = 0;
-#define DELTAC_X(V, K) cuda::bwdc::workspace<V, K>(p, &more)
-  auto chk = [&]() -> cudaError_t { DELTAC_BWDC_DISPATCH(p, DELTAC_X) };
-#undef DELTAC_X
-  if ((e = chk()) != cudaSuccess) return e;
-  *bytes = std::max(*bytes, more);
+  size_t simt = 0, chk = 0;
+  const cudaError_t e = path_sizes(p, &simt, &chk);
+  if (e != cudaSuccess) return e;
+  *bytes = chk && bwd_chunked_workspace_ok(chk, simt) ? std::max(simt, chk) : simt;
   return cudaSuccess;
 }
 

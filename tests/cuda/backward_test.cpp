@@ -5,6 +5,7 @@
 // on the same rounded inputs, and CUDA == CPU (deltac_backward with host
 // pointers) or chunked == recurrent. Each case draws its own
 // seed (printed; DELTAC_TEST_SEED=<n> replays it). Cases skip without a GPU.
+#include "deltac/backward_rules.h"
 #include "deltac/reference_backward.h"
 #include "deltac/runtime.h"
 #include "deltac/test_seed.h"
@@ -480,6 +481,40 @@ INSTANTIATE_TEST_SUITE_P(Cuda, BackwardChunked, ::testing::ValuesIn(chunked_case
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Refusals name the field; nothing runs.
+// The rule's workspace bound (backward_rules.h): the chunked path only where
+// its workspace is under the cap or within the ratio of the sweep's.
+TEST(BackwardRule, ChunkedWorkspaceBound) {
+  constexpr uint64_t GB = uint64_t(1) << 30;
+  EXPECT_TRUE(deltac::bwd_chunked_workspace_ok(4 * GB, 1 * GB));    // under the cap
+  EXPECT_TRUE(deltac::bwd_chunked_workspace_ok(20 * GB, 15 * GB));  // within the ratio
+  EXPECT_FALSE(deltac::bwd_chunked_workspace_ok(112 * GB, 32 * GB));
+  EXPECT_FALSE(deltac::bwd_chunked_workspace_ok(9 * GB, 4 * GB));
+}
+
+// deltac_backward_workspace_size follows the bound: GDN 16/32 heads K = V =
+// 128 at 32768 tokens asks for the chunked path's ~4.3 GB; at 1M tokens
+// (chunked ~138 GB, the sweep ~52 GB) only for the sweep's.
+TEST(BackwardRule, WorkspaceSizeFollowsTheBound) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  deltac_bwd_params p{};
+  p.variant = DELTAC_VARIANT_GATED;
+  p.B = 1, p.N = 1, p.H = 16, p.HV = 32, p.K = p.V = 128, p.qk_l2norm = 1;
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  void* x = reinterpret_cast<void*>(uintptr_t(1) << 20);  // never read by the query
+  p.q = p.k = p.v = p.dout = p.g = p.beta = x;
+  p.dq = p.dk = p.dv = p.dg = p.dbeta = x;
+  deltac_options opt = deltac_default_options();
+  opt.device_pointers = 1;
+  size_t small = 0, huge = 0;
+  p.T = 32768;
+  ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &small), 0) << deltac_last_error();
+  p.T = 1 << 20;
+  ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &huge), 0) << deltac_last_error();
+  std::printf("workspace: %.2f GB at T = 32768, %.2f GB at T = 2^20\n", small / 1e9, huge / 1e9);
+  EXPECT_GT(small, size_t(4.0e9));
+  EXPECT_LT(huge, size_t(60e9));
+}
+
 TEST(BackwardErrors, NamesTheField) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Case c;

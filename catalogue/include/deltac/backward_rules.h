@@ -22,14 +22,30 @@ constexpr bool bwd_chunked_covers(int32_t variant, int32_t K, int32_t V) {
          (K == 64 || K == 128) && V >= 32 && V <= 256 && V % 32 == 0;
 }
 
-// The rule: chunked when the shape is covered and the sequences average at
-// least two chunks (tokens = B * T, sequences = N, or B without cu_seqlens).
+// The rule: chunked when the shape is covered, its workspace is within
+// bwd_chunked_workspace_ok (below; the runtime, which knows both sizes,
+// checks it) and the sequences average at least two chunks (tokens = B * T,
+// sequences = N, or B without cu_seqlens).
 // Shorter sequences keep the recurrent sweep: its cost is linear in the
 // tokens and it needs no per-chunk states.
 constexpr bool bwd_use_chunked(int32_t variant, int32_t K, int32_t V, int64_t tokens,
                                int64_t sequences) {
   return bwd_chunked_covers(variant, K, V) && sequences > 0 &&
          tokens >= 2 * int64_t(kBwdChunk) * sequences;
+}
+
+// The chunked path's workspace holds f32 chunk-start states, state
+// gradients, u and dr per chunk and value head (~224 KB per 64 tokens and
+// value head at K = V = 128), 2-3.5x the recurrent sweep's. Where it would
+// pass kBwdChunkedWorkspaceCap and also kBwdChunkedWorkspaceRatio times the
+// sweep's, the sweep runs instead (~4x slower on long sequences; e.g. 2^20
+// tokens x 16 / 32 heads at K = V = 128: ~138 GB chunked against ~52 GB),
+// and deltac_backward_workspace_size asks only for the sweep's.
+constexpr uint64_t kBwdChunkedWorkspaceCap = uint64_t(8) << 30;
+constexpr uint64_t kBwdChunkedWorkspaceRatio = 2;
+constexpr bool bwd_chunked_workspace_ok(uint64_t chunked_bytes, uint64_t recurrent_bytes) {
+  return chunked_bytes <= kBwdChunkedWorkspaceCap ||
+         chunked_bytes <= kBwdChunkedWorkspaceRatio * recurrent_bytes;
 }
 
 }  // namespace deltac

@@ -40,6 +40,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 namespace deltac::cuda::bwdc {
 
@@ -65,7 +68,65 @@ struct Ws {
   int atomic;            // dq^, dk^ summed over value heads (atomicAdd), else stored
 };
 
-using Op = detail::Mma<float>;
+// The products: three TF32 products per step (detail::Mma<float>: f32
+// accuracy) for f32 inputs; one TF32 product (operands rounded to TF32,
+// ~2^-11 relative) where every input and dO are bf16 / f16, whose gradients
+// are rounded to 16 bits anyway (error budget: docs/performance.md).
+struct Tf32 {
+  struct FragA {
+    uint32_t r[2][4];
+  };
+  struct FragB {
+    uint32_t r[2][2];
+  };
+  __device__ static __forceinline__ uint32_t c(float x) { return detail::to_tf32(x); }
+  __device__ static __forceinline__ void load_a(FragA& f, const float* a, int lda) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = a + 8 * h;
+      f.r[h][0] = c(p[g * lda + t]);
+      f.r[h][1] = c(p[(g + 8) * lda + t]);
+      f.r[h][2] = c(p[g * lda + t + 4]);
+      f.r[h][3] = c(p[(g + 8) * lda + t + 4]);
+    }
+  }
+  __device__ static __forceinline__ void load_b(FragB& f, const float* b, int ldb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = b + 8 * h;
+      f.r[h][0] = c(p[g * ldb + t]);
+      f.r[h][1] = c(p[g * ldb + t + 4]);
+    }
+  }
+  __device__ static __forceinline__ void load_a_t(FragA& f, const float* a, int lda) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = a + 8 * h * lda;
+      f.r[h][0] = c(p[t * lda + g]);
+      f.r[h][1] = c(p[t * lda + g + 8]);
+      f.r[h][2] = c(p[(t + 4) * lda + g]);
+      f.r[h][3] = c(p[(t + 4) * lda + g + 8]);
+    }
+  }
+  __device__ static __forceinline__ void load_b_t(FragB& f, const float* b, int ldb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* p = b + 8 * h * ldb;
+      f.r[h][0] = c(p[t * ldb + g]);
+      f.r[h][1] = c(p[(t + 4) * ldb + g]);
+    }
+  }
+  __device__ static __forceinline__ void mma(float acc[4], const FragA& a, const FragB& b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) detail::Mma<float>::mma1(acc, a.r[h], b.r[h]);
+  }
+};
+template <bool Fast>
+using Ops = std::conditional_t<Fast, Tf32, detail::Mma<float>>;
 
 __device__ __forceinline__ int64_t seq_t0(const deltac_bwd_params& p, int n) {
   return p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
@@ -100,19 +161,19 @@ __device__ __forceinline__ bool locate(const deltac_bwd_params& p, int64_t s, in
 
 // acc[NT][4] += op(A)[m0 + 16) op(B)[n0 + 8 NT)ᵀ over kd (a multiple of 16).
 // TA: A stored [k][m] (else [m][k]); TB: B stored [k][n] (else [n][k]).
-template <bool TA, bool TB, int NT>
+template <class Op, bool TA, bool TB, int NT>
 __device__ __forceinline__ void mm(float (*acc)[4], const float* A, int lda, const float* B,
                                    int ldb, int m0, int n0, int kd) {
 #pragma unroll 2
   for (int k0 = 0; k0 < kd; k0 += 16) {
-    Op::FragA fa;
+    typename Op::FragA fa;
     if constexpr (TA)
       Op::load_a_t(fa, A + k0 * lda + m0, lda);
     else
       Op::load_a(fa, A + m0 * lda + k0, lda);
 #pragma unroll
     for (int i = 0; i < NT; ++i) {
-      Op::FragB fb;
+      typename Op::FragB fb;
       if constexpr (TB)
         Op::load_b_t(fb, B + k0 * ldb + n0 + 8 * i, ldb);
       else
@@ -139,11 +200,11 @@ __device__ __forceinline__ void each(int m0, int n0, F&& f) {
 }
 
 // The warps take the 16 x 8NT units of an M x N output in turn: f(m0, n0).
-template <int M, int N, int NT, class F>
+template <int M, int N, int NT, int NW = kWarps, class F>
 __device__ __forceinline__ void units(F&& f) {
   constexpr int kNg = N / (8 * NT), kUnits = (M / 16) * kNg;
   static_assert(M % 16 == 0 && N % (8 * NT) == 0, "unit shape");
-  for (int u = threadIdx.x / 32; u < kUnits; u += kWarps) f((u / kNg) * 16, (u % kNg) * 8 * NT);
+  for (int u = threadIdx.x / 32; u < kUnits; u += NW) f((u / kNg) * 16, (u % kNg) * 8 * NT);
 }
 
 // A ROWS x COLS tile (COLS % 4 == 0) of a row-major array of dtype dt
@@ -153,10 +214,10 @@ __device__ __forceinline__ void units(F&& f) {
 // stores; fetches of several tiles before their puts overlap their
 // latencies. Row r < len is element off + r * stride, scaled by rn[rn_off +
 // r * rn_stride] when rn is given; rows >= len are zero.
-template <int ROWS, int COLS>
+template <int ROWS, int COLS, int NTH = kThreads>
 struct Tile {
-  static constexpr int Q = COLS / 4, N = ROWS * Q / kThreads;
-  static_assert(ROWS * Q % kThreads == 0, "tile size");
+  static constexpr int Q = COLS / 4, E = ROWS * Q, N = (E + NTH - 1) / NTH;
+  static constexpr bool kPart = E % NTH != 0;  // the last step leaves threads out
   float4 x[N];
   float sc[N];
   int dt;
@@ -167,10 +228,10 @@ struct Tile {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int m = 0; m < N; ++m) {
-      const int e = tid + m * kThreads, r = e / Q, c = (e % Q) * 4;
+      const int e = tid + m * NTH, r = e / Q, c = (e % Q) * 4;
       const int64_t i = off + r * stride + c;
       sc[m] = 1.f;
-      if (r >= len) {
+      if (r >= len || (kPart && e >= E)) {
         x[m] = make_float4(0.f, 0.f, 0.f, 0.f);
         continue;
       }
@@ -189,7 +250,9 @@ struct Tile {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int m = 0; m < N; ++m) {
-      const int e = tid + m * kThreads, r = e / Q, c = (e % Q) * 4;
+      const int e = tid + m * NTH, r = e / Q, c = (e % Q) * 4;
+      if (kPart && e >= E)
+        continue;
       float4 y = x[m];
       if (dt != DELTAC_F32) {
         const uint32_t u0 = __float_as_uint(x[m].x), u1 = __float_as_uint(x[m].y);
@@ -212,23 +275,24 @@ struct Tile {
 };
 
 // Tile fetches of the call's arrays for chunk rows [ts, ts + len).
-template <int K>
-__device__ __forceinline__ void fetch_qk(Tile<C, K>& t, const void* src, const float* rn,
+template <int K, int NTH>
+__device__ __forceinline__ void fetch_qk(Tile<C, K, NTH>& t, const void* src, const float* rn,
                                          const deltac_bwd_params& p, int64_t ts, int len, int hk) {
   t.fetch(src, p.in_dtype, (ts * p.H + hk) * K, int64_t(p.H) * K, len, rn, ts * p.H + hk, p.H);
 }
-template <int COLS>
-__device__ __forceinline__ void fetch_v(Tile<C, COLS>& t, const void* src, int dt,
+template <int COLS, int NTH>
+__device__ __forceinline__ void fetch_v(Tile<C, COLS, NTH>& t, const void* src, int dt,
                                         const deltac_bwd_params& p, int64_t ts, int len, int j,
                                         int v0) {
   t.fetch(src, dt, (ts * p.HV + j) * p.V + v0, int64_t(p.HV) * p.V, len);
 }
 
 // The shared-memory tile (row stride cols + 4) out to a [.][gstride] f32 array.
+template <int NTH = kThreads>
 __device__ __forceinline__ void store_f4(float* dst, int64_t gstride, const float* src, int rows,
                                          int cols) {
   const int q = cols / 4;
-  for (int e = threadIdx.x; e < rows * q; e += kThreads) {
+  for (int e = threadIdx.x; e < rows * q; e += NTH) {
     const int r = e / q, c = (e % q) * 4;
     *reinterpret_cast<float4*>(dst + r * gstride + c) =
         *reinterpret_cast<const float4*>(src + r * (cols + 4) + c);
@@ -253,23 +317,39 @@ struct Bg {
       }
     }
   }
-  // Barriers inside (every thread of the block calls it).
+  // Barriers inside (every thread of the block calls it). The cumsum: warp
+  // 0, lane l rows 2l and 2l + 1, a shuffle scan over the lanes.
   template <deltac_variant Var>
   __device__ __forceinline__ void put(float* bs, double* G, float* Gx, float* Ex) const {
+    static_assert(C == 64, "two rows per lane");
     const int tid = threadIdx.x;
     if (tid < C) {
       bs[tid] = b;
       G[tid] = g;
     }
     __syncthreads();
-    if (tid == 0 && Var == DELTAC_VARIANT_GATED) {
-      double s = 0.0;
-      for (int i = 0; i < C; ++i) G[i] = s += G[i];
-    }
-    __syncthreads();
-    if (tid < C) {
-      Gx[tid] = expf(float(G[tid]));
-      Ex[tid] = expf(float(G[C - 1] - G[tid]));
+    if (tid < 32) {
+      double s0 = 0.0, s1 = 0.0, last = 0.0;
+      if constexpr (Var == DELTAC_VARIANT_GATED) {
+        s0 = G[2 * tid];
+        s1 = s0 + G[2 * tid + 1];
+        double x = s1;  // inclusive scan of the lanes' pair sums
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const double y = __shfl_up_sync(0xffffffffu, x, o);
+          if (tid >= o) x += y;
+        }
+        double ex = __shfl_up_sync(0xffffffffu, x, 1);
+        ex = tid == 0 ? 0.0 : ex;
+        s0 += ex, s1 += ex;
+        last = __shfl_sync(0xffffffffu, x, 31);
+        G[2 * tid] = s0;
+        G[2 * tid + 1] = s1;
+      }
+      Gx[2 * tid] = expf(float(s0));
+      Gx[2 * tid + 1] = expf(float(s1));
+      Ex[2 * tid] = expf(float(last - s0));
+      Ex[2 * tid + 1] = expf(float(last - s1));
     }
     __syncthreads();
   }
@@ -290,8 +370,9 @@ struct PrepSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
-template <deltac_variant Var, int K>
+template <deltac_variant Var, int K, bool F>
 __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ Ws w) {
+  using O = Ops<F>;
   using L = PrepSmem<Var, K>;
   constexpr int LK = L::LK;
   extern __shared__ __align__(16) float sm[];
@@ -322,8 +403,8 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     float ak[4][4], aq[4][4];
     zero<4>(ak);
     zero<4>(aq);
-    mm<false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
-    mm<false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
+    mm<O, false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
+    mm<O, false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj);
       A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
@@ -331,13 +412,19 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     });
   });
   __syncthreads();
-  // T = (I + A)^-1 by forward substitution, one thread per column.
-  if (threadIdx.x < C) {
-    const int c = threadIdx.x;
+  // T = (I + A)^-1 by forward substitution: column c by the 4 lanes
+  // 4c .. 4c + 3 of one warp, each summing every 4th term of a row.
+  static_assert(kThreads == 4 * C, "4 threads per column");
+  {
+    const int c = threadIdx.x >> 2, q = threadIdx.x & 3;
     for (int i = 0; i < C; ++i) {
-      float x = i == c ? 1.f : 0.f;
-      for (int jj = c; jj < i; ++jj) x = fmaf(-A[i * LC + jj], Tf[jj * LC + c], x);
-      Tf[i * LC + c] = i < c ? 0.f : x;
+      float x = 0.f;
+      for (int jj = c + q; jj < i; jj += 4) x = fmaf(A[i * LC + jj], Tf[jj * LC + c], x);
+      x += __shfl_xor_sync(0xffffffffu, x, 1);
+      x += __shfl_xor_sync(0xffffffffu, x, 2);
+      if (q == 0)
+        Tf[i * LC + c] = i < c ? 0.f : (i == c ? 1.f : 0.f) - x;
+      __syncwarp();
     }
   }
   __syncthreads();
@@ -370,8 +457,9 @@ __device__ __forceinline__ int64_t sidx(const deltac_bwd_params& p, int n, int j
   return base + (p.state_layout == DELTAC_STATE_VK ? int64_t(c) * K + r : int64_t(r) * p.V + c);
 }
 
-template <deltac_variant Var, int K>
+template <deltac_variant Var, int K, bool F>
 __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_constant__ Ws w) {
+  using O = Ops<F>;
   using L = FwdSmem<Var, K>;
   constexpr int LK = L::LK;
   extern __shared__ __align__(16) float sm[];
@@ -411,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
     units<C, kSV, 2>([&](int m0, int n0) {
       float a[2][4];
       zero<2>(a);
-      mm<false, true, 2>(a, kn, LK, S, LS, m0, n0, K);
+      mm<O, false, true, 2>(a, kn, LK, S, LS, m0, n0, K);
       each<2>(m0, n0, [&](int r, int c, int x, int e) {
         R[r * LS + c] = b[r] * (U[r * LS + c] - Gx[r] * a[x][e]);
       });
@@ -422,7 +510,7 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
     units<C, kSV, 2>([&](int m0, int n0) {
       float a[2][4];
       zero<2>(a);
-      mm<false, true, 2>(a, T, LC, R, LS, m0, n0, C);
+      mm<O, false, true, 2>(a, T, LC, R, LS, m0, n0, C);
       each<2>(m0, n0, [&](int r, int c, int x, int e) {
         ug[r * p.V + c] = a[x][e];
         U[r * LS + c] = Ex[r] * a[x][e];
@@ -434,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
     units<K, kSV, 2>([&](int m0, int n0) {
       float a[2][4];
       zero<2>(a);
-      mm<true, true, 2>(a, kn, LK, U, LS, m0, n0, C);
+      mm<O, true, true, 2>(a, kn, LK, U, LS, m0, n0, C);
       each<2>(m0, n0, [&](int r, int c, int x, int e) {
         S[r * LS + c] = gam * S[r * LS + c] + a[x][e];
       });
@@ -442,9 +530,19 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
   }
 }
 
+// Threads of the reverse scan and the gradient kernel: 16 warps with one
+// TF32 product (registers <= 128), else 8.
+template <bool F>
+__host__ __device__ constexpr int bwd_threads() { return F ? 512 : 256; }
+
 // ---- reverse scan: dh per chunk end, dr, dv, dh0 ---------------------------
-template <deltac_variant Var, int K>
-__global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constant__ Ws w) {
+template <deltac_variant Var, int K, bool F>
+__global__ void __launch_bounds__(bwd_threads<F>()) rev_scan_kernel(const __grid_constant__ Ws w) {
+  using O = Ops<F>;
+  // RT threads, RW warps; unit widths giving >= RW units where the shape
+  // allows: C x kSV (NU), K x kSV (NH).
+  constexpr int RT = bwd_threads<F>(), RW = RT / 32;
+  constexpr int NU = RW > 8 ? 1 : 2, NH = (K / 16) * (kSV / 16) >= RW ? 2 : 1;
   using L = ScanSmem<Var, K>;
   constexpr int LK = L::LK;
   extern __shared__ __align__(16) float sm[];
@@ -458,7 +556,7 @@ __global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constan
   const int64_t t0 = seq_t0(p, n);
   const int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
   const int64_t nc = (t1 - t0 + C - 1) / C, s0 = slot0(p, n);
-  for (int e = threadIdx.x; e < K * kSV; e += kThreads) {
+  for (int e = threadIdx.x; e < K * kSV; e += RT) {
     const int r = e / kSV, c = e % kSV;
     DH[r * LS + c] = p.dht ? static_cast<const float*>(p.dht)[sidx<K>(p, n, j, r, v0 + c)] : 0.f;
   }
@@ -466,17 +564,17 @@ __global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constan
     const int64_t ts = t0 + ci * C, slot = (s0 + ci) * p.HV + j;
     const int len = int(t1 - ts < C ? t1 - ts : C);
     __syncthreads();
-    store_f4(w.dhs + slot * K * p.V + v0, p.V, DH, K, kSV);
+    store_f4<RT>(w.dhs + slot * K * p.V + v0, p.V, DH, K, kSV);
     {
-      Tile<C, K> tk, tq;
+      Tile<C, K, RT> tk, tq;
       fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
       fetch_qk<K>(tq, p.q, w.rq, p, ts, len, hk);
       tk.put(kn);
       tq.put(qn);
     }
     {
-      Tile<C, C> tt, ta;
-      Tile<C, kSV> td;
+      Tile<C, C, RT> tt, ta;
+      Tile<C, kSV, RT> td;
       Bg bg;
       tt.fetch(w.T + slot * C * C, DELTAC_F32, 0, C, C);
       ta.fetch(w.Aqk + slot * C * C, DELTAC_F32, 0, C, C);
@@ -488,24 +586,24 @@ __global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constan
       bg.put<Var>(b, G, Gx, Ex);  // (barriers)
     }
     // du = Aqkᵀ dO + e K^ dh
-    units<C, kSV, 2>([&](int m0, int n0) {
-      float a[2][4], c2[2][4];
-      zero<2>(a);
-      zero<2>(c2);
-      mm<true, true, 2>(a, Aq, LC, DO, LS, m0, n0, C);
-      mm<false, true, 2>(c2, kn, LK, DH, LS, m0, n0, K);
-      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+    units<C, kSV, NU, RW>([&](int m0, int n0) {
+      float a[NU][4], c2[NU][4];
+      zero<NU>(a);
+      zero<NU>(c2);
+      mm<O, true, true, NU>(a, Aq, LC, DO, LS, m0, n0, C);
+      mm<O, false, true, NU>(c2, kn, LK, DH, LS, m0, n0, K);
+      each<NU>(m0, n0, [&](int r, int c, int x, int e) {
         DU[r * LS + c] = a[x][e] + Ex[r] * c2[x][e];
       });
     });
     __syncthreads();
     // dr = Tᵀ du; dv = β dr; DO <- scale Γ dO, DR <- -β Γ dr
     float* drg = w.drs + slot * C * p.V + v0;
-    units<C, kSV, 2>([&](int m0, int n0) {
-      float a[2][4];
-      zero<2>(a);
-      mm<true, true, 2>(a, T, LC, DU, LS, m0, n0, C);
-      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+    units<C, kSV, NU, RW>([&](int m0, int n0) {
+      float a[NU][4];
+      zero<NU>(a);
+      mm<O, true, true, NU>(a, T, LC, DU, LS, m0, n0, C);
+      each<NU>(m0, n0, [&](int r, int c, int x, int e) {
         const float dr = a[x][e], gr = Gx[r];
         drg[r * p.V + c] = dr;
         if (r < len)
@@ -517,19 +615,19 @@ __global__ void __launch_bounds__(kThreads) rev_scan_kernel(const __grid_constan
     __syncthreads();
     // dh = γ dh + Q^ᵀ DO + K^ᵀ DR
     const float gam = expf(float(G[C - 1]));
-    units<K, kSV, 2>([&](int m0, int n0) {
-      float a[2][4];
-      zero<2>(a);
-      mm<true, true, 2>(a, qn, LK, DO, LS, m0, n0, C);
-      mm<true, true, 2>(a, kn, LK, DR, LS, m0, n0, C);
-      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+    units<K, kSV, NH, RW>([&](int m0, int n0) {
+      float a[NH][4];
+      zero<NH>(a);
+      mm<O, true, true, NH>(a, qn, LK, DO, LS, m0, n0, C);
+      mm<O, true, true, NH>(a, kn, LK, DR, LS, m0, n0, C);
+      each<NH>(m0, n0, [&](int r, int c, int x, int e) {
         DH[r * LS + c] = gam * DH[r * LS + c] + a[x][e];
       });
     });
   }
   __syncthreads();
   if (p.dh0)
-    for (int e = threadIdx.x; e < K * kSV; e += kThreads) {
+    for (int e = threadIdx.x; e < K * kSV; e += RT) {
       const int r = e / kSV, c = e % kSV;
       static_cast<float*>(p.dh0)[sidx<K>(p, n, j, r, v0 + c)] = DH[r * LS + c];
     }
@@ -551,8 +649,14 @@ struct GradSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
-template <deltac_variant Var, int K>
-__global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ Ws w) {
+template <deltac_variant Var, int K, bool F>
+__global__ void __launch_bounds__(bwd_threads<F>()) grad_kernel(const __grid_constant__ Ws w) {
+  using O = Ops<F>;
+  // GT threads, GW warps; unit widths (8 NT columns) giving >= GW units
+  // where the shape allows: C x C (NC), C x K (NK), C x BV (NY).
+  constexpr int GT = bwd_threads<F>(), GW = GT / 32;
+  constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
+  constexpr int NY = GW > 8 ? 1 : 2;
   using L = GradSmem<Var, K>;
   constexpr int LK = L::LK, BV = L::BV, LB = L::LB;
   extern __shared__ __align__(16) float sm[];
@@ -574,12 +678,12 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
   float *db = sm + L::db, *dGd = sm + L::dGd, *dG = sm + L::dG, *tt = sm + L::tt;
   float* misc = sm + L::misc;  // [0]: Σ h ∘ dh
   {
-    Tile<C, K> tk;
+    Tile<C, K, GT> tk;
     Bg bg;
     fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
     bg.fetch<Var>(p, ts, len, j);
-    for (int e = tid; e < C * LK; e += kThreads) dQ[e] = dK[e] = 0.f;
-    for (int e = tid; e < C * LC; e += kThreads) dAq[e] = dA[e] = 0.f;
+    for (int e = tid; e < C * LK; e += GT) dQ[e] = dK[e] = 0.f;
+    for (int e = tid; e < C * LC; e += GT) dAq[e] = dA[e] = 0.f;
     if (tid < C)
       db[tid] = dGd[tid] = dG[tid] = 0.f;
     if (tid < 4)
@@ -593,8 +697,8 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
   const float* drg = w.drs + slot * C * p.V;
   // The V steps: the next step's tiles are fetched into registers while
   // this one computes.
-  Tile<K, BV> th, tdh;
-  Tile<C, BV> tu, tdr, tdo, tv;
+  Tile<K, BV, GT> th, tdh;
+  Tile<C, BV, GT> tu, tdr, tdo, tv;
   auto fetch = [&](int v0) {
     th.fetch(hg, DELTAC_F32, v0, p.V, K);
     tdh.fetch(dhg, DELTAC_F32, v0, p.V, K);
@@ -615,38 +719,38 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
     if (v0 + BV < p.V)
       fetch(v0 + BV);
     // dAqk += dO uᵀ, dA -= dr uᵀ
-    units<C, C, 4>([&](int m0, int n0) {
-      float a[4][4], c2[4][4];
-      zero<4>(a);
-      zero<4>(c2);
-      mm<false, false, 4>(a, DO, LB, U, LB, m0, n0, BV);
-      mm<false, false, 4>(c2, DR, LB, U, LB, m0, n0, BV);
-      each<4>(m0, n0, [&](int r, int c, int x, int e) {
+    units<C, C, NC, GW>([&](int m0, int n0) {
+      float a[NC][4], c2[NC][4];
+      zero<NC>(a);
+      zero<NC>(c2);
+      mm<O, false, false, NC>(a, DO, LB, U, LB, m0, n0, BV);
+      mm<O, false, false, NC>(c2, DR, LB, U, LB, m0, n0, BV);
+      each<NC>(m0, n0, [&](int r, int c, int x, int e) {
         dAq[r * LC + c] += a[x][e];
         dA[r * LC + c] -= c2[x][e];
       });
     });
     // dQ += dO hᵀ, dK += -βΓ dr hᵀ + e u dhᵀ
-    units<C, K, 4>([&](int m0, int n0) {
-      float a[4][4], c2[4][4], c3[4][4];
-      zero<4>(a);
-      zero<4>(c2);
-      zero<4>(c3);
-      mm<false, false, 4>(a, DO, LB, Hs, LB, m0, n0, BV);
-      mm<false, false, 4>(c2, DR, LB, Hs, LB, m0, n0, BV);
-      mm<false, false, 4>(c3, U, LB, DHs, LB, m0, n0, BV);
-      each<4>(m0, n0, [&](int r, int c, int x, int e) {
+    units<C, K, NK, GW>([&](int m0, int n0) {
+      float a[NK][4], c2[NK][4], c3[NK][4];
+      zero<NK>(a);
+      zero<NK>(c2);
+      zero<NK>(c3);
+      mm<O, false, false, NK>(a, DO, LB, Hs, LB, m0, n0, BV);
+      mm<O, false, false, NK>(c2, DR, LB, Hs, LB, m0, n0, BV);
+      mm<O, false, false, NK>(c3, U, LB, DHs, LB, m0, n0, BV);
+      each<NK>(m0, n0, [&](int r, int c, int x, int e) {
         dQ[r * LK + c] += a[x][e];
         dK[r * LK + c] += -b[r] * Gx[r] * c2[x][e] + Ex[r] * c3[x][e];
       });
     });
     // Y = K^ h: dβ += Σ dr (v - Γ Y), dGd += -β Σ dr Γ Y
-    units<C, BV, 2>([&](int m0, int n0) {
-      float a[2][4];
-      zero<2>(a);
-      mm<false, true, 2>(a, kn, LK, Hs, LB, m0, n0, K);
+    units<C, BV, NY, GW>([&](int m0, int n0) {
+      float a[NY][4];
+      zero<NY>(a);
+      mm<O, false, true, NY>(a, kn, LK, Hs, LB, m0, n0, K);
       float sb[2] = {0.f, 0.f}, sg[2] = {0.f, 0.f};
-      each<2>(m0, n0, [&](int r, int c, int x, int e) {
+      each<NY>(m0, n0, [&](int r, int c, int x, int e) {
         const float y = Gx[r] * a[x][e], dr = DR[r * LB + c];
         sb[e >> 1] += dr * (VV[r * LB + c] - y);
         sg[e >> 1] += -b[r] * dr * y;
@@ -668,7 +772,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
     // Σ h ∘ dh
     {
       float acc = 0.f;
-      for (int e = tid; e < K * BV; e += kThreads) {
+      for (int e = tid; e < K * BV; e += GT) {
         const int r = e / BV, c = e % BV;
         acc += Hs[r * LB + c] * DHs[r * LB + c];
       }
@@ -680,7 +784,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
     __syncthreads();
   }
   {
-    Tile<C, K> tq;
+    Tile<C, K, GT> tq;
     fetch_qk<K>(tq, p.q, w.rq, p, ts, len, hk);
     tq.put(qn);
   }
@@ -689,7 +793,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
   // (it adds to the dg of the rows after i: an exclusive prefix sum below,
   // never t added to the last row and subtracted from row i, which would
   // cancel O(1) terms where the true dg is tiny).
-  for (int r = tid / 32; r < C; r += kWarps) {
+  for (int r = tid / 32; r < C; r += GW) {
     float a = 0.f, kc = 0.f;
     for (int c = tid & 31; c < K; c += 32) {
       a += qn[r * LK + c] * dQ[r * LK + c];
@@ -709,16 +813,16 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
   // M = dAqk ∘ scale e^(G_i - G_j) (lower), N = dA ∘ β_i e^(G_i - G_j)
   // (strictly lower), with their dG, dβ terms (the diagonal's cancel exactly:
   // skipped).
-  units<C, C, 4>([&](int m0, int n0) {
-    float aq[4][4], ak[4][4];
-    zero<4>(aq);
-    zero<4>(ak);
-    mm<false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
-    mm<false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
+  units<C, C, NC, GW>([&](int m0, int n0) {
+    float aq[NC][4], ak[NC][4];
+    zero<NC>(aq);
+    zero<NC>(ak);
+    mm<O, false, false, NC>(aq, qn, LK, kn, LK, m0, n0, K);
+    mm<O, false, false, NC>(ak, kn, LK, kn, LK, m0, n0, K);
     // Row and column sums of the dG, dβ terms, reduced over the lanes that
     // share a row (4) or a column (8) before one shared atomic each.
-    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[4][2] = {};
-    each<4>(m0, n0, [&](int i, int jj, int x, int e) {
+    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
+    each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj);
       const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
       const float P = M * aq[x][e];
@@ -746,7 +850,7 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
       }
     }
 #pragma unroll
-    for (int x = 0; x < 4; ++x)
+    for (int x = 0; x < NC; ++x)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
 #pragma unroll
@@ -757,15 +861,15 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
   });
   __syncthreads();
   // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
-  units<C, K, 4>([&](int m0, int n0) {
-    float a[4][4], c2[4][4];
-    zero<4>(a);
-    zero<4>(c2);
-    mm<false, true, 4>(a, dAq, LC, kn, LK, m0, n0, C);
-    mm<true, true, 4>(c2, dAq, LC, qn, LK, m0, n0, C);
-    mm<false, true, 4>(c2, dA, LC, kn, LK, m0, n0, C);
-    mm<true, true, 4>(c2, dA, LC, kn, LK, m0, n0, C);
-    each<4>(m0, n0, [&](int r, int c, int x, int e) {
+  units<C, K, NK, GW>([&](int m0, int n0) {
+    float a[NK][4], c2[NK][4];
+    zero<NK>(a);
+    zero<NK>(c2);
+    mm<O, false, true, NK>(a, dAq, LC, kn, LK, m0, n0, C);
+    mm<O, true, true, NK>(c2, dAq, LC, qn, LK, m0, n0, C);
+    mm<O, false, true, NK>(c2, dA, LC, kn, LK, m0, n0, C);
+    mm<O, true, true, NK>(c2, dA, LC, kn, LK, m0, n0, C);
+    each<NK>(m0, n0, [&](int r, int c, int x, int e) {
       if (r >= len)
         return;
       const int64_t o = ((ts + r) * p.H + hk) * K + c;
@@ -780,21 +884,35 @@ __global__ void __launch_bounds__(kThreads) grad_kernel(const __grid_constant__ 
       }
     });
   });
-  if (tid == 0) {
-    dG[len - 1] += expf(float(G[C - 1])) * misc[0];
-    float pre = 0.f;  // tt <- its exclusive prefix sum
-    for (int r = 0; r < len; ++r) {
-      const float x = tt[r];
-      tt[r] = pre;
-      pre += x;
+  // dg_r = (the reverse cumsum of dG)_r + (the exclusive prefix sum of t)_r:
+  // warp 0, lane l rows 2l and 2l + 1, shuffle scans over the lanes.
+  if (tid < 32) {
+    const int r0 = 2 * tid, r1 = r0 + 1;
+    const float last = expf(float(G[C - 1])) * misc[0];
+    const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
+    const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
+    const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
+    float sx = d0 + d1, px = t0 + t1;  // suffix (over lanes > l) and prefix scans
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float ys = __shfl_down_sync(0xffffffffu, sx, o);
+      const float yp = __shfl_up_sync(0xffffffffu, px, o);
+      if (tid + o < 32) sx += ys;
+      if (tid >= o) px += yp;
     }
-    float run = 0.f;
-    for (int r = len - 1; r >= 0; --r) {
-      run += dG[r];
+    float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
+    se = tid == 31 ? 0.f : se;
+    pe = tid == 0 ? 0.f : pe;
+    const float run1 = d1 + se, run0 = d0 + run1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      if (r >= len) continue;
       const int64_t th = (ts + r) * p.HV + j;
       if constexpr (Var == DELTAC_VARIANT_GATED)
-        static_cast<float*>(p.dg)[th] =
-            static_cast<const float*>(p.g)[th] < kGateFloor ? 0.f : run + tt[r];
+        static_cast<float*>(p.dg)[th] = static_cast<const float*>(p.g)[th] < kGateFloor
+                                            ? 0.f
+                                            : (h ? run1 + pe + t0 : run0 + pe);
       static_cast<float*>(p.dbeta)[th] = db[r];
     }
   }
@@ -847,7 +965,8 @@ cudaError_t allow(Kern k, size_t bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-template <deltac_variant Var, int K>
+// F: one TF32 product in prep and the scans, FG: in the gradient kernel.
+template <deltac_variant Var, int K, bool F, bool FG>
 cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
   Ws w{};
   w.p = p;
@@ -887,18 +1006,32 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   using FS = FwdSmem<Var, K>;
   using SS = ScanSmem<Var, K>;
   using GS = GradSmem<Var, K>;
-  if ((e = allow(prep_kernel<Var, K>, PS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(fwd_scan_kernel<Var, K>, FS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(rev_scan_kernel<Var, K>, SS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(grad_kernel<Var, K>, GS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(prep_kernel<Var, K, F>, PS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(fwd_scan_kernel<Var, K, F>, FS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(rev_scan_kernel<Var, K, F>, SS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
   const dim3 chunks(unsigned(l.slots), unsigned(p.HV));
   const dim3 scans(unsigned(p.V / kSV), unsigned(p.HV), unsigned(N));
-  prep_kernel<Var, K><<<chunks, kThreads, PS::bytes, st>>>(w);
-  fwd_scan_kernel<Var, K><<<scans, kThreads, FS::bytes, st>>>(w);
-  rev_scan_kernel<Var, K><<<scans, kThreads, SS::bytes, st>>>(w);
-  grad_kernel<Var, K><<<chunks, kThreads, GS::bytes, st>>>(w);
+  prep_kernel<Var, K, F><<<chunks, kThreads, PS::bytes, st>>>(w);
+  fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
+  rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F>(), SS::bytes, st>>>(w);
+  grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG>(), GS::bytes, st>>>(w);
   bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
   return cudaGetLastError();
+}
+
+// One TF32 product per step where every input (q, k, v) and dO are 16-bit.
+// Measurement only: DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and
+// the scans, =all everywhere.
+template <deltac_variant Var, int K>
+cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
+  const char* ex = std::getenv("DELTAC_CUDA_BWD_EXACT");
+  const int mode = !ex ? 0 : std::strcmp(ex, "scans") == 0 ? 1 : std::strcmp(ex, "all") == 0 ? 2 : 0;
+  if (p.in_dtype == DELTAC_F32 || p.out_dtype == DELTAC_F32 || mode == 2)
+    return run<Var, K, false, false>(p, l, ws, st);
+  if (mode == 1)
+    return run<Var, K, false, true>(p, l, ws, st);
+  return run<Var, K, true, true>(p, l, ws, st);
 }
 
 }  // namespace detail2
@@ -912,12 +1045,12 @@ cudaError_t backward(const deltac_bwd_params& p, cudaStream_t stream, void* ws =
   const Layout l = layout(p, K);
   if (ws) {
     if (ws_bytes < l.total || reinterpret_cast<uintptr_t>(ws) % 256) return cudaErrorInvalidValue;
-    return detail2::run<Var, K>(p, l, static_cast<char*>(ws), stream);
+    return detail2::go<Var, K>(p, l, static_cast<char*>(ws), stream);
   }
   void* own = nullptr;
   cudaError_t e = cudaMallocAsync(&own, l.total ? l.total : 256, stream);
   if (e != cudaSuccess) return e;
-  e = detail2::run<Var, K>(p, l, static_cast<char*>(own), stream);
+  e = detail2::go<Var, K>(p, l, static_cast<char*>(own), stream);
   const cudaError_t f = cudaFreeAsync(own, stream);
   return e != cudaSuccess ? e : f;
 }
