@@ -19,6 +19,9 @@ LogicalResult deltac::runPipeline(ModuleOp module,
   so.tileV = opts.tileV;
   so.warps = opts.warps;
   so.stages = opts.stages;
+  so.split = opts.split;
+  so.fuse = opts.fuse;
+  so.scan = opts.scan;
   so.tuningDb = opts.tuningDb;
   pm.addPass(delta::createDeltaSelectSchedule(so));
   pm.addPass(delta::createDeltaLowerStages());

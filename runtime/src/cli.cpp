@@ -58,6 +58,14 @@ void printStats(const cli::Options &opt, const deltac_fwd_params &p,
     knobs += " tile_v=" + std::to_string(info.tile_v);
   if (info.warps)
     knobs += " warps=" + std::to_string(info.warps);
+  if (info.stages)
+    knobs += " stages=" + std::to_string(info.stages);
+  if (info.split)
+    knobs += " split=" + std::to_string(info.split);
+  if (info.fuse)
+    knobs += " fuse=" + std::to_string(info.fuse);
+  if (info.scan)
+    knobs += " scan=" + std::to_string(info.scan);
   if (info.tuned && info.threads)
     knobs += " threads=" + std::to_string(info.threads);
   std::printf("deltac run: variant=%s device=%s mode=%s chunk=%d%s "

@@ -34,7 +34,8 @@ mlir::LogicalResult emitPackage(mlir::ModuleOp module,
 struct PipelineOptions {
   std::string target = "cpu"; // cpu, cuda:sm_90a or all
   std::string mode;           // empty: the layer's mode
-  int64_t chunk = 0, tileK = 0, tileV = 0, warps = 0, stages = 0;
+  int64_t chunk = 0, tileK = 0, tileV = 0, warps = 0, stages = 0, split = 0,
+          fuse = 0, scan = 0;
   std::string tuningDb;
 };
 

@@ -78,6 +78,20 @@ cl::opt<int> stages("stages",
                              "families that read it"),
                     cl::init(0), cl::sub(deltac::generateCmd()),
                     cl::cat(genCat));
+cl::opt<int> split("split",
+                   cl::desc("catalogue knob split, for the chosen families "
+                            "that read it (cuda_chunked: 0 = the kernel's "
+                            "rule)"),
+                   cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> fuse("fuse",
+                  cl::desc("catalogue knob fuse, for the chosen families "
+                           "that read it"),
+                  cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
+cl::opt<int> scan("scan",
+                  cl::desc("catalogue knob scan, for the chosen families "
+                           "that read it (cuda_chunked: 0 = the kernel's "
+                           "rule, 1 = the block scan)"),
+                  cl::init(0), cl::sub(deltac::generateCmd()), cl::cat(genCat));
 cl::opt<std::string> tuningDb("tuning-db",
                               cl::desc("tuning database (JSON, schema 2)"),
                               cl::value_desc("path"),
@@ -220,6 +234,9 @@ int generate() {
   opts.tileV = tileV;
   opts.warps = warps;
   opts.stages = stages;
+  opts.split = split;
+  opts.fuse = fuse;
+  opts.scan = scan;
   opts.tuningDb = tuningDb;
   if (failed(deltac::runPipeline(*module, opts)))
     return 1;
