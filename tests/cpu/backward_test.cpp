@@ -1,6 +1,7 @@
 // The delta-rule backward: the float64 reference against finite differences
-// of ref::forward, the CPU kernel (f32, bf16, f64) against the reference, and
-// deltac_backward's argument checks.
+// of ref::forward, the CPU kernels (the sweep and the chunked form; f32,
+// bf16, f64) against the reference and each other, and deltac_backward's
+// argument checks.
 #include "deltac/cpu/backward.h"
 #include "deltac/reference.h"
 #include "deltac/reference_backward.h"
@@ -24,7 +25,8 @@ struct Case {
   int layout = DELTAC_STATE_KV;
   int dtype = DELTAC_F32;  // q, k, v, dout: F32, BF16 or DELTAC_BWD_F64
   float beta_hi = 1.0f;
-  float g_lo = -1.0f;
+  float g_lo = -1.0f;  // gates uniform in [g_hi + g_lo, g_hi]
+  float g_hi = 0.0f;
   float g_spike = 0.0f;  // < 0: each gate is this with probability 1/8
   int chunk = 0;
   float scale = 0.0f;
@@ -90,7 +92,7 @@ Data make(const Case& c, uint64_t seed) {
   if (e.var != DELTAC_VARIANT_DELTA) {
     d.g.resize(d.tokens * e.HV * (e.var == DELTAC_VARIANT_KDA ? e.K : 1));
     for (auto& g : d.g) {
-      g = c.g_lo * ud(rng);
+      g = c.g_hi + c.g_lo * ud(rng);
       if (c.g_spike < 0 && ud(rng) < 0.125f) g = c.g_spike;
     }
   }
@@ -247,6 +249,23 @@ void run_kernel(const deltac_bwd_params& p) {
   }
 }
 
+void run_sweep(const deltac_bwd_params& p) {
+  using namespace deltac::cpu::bwd;
+  switch (p.variant) {
+    case DELTAC_VARIANT_DELTA: backward_sweep<DELTAC_VARIANT_DELTA>(p); break;
+    case DELTAC_VARIANT_GATED: backward_sweep<DELTAC_VARIANT_GATED>(p); break;
+    default: backward_sweep<DELTAC_VARIANT_KDA>(p); break;
+  }
+}
+
+void run_chunked(const deltac_bwd_params& p) {
+  using namespace deltac::cpu::bwd;
+  if (p.variant == DELTAC_VARIANT_DELTA)
+    backward_chunked<DELTAC_VARIANT_DELTA>(p);
+  else
+    backward_chunked<DELTAC_VARIANT_GATED>(p);
+}
+
 void run_runtime(const deltac_bwd_params& p) {
   ASSERT_EQ(deltac_backward(&p, nullptr), 0) << deltac_last_error();
 }
@@ -358,6 +377,20 @@ std::vector<Case> cases() {
     s.g_spike = var == DELTAC_VARIANT_DELTA ? 0.0f : -INFINITY;
     s.g_lo = -30.0f;
     out.push_back(s);
+    Case s2 = s;  // every gate strong (dg ~ 1e-13: no cancellation may show)
+    s2.g_hi = -28.0f, s2.g_lo = -2.0f;
+    s2.B = 1, s2.T = 200, s2.H = s2.HV = 1, s2.K = s2.V = 16;
+    out.push_back(s2);
+    Case t = c;  // one token
+    t.T = 1, t.B = 3;
+    out.push_back(t);
+    Case g8 = c;  // GVA 8, a 6-token tail chunk, gates near 0
+    g8.H = 1, g8.HV = 8, g8.T = 70, g8.chunk = 16, g8.g_lo = -1e-3f, g8.dht = false;
+    out.push_back(g8);
+    Case g4 = c;  // GVA 4 at K = V = 128 (the GEMM tiles), default chunk, 2-token tail
+    g4.B = 1, g4.H = 1, g4.HV = 4, g4.K = g4.V = 128, g4.T = 130, g4.h0 = false;
+    g4.layout = DELTAC_STATE_VK;
+    out.push_back(g4);
   }
   return out;
 }
@@ -382,6 +415,74 @@ TEST_P(BackwardKernel, F64MatchesReference) {
   EXPECT_LE(e.max(), 1e-11);
 }
 
+TEST_P(BackwardKernel, SweepF32MatchesReference) {
+  Case c = GetParam();
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Errs e = kernel_vs_ref(c, seed, run_sweep);
+  EXPECT_LE(e.max(), 1e-5) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
+                           << e.dbeta << " " << e.dh0;
+}
+
+TEST_P(BackwardKernel, ChunkedF32MatchesReference) {
+  Case c = GetParam();
+  if (c.var == DELTAC_VARIANT_KDA) GTEST_SKIP() << "kda: the sweep only";
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Errs e = kernel_vs_ref(c, seed, run_chunked);
+  EXPECT_LE(e.max(), 1e-5) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
+                           << e.dbeta << " " << e.dh0;
+}
+
+TEST_P(BackwardKernel, ChunkedF64MatchesReference) {
+  Case c = GetParam();
+  if (c.var == DELTAC_VARIANT_KDA) GTEST_SKIP() << "kda: the sweep only";
+  c.dtype = DELTAC_BWD_F64;
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Errs e = kernel_vs_ref(c, seed, run_chunked);
+  EXPECT_LE(e.max(), 1e-11) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
+                            << e.dbeta << " " << e.dh0;
+}
+
+// The chunked form against the sweep on the same f32 inputs.
+TEST_P(BackwardKernel, ChunkedMatchesSweep) {
+  Case c = GetParam();
+  if (c.var == DELTAC_VARIANT_KDA) GTEST_SKIP() << "kda: the sweep only";
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Data d = make(c, seed);
+  Call a, b;
+  setup(d, a);
+  setup(d, b);
+  run_sweep(a.p);
+  run_chunked(b.p);
+  const double e = std::max({rel(as64(b.dq), as64(a.dq)), rel(as64(b.dk), as64(a.dk)),
+                             rel(as64(b.dv), as64(a.dv)), rel(as64(b.dg), as64(a.dg)),
+                             rel(as64(b.dbeta), as64(a.dbeta)), rel(as64(b.dh0), as64(a.dh0))});
+  EXPECT_LE(e, 1e-5);
+}
+
+// deltac_backward: the rule's path in the machine's (or DELTAC_CPU_ISA's)
+// instruction-set build.
+TEST_P(BackwardKernel, F32RuntimeMatchesReference) {
+  Case c = GetParam();
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Errs e = kernel_vs_ref(c, seed, run_runtime);
+  EXPECT_LE(e.max(), 1e-5) << e.dq << " " << e.dk << " " << e.dv << " " << e.dg << " "
+                           << e.dbeta << " " << e.dh0;
+}
+
+TEST_P(BackwardKernel, F64RuntimeMatchesReference) {
+  Case c = GetParam();
+  c.dtype = DELTAC_BWD_F64;
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed) + " " + describe(c));
+  Errs e = kernel_vs_ref(c, seed, run_runtime);
+  EXPECT_LE(e.max(), 1e-11);
+}
+
 TEST_P(BackwardKernel, Bf16RuntimeMatchesReference) {
   Case c = GetParam();
   c.dtype = DELTAC_BF16;
@@ -399,6 +500,20 @@ std::string name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackwardKernel, ::testing::ValuesIn(cases()), name);
+
+// The rule: chunked for delta / gated averaging >= 2 chunks per sequence.
+TEST(CpuBackwardRule, ChunkedWhereSequencesAreLong) {
+  using deltac::cpu::bwd::use_chunked;
+  deltac_bwd_params p{};
+  p.variant = DELTAC_VARIANT_GATED, p.B = 2, p.T = 128;
+  EXPECT_TRUE(use_chunked(p));
+  p.T = 127;
+  EXPECT_FALSE(use_chunked(p));
+  p.chunk = 16;
+  EXPECT_TRUE(use_chunked(p));
+  p.variant = DELTAC_VARIANT_KDA;
+  EXPECT_FALSE(use_chunked(p));
+}
 
 // Long sequence with strong decay and resets: finite, and f32 still close.
 TEST(BackwardKernelLong, StrongDecayStaysFinite) {

@@ -17,6 +17,7 @@
 
 #include "deltac/backward.h"
 #include "deltac/convert.h"
+#include "deltac/cpu/gemm.h"
 
 #include <omp.h>
 
@@ -491,7 +492,25 @@ struct Task {
   }
 };
 
-template <deltac_variant Var, class R>
+}}}  // namespace deltac::cpu::DELTAC_CPU_NS::bwd
+
+#include "deltac/cpu/backward_chunked.h"
+
+namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace bwd {
+
+// Tokens per chunk of the chunked form when params.chunk is 0.
+constexpr int kChunkedChunk = 64;
+
+// The rule: the chunked form (backward_chunked.h) for delta and gated where
+// the sequences average at least two chunks; kda and shorter sequences: the
+// sweep (every call; the cross-check of the chunked form).
+inline bool use_chunked(const deltac_bwd_params& p) {
+  const int64_t C = p.chunk > 0 ? p.chunk : kChunkedChunk;
+  const int64_t seqs = p.cu_seqlens ? p.N : p.B;
+  return p.variant != DELTAC_VARIANT_KDA && seqs > 0 && int64_t(p.B) * p.T >= 2 * C * seqs;
+}
+
+template <deltac_variant Var, class R, bool Chunked>
 void backward_real(const deltac_bwd_params& p) {
   const int K = p.K, H = p.H, HV = p.HV, group = HV / H;
   const int N = p.cu_seqlens ? p.N : p.B;
@@ -504,12 +523,18 @@ void backward_real(const deltac_bwd_params& p) {
   const int64_t tasks = int64_t(N) * HV;
 #pragma omp parallel num_threads(nt)
   {
-    Work<R> wk;
+    std::conditional_t<Chunked, CWork<R>, Work<R>> wk;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      Task<Var, R> t{p, K, p.V, H, HV, p.chunk > 0 ? p.chunk : 16, scale, wk,
-                     dqn.get(), dkn.get(), ft};
-      t.run(int(task / HV), int(task % HV));
+      if constexpr (Chunked) {
+        CTask<Var, R> t{p, K, p.V, H, HV, p.chunk > 0 ? p.chunk : kChunkedChunk, scale, wk,
+                        dqn.get(), dkn.get(), ft};
+        t.run(int(task / HV), int(task % HV));
+      } else {
+        Task<Var, R> t{p, K, p.V, H, HV, p.chunk > 0 ? p.chunk : 16, scale, wk,
+                       dqn.get(), dkn.get(), ft};
+        t.run(int(task / HV), int(task % HV));
+      }
     }
   }
   // Sum over the value heads of each q/k head, then the L2 norm's backward.
@@ -550,13 +575,32 @@ void backward_real(const deltac_bwd_params& p) {
   }
 }
 
-// The backward of p (checked by the caller: deltac_backward's rules).
+// The sweep for every call.
+template <deltac_variant Var>
+void backward_sweep(const deltac_bwd_params& p) {
+  if (p.in_dtype == DELTAC_BWD_F64)
+    backward_real<Var, double, false>(p);
+  else
+    backward_real<Var, float, false>(p);
+}
+
+// The chunked form (delta and gated).
+template <deltac_variant Var>
+void backward_chunked(const deltac_bwd_params& p) {
+  static_assert(Var != DELTAC_VARIANT_KDA, "kda: the sweep only");
+  if (p.in_dtype == DELTAC_BWD_F64)
+    backward_real<Var, double, true>(p);
+  else
+    backward_real<Var, float, true>(p);
+}
+
+// The backward of p (checked by the caller: deltac_backward's rules), by the
+// rule use_chunked().
 template <deltac_variant Var>
 void backward(const deltac_bwd_params& p) {
-  if (p.in_dtype == DELTAC_BWD_F64)
-    backward_real<Var, double>(p);
-  else
-    backward_real<Var, float>(p);
+  if constexpr (Var != DELTAC_VARIANT_KDA)
+    if (use_chunked(p)) return backward_chunked<Var>(p);
+  backward_sweep<Var>(p);
 }
 
 }}}  // namespace deltac::cpu::DELTAC_CPU_NS::bwd
