@@ -2,7 +2,8 @@
 // runtime's default CPU kernel) on the same problem: tokens_per_s of each;
 // the backward's time / the forward's is the ratio docs/performance.md
 // reports. f32, q/k L2 norm, h0 and dht given, 16 heads, K = V = 128 unless
-// named. Backward args: T, chunk (tokens between saved states), threads.
+// named. Backward args: T, chunk (the sweep: tokens between saved states;
+// the chunked form: tokens per chunk), threads.
 #include "deltac/runtime.h"
 
 #include <benchmark/benchmark.h>
@@ -104,10 +105,19 @@ void BM_Backward(benchmark::State& st) {
 DELTAC_BWD_BENCH(DELTAC_VARIANT_DELTA)
 DELTAC_BWD_BENCH(DELTAC_VARIANT_GATED)
 DELTAC_BWD_BENCH(DELTAC_VARIANT_KDA)
-// The chunk (saved-state interval) sweep.
+// The chunk sweep: the sweep's saved-state interval (kda), the chunked
+// form's chunk (gated; 0 = 64), 1 thread.
+BENCHMARK_TEMPLATE(BM_Backward, DELTAC_VARIANT_KDA)
+    ->ArgNames({"T", "chunk", "threads"})
+    ->Args({2048, 8, 1})->Args({2048, 32, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Backward, DELTAC_VARIANT_GATED)
     ->ArgNames({"T", "chunk", "threads"})
-    ->Args({2048, 4, 0})->Args({2048, 8, 0})->Args({2048, 32, 0})->Args({2048, 64, 0})
+    ->Args({2048, 16, 1})->Args({2048, 32, 1})->Args({2048, 128, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+// Long sequences (the chunked form's case), 1 thread.
+BENCHMARK_TEMPLATE(BM_Backward, DELTAC_VARIANT_GATED)
+    ->ArgNames({"T", "chunk", "threads"})->Args({8192, 0, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

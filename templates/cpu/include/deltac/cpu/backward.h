@@ -559,18 +559,17 @@ void backward_real(const deltac_bwd_params& p) {
       void* out = which ? p.dk : p.dq;
       if (p.qk_l2norm) {
         R xs[256];
+        load_row(xs, x, p.in_dtype, o, K);
         double ss = 0.0;
-        for (int c = 0; c < K; ++c) {
-          xs[c] = load<R>(x, p.in_dtype, o + c);
-          ss += double(xs[c]) * xs[c];
-        }
+#pragma omp simd reduction(+ : ss)
+        for (int c = 0; c < K; ++c) ss += double(xs[c]) * xs[c];
         const R rr = R(1.0 / std::sqrt(ss + 1e-6));
         R d = 0;
+#pragma omp simd reduction(+ : d)
         for (int c = 0; c < K; ++c) d += xs[c] * rr * gx[c];
-        for (int c = 0; c < K; ++c) store<R>(out, p.in_dtype, o + c, rr * (gx[c] - xs[c] * rr * d));
-      } else {
-        for (int c = 0; c < K; ++c) store<R>(out, p.in_dtype, o + c, gx[c]);
+        for (int c = 0; c < K; ++c) gx[c] = rr * (gx[c] - xs[c] * rr * d);
       }
+      store_row(out, p.in_dtype, o, gx, K);
     }
   }
 }

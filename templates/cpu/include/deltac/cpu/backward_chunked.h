@@ -8,12 +8,12 @@
 // decays as products (no cumulative log sums, so resets and strong decay stay
 // finite): D_ij = prod_{j<t<=i} a_t, Γ_i = prod_{t<=i} a_t, e_j = D_{last,j},
 // γ = Γ_last:
-//   A   = strictly-lower(β_i (k^_i . k^_j) D_ij),  (I + A) u = x,
+//   A   = strictly-lower(β_i (k^_i . k^_j) D_ij),  u = (I + A)^-1 x,
 //   x   = β r,  r = v - w,  w_i = Γ_i h^T k^_i       (forward, u and r saved)
 //   Aqk = scale lower((q^_i . k^_j) D_ij),  O = scale Γ Q^ h + Aqk u,
 //   h_end = γ h + (e K^)^T u.
 // Backward, dh = dL/dh_end:
-//   du = Aqk^T dO + e K^ dh,  (I + A)^T dx = du,  dv = β dx,  dw = -β dx,
+//   du = Aqk^T dO + e K^ dh,  dx = T^T du (T = (I + A)^-1),  dv = β dx,  dw = -β dx,
 //   dh_start = γ dh + (scale Γ Q^)^T dO + (Γ K^)^T dw,
 //   dP = dO u^T (lower), dA = -dx u^T (strictly lower),
 //   M = scale D ∘ dP, N = β_i D ∘ dA,
@@ -32,21 +32,22 @@
 
 namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace bwd {
 
-// C[M][N] = os_i (A B)_i (+ cs_i C_i with Acc); A(i, p) = A[i rsa + p csa].
-template <bool Acc, class R>
+// C[M][N] = os_i (A B)_i (+ cs_i C_i with Acc); A(i, p) = A[i rsa + p csa];
+// with Lower, A(i, p) = 0 for p > i (not read).
+template <bool Acc, bool Lower = false, class R>
 inline void mm(int M, int N, int kd, const R* A, long rsa, long csa, const R* B, long ldb,
                R* C, long ldc, const std::common_type_t<R>* os = nullptr,
                const std::common_type_t<R>* cs = nullptr) {
   if constexpr (std::is_same_v<R, float>) {
     if (N % 16 == 0) {
-      detail::gemm<Acc>(M, N, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
+      detail::gemm<Acc, Lower>(M, N, kd, A, rsa, csa, B, ldb, C, ldc, os, cs);
       return;
     }
   }
   std::vector<R> t(static_cast<size_t>(N));
   for (int i = 0; i < M; ++i) {
     std::fill(t.begin(), t.end(), R(0));
-    for (int q = 0; q < kd; ++q) {
+    for (int q = 0; q < (Lower ? std::min(kd, i + 1) : kd); ++q) {
       const R a = A[i * rsa + q * csa];
       const R* b = B + q * ldb;
 #pragma omp simd
@@ -91,7 +92,7 @@ struct CWork {
   std::vector<R> hs, us, rs;                 // chunk starts; u, r of every token
   std::vector<R> q, k, kt, dout, dq, dk;     // one chunk's rows (kt: k^ transposed)
   std::vector<R> beta, gam, e, gl;           // per row; gl: γ per key row
-  std::vector<R> D, KK, A, Aqk, dP, dA, M, N, ut;  // C x C, ut: u^T
+  std::vector<R> D, KK, A, T, Aqk, dP, dA, M, N, ut;  // C x C, ut: u^T
   std::vector<R> du, dx, st, sd, ht, dht, qkh, dku;
   std::vector<double> a, Dd;
 };
@@ -152,6 +153,19 @@ struct CTask {
         const size_t o = size_t(i) * n + j;
         A[o] = j < i ? wk.beta[i] * KK[o] * wk.D[o] : R(0);
       }
+    // T = (I + A)^-1, unit lower: row i = e_i - sum_{m<i} A_im T_m.
+    R* T = wk.T.data();
+    for (int i = 0; i < n; ++i) {
+      R* ti = T + size_t(i) * n;
+      std::fill(ti, ti + n, R(0));
+      for (int m = 0; m < i; ++m) {
+        const R am = A[size_t(i) * n + m];
+        const R* tm = T + size_t(m) * n;
+#pragma omp simd
+        for (int c = 0; c <= m; ++c) ti[c] -= am * tm[c];
+      }
+      ti[i] = R(1);
+    }
   }
 
   void run(int sq, int j) {
@@ -174,7 +188,7 @@ struct CTask {
     grow(wk.sd, 2 * CV);
     for (auto* x : {&wk.beta, &wk.gam, &wk.e}) grow(*x, size_t(C));
     grow(wk.gl, size_t(K));
-    for (auto* x : {&wk.D, &wk.KK, &wk.A, &wk.Aqk, &wk.dP, &wk.dA, &wk.M, &wk.N}) grow(*x, CC);
+    for (auto* x : {&wk.D, &wk.KK, &wk.A, &wk.T, &wk.Aqk, &wk.dP, &wk.dA, &wk.M, &wk.N}) grow(*x, CC);
     grow(wk.ut, CV);
     grow(wk.ht, kv);
     grow(wk.dht, kv);
@@ -196,21 +210,16 @@ struct CTask {
       mm<false>(n, V, K, wk.k.data(), K, 1, hc, V, xv.data(), V, wk.gam.data());
       for (int i = 0; i < n; ++i) {
         const R b = wk.beta[i];
-        const R* w = &xv[size_t(i) * V];
+        R* w = &xv[size_t(i) * V];  // w_i, then x_i = β_i r_i
         const int64_t th = (ts + i) * HV + j;
         R* ri = r + size_t(i) * V;
         load_row(ri, p.v, p.in_dtype, th * V, V);
-        for (int e = 0; e < V; ++e) ri[e] -= w[e];
-        // u_i = β_i r_i - sum_{m<i} A_im u_m
-        R* ui = u + size_t(i) * V;
-        for (int e = 0; e < V; ++e) ui[e] = b * ri[e];
-        for (int m = 0; m < i; ++m) {
-          const R am = wk.A[size_t(i) * n + m];
-          const R* um = u + size_t(m) * V;
-#pragma omp simd
-          for (int e = 0; e < V; ++e) ui[e] -= am * um[e];
+        for (int e = 0; e < V; ++e) {
+          ri[e] -= w[e];
+          w[e] = b * ri[e];
         }
       }
+      mm<false, true>(n, V, n, wk.T.data(), n, 1, xv.data(), V, u, V);  // u = T x
       if (ci == nc - 1) break;  // the last chunk's end state is not needed
       R* hn = &wk.hs[size_t(ci + 1) * kv];
       std::memcpy(hn, hc, kv * sizeof(R));
@@ -255,19 +264,10 @@ struct CTask {
         dP[o] = m <= i ? dP[o] : R(0);
         M[o] = scale * D[o] * dP[o];
       }
-    // du = e K^ dh + Aqk^T dO; then (I + A)^T dx = du from the last row up.
+    // du = e K^ dh + Aqk^T dO; dx = T^T du.
     mm<false>(n, V, K, k, K, 1, dh, V, du, V, wk.e.data());
     mm<true>(n, V, n, Aqk, 1, n, dO, V, du, V);
-    for (int i = n - 1; i >= 0; --i) {
-      R* xi = dx + size_t(i) * V;
-      std::memcpy(xi, du + size_t(i) * V, V * sizeof(R));
-      for (int m = i + 1; m < n; ++m) {
-        const R am = A[size_t(m) * n + i];
-        const R* xm = dx + size_t(m) * V;
-#pragma omp simd
-        for (int e = 0; e < V; ++e) xi[e] -= am * xm[e];
-      }
-    }
+    mm<false>(n, V, n, wk.T.data(), 1, n, du, V, dx, V);
     // dA = -dx u^T (strictly lower); N = β_i D dA.
     mm<false>(n, n, V, dx, V, 1, ut, n, dA, n);
     for (int i = 0; i < n; ++i)
