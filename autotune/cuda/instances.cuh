@@ -40,7 +40,7 @@ void add_chunked_one(std::vector<Instance> &out) {
     };
     in.workspace = [](const deltac_fwd_params *p, const KernelConfig *c) {
       return deltac::cuda::chunked_run_workspace<Var, K, V, InT, Chunk, BV, W, S>(
-          *p, c->split, false, 0, c->scan, c->fuse);
+          *p, false, 0, c->split, c->fuse, c->scan);
     };
     out.push_back(in);
   }

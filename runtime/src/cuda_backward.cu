@@ -67,34 +67,53 @@ cudaError_t path_sizes(const deltac_bwd_params &p, size_t *simt, size_t *chk) {
   return run();
 }
 
+// bwd_chunked_cap of the current device's memory (8 GiB where unknown).
+uint64_t chunked_cap() {
+  size_t free_b = 0, total = 0;
+  if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+    cudaGetLastError();
+    total = 0;
+  }
+  return bwd_chunked_cap(total);
+}
+
 // Whether the chunked path may run p at all: covered, and its workspace
 // within the rule's bound (bwd_chunked_workspace_ok).
 bool chunked_allowed(const deltac_bwd_params &p) {
   if (!bwd_chunked_covers(p.variant, p.K, p.V)) return false;
   size_t simt = 0, chk = 0;
-  return path_sizes(p, &simt, &chk) == cudaSuccess && bwd_chunked_workspace_ok(chk, simt);
+  return path_sizes(p, &simt, &chk) == cudaSuccess &&
+         bwd_chunked_workspace_ok(chk, simt, chunked_cap());
 }
 
-// Whether the chunked backward runs p: the rule of backward_rules.h. Tests
-// only: DELTAC_CUDA_BWD=recurrent or =chunked forces a path (chunked only
-// where chunked_allowed).
-bool chunked(const deltac_bwd_params &p) {
+// Whether the rule picks the chunked backward for p's shape and lengths
+// (backward_rules.h). Tests only: DELTAC_CUDA_BWD=recurrent or =chunked
+// forces a path (chunked only where chunked_allowed).
+bool chunked_by_rule(const deltac_bwd_params &p) {
   if (!chunked_allowed(p) || sequences(p) > 65535) return false;
-  for (const void *x : {p.q, p.k, p.v, p.dout})  // its tile loads: 16-byte rows
-    if (reinterpret_cast<uintptr_t>(x) % 16) return false;
   const char *force = std::getenv("DELTAC_CUDA_BWD");
   if (force && std::strcmp(force, "recurrent") == 0) return false;
   if (force && std::strcmp(force, "chunked") == 0) return true;
   return bwd_use_chunked(p.variant, p.K, p.V, int64_t(p.B) * p.T, sequences(p));
 }
 
-// Enough for either path wherever the chunked one may run (so the answer
-// does not depend on the forcing variable), else the recurrent sweep's.
+// Whether the chunked backward runs p: the rule, and rows aligned for its
+// 16-byte tile loads (else the sweep, whose workspace the query covers).
+bool chunked(const deltac_bwd_params &p) {
+  if (!chunked_by_rule(p)) return false;
+  for (const void *x : {p.q, p.k, p.v, p.dout})
+    if (reinterpret_cast<uintptr_t>(x) % 16) return false;
+  return true;
+}
+
+// Enough for either path where the rule picks the chunked one (the pointers'
+// alignment, which may differ between query and call, aside), else the
+// recurrent sweep's.
 cudaError_t workspace(const deltac_bwd_params &p, size_t *bytes) {
   size_t simt = 0, chk = 0;
   const cudaError_t e = path_sizes(p, &simt, &chk);
   if (e != cudaSuccess) return e;
-  *bytes = chk && bwd_chunked_workspace_ok(chk, simt) ? std::max(simt, chk) : simt;
+  *bytes = chk && chunked_by_rule(p) ? std::max(simt, chk) : simt;
   return cudaSuccess;
 }
 

@@ -59,11 +59,17 @@ std::vector<float> load_qkv_conv(const SafeTensors &w, const std::string &p, int
   return out;
 }
 
-bool continues(const GatedDeltaNetCache *cache, int64_t B, const char *layer) {
+bool continues(const GatedDeltaNetCache *cache, int64_t B, size_t conv_n, size_t rec_n,
+               const char *layer) {
   if (!cache || cache->empty()) return false;
   if (cache->batch != B)
     throw Error(std::string(layer) + ": the cached state has batch " +
                 std::to_string(cache->batch) + " but hidden_states has batch " + std::to_string(B));
+  if (cache->conv.size() != conv_n || cache->recurrent.size() != rec_n)
+    throw Error(std::string(layer) + ": the cache holds states of another layer's shape (" +
+                std::to_string(cache->conv.size()) + " conv and " +
+                std::to_string(cache->recurrent.size()) + " recurrent floats; this layer's are " +
+                std::to_string(conv_n) + " and " + std::to_string(rec_n) + ")");
   return true;
 }
 

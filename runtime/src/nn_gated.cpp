@@ -99,7 +99,8 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   const int64_t B = x.shape[0], T = x.shape[1], rows = B * T;
   const int64_t H = c.num_k_heads, HV = c.num_v_heads, Dk = c.head_k_dim,
                 Dv = c.head_v_dim, W = c.conv_kernel, C = conv_dim_;
-  const bool cont = continues(cache, B, "GatedDeltaNet");
+  const bool cont = continues(cache, B, size_t(B * conv_dim_ * W), size_t(B * HV * Dk * Dv),
+                              "GatedDeltaNet");
   const int64_t ncol = in_.out; // C + value_dim + 2 HV
   std::vector<float> &y = grow(ws_[0], rows * ncol);
   in_.forward(x.data.data(), rows, y.data(), ncol);

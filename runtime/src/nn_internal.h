@@ -35,8 +35,10 @@ std::vector<float> taps_major(const std::vector<float> &w, int64_t C, int64_t W)
 // each) one after the other.
 std::vector<float> load_qkv_conv(const SafeTensors &w, const std::string &prefix, int64_t kd,
                                  int64_t vd, int64_t W);
-// Whether a forward continues *cache (throws when its batch is not B).
-bool continues(const GatedDeltaNetCache *cache, int64_t B, const char *layer);
+// Whether a forward continues *cache (throws when its batch is not B or its
+// conv / recurrent states are not conv_n / rec_n values: another layer's).
+bool continues(const GatedDeltaNetCache *cache, int64_t B, size_t conv_n, size_t rec_n,
+               const char *layer);
 
 struct KernelCall {
   int32_t variant;

@@ -49,7 +49,8 @@ Tensor KimiDeltaAttention::forward(const Tensor &x, GatedDeltaNetCache *cache) {
   check_input(x, c.hidden_size, "KimiDeltaAttention");
   const int64_t B = x.shape[0], T = x.shape[1], rows = B * T;
   const int64_t H = c.num_heads, D = c.head_dim, W = c.conv_kernel, hd = hd_;
-  const bool cont = continues(cache, B, "KimiDeltaAttention");
+  const bool cont = continues(cache, B, size_t(B * 3 * hd * W), size_t(B * H * D * D),
+                              "KimiDeltaAttention");
   const int64_t ncol = in_.out; // 3 hd + H + 2 D
   std::vector<float> &y = grow(ws_[0], rows * ncol);
   in_.forward(x.data.data(), rows, y.data(), ncol);

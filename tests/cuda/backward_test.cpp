@@ -489,6 +489,12 @@ TEST(BackwardRule, ChunkedWorkspaceBound) {
   EXPECT_TRUE(deltac::bwd_chunked_workspace_ok(20 * GB, 15 * GB));  // within the ratio
   EXPECT_FALSE(deltac::bwd_chunked_workspace_ok(112 * GB, 32 * GB));
   EXPECT_FALSE(deltac::bwd_chunked_workspace_ok(9 * GB, 4 * GB));
+  // The cap grows with the device: a quarter of its memory, at least 8 GiB.
+  EXPECT_EQ(deltac::bwd_chunked_cap(0), 8 * GB);
+  EXPECT_EQ(deltac::bwd_chunked_cap(16 * GB), 8 * GB);
+  EXPECT_EQ(deltac::bwd_chunked_cap(140 * GB), 35 * GB);
+  EXPECT_TRUE(deltac::bwd_chunked_workspace_ok(17 * GB, 6 * GB, deltac::bwd_chunked_cap(140 * GB)));
+  EXPECT_FALSE(deltac::bwd_chunked_workspace_ok(138 * GB, 52 * GB, deltac::bwd_chunked_cap(140 * GB)));
 }
 
 // deltac_backward_workspace_size follows the bound: GDN 16/32 heads K = V =

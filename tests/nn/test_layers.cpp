@@ -185,6 +185,18 @@ TEST(NnKda, DecodeStepsEqualWholeSequence) {
     EXPECT_STREQ(e.what(), "KimiDeltaAttention: the cached state has batch 2 but hidden_states "
                            "has batch 1");
   }
+  // A cache of another layer's shape (same batch) is refused, never read.
+  KimiDeltaAttentionConfig wide = c;
+  wide.hidden_size = 96, wide.num_heads = 3;
+  KimiDeltaAttention other(wide, kda_weights(rng, wide).file());
+  try {
+    other.forward(slice_t(random_x(rng, 2, 1, 96), 0, 1), &cache);
+    FAIL() << "no error";
+  } catch (const Error &e) {
+    EXPECT_STREQ(e.what(), "KimiDeltaAttention: the cache holds states of another layer's shape "
+                           "(1536 conv and 4096 recurrent floats; this layer's are 2304 and "
+                           "6144)");
+  }
 }
 
 // The message of constructing KimiDeltaAttention(c, st, prefix).

@@ -37,15 +37,21 @@ constexpr bool bwd_use_chunked(int32_t variant, int32_t K, int32_t V, int64_t to
 // The chunked path's workspace holds f32 chunk-start states, state
 // gradients, u and dr per chunk and value head (~224 KB per 64 tokens and
 // value head at K = V = 128), 2-3.5x the recurrent sweep's. Where it would
-// pass kBwdChunkedWorkspaceCap and also kBwdChunkedWorkspaceRatio times the
-// sweep's, the sweep runs instead (~4x slower on long sequences; e.g. 2^20
-// tokens x 16 / 32 heads at K = V = 128: ~138 GB chunked against ~52 GB),
-// and deltac_backward_workspace_size asks only for the sweep's.
+// pass the cap and also kBwdChunkedWorkspaceRatio times the sweep's, the
+// sweep runs instead (~4x slower on long sequences; e.g. 2^20 tokens x 16 /
+// 32 heads at K = V = 128: ~138 GB chunked against ~52 GB), and
+// deltac_backward_workspace_size asks only for the sweep's. The cap: a
+// quarter of the device's memory (bwd_chunked_cap), at least
+// kBwdChunkedWorkspaceCap (H200: ~35 GB, so a 4 x 32768-token GDN step,
+// ~17 GB, runs chunked).
 constexpr uint64_t kBwdChunkedWorkspaceCap = uint64_t(8) << 30;
 constexpr uint64_t kBwdChunkedWorkspaceRatio = 2;
-constexpr bool bwd_chunked_workspace_ok(uint64_t chunked_bytes, uint64_t recurrent_bytes) {
-  return chunked_bytes <= kBwdChunkedWorkspaceCap ||
-         chunked_bytes <= kBwdChunkedWorkspaceRatio * recurrent_bytes;
+constexpr uint64_t bwd_chunked_cap(uint64_t device_bytes) {
+  return device_bytes / 4 > kBwdChunkedWorkspaceCap ? device_bytes / 4 : kBwdChunkedWorkspaceCap;
+}
+constexpr bool bwd_chunked_workspace_ok(uint64_t chunked_bytes, uint64_t recurrent_bytes,
+                                        uint64_t cap = kBwdChunkedWorkspaceCap) {
+  return chunked_bytes <= cap || chunked_bytes <= kBwdChunkedWorkspaceRatio * recurrent_bytes;
 }
 
 }  // namespace deltac

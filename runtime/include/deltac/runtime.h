@@ -167,7 +167,10 @@ typedef struct deltac_run_info {
    * CUDA. Static storage. */
   const char *isa;
   int32_t fuse; /* cuda_chunked's knob fuse (0 for other families) */
-  int32_t scan; /* cuda_chunked's knob scan (0 for other families) */
+  /* cuda_chunked's knob scan as configured (0 for other families): 0 is
+   * the kernel's rule, so which scan ran follows deltac::cuda::
+   * chunked_uses_warp_scan (chunked_rules.h) and the device's shared memory */
+  int32_t scan;
 } deltac_run_info;
 
 /* Default options: everything automatic, host pointers, no checking. */

@@ -71,11 +71,12 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
 // cuda_chunked with split, fuse and scan at run time (the values chunked_cfg's
 // Split, Fuse and Scan take). Batch-invariant (det): BV itself (the widest
 // tile; the warp scan's widest), no split, no fused launch; routed: no split,
-// no fused launch.
+// no fused launch. chunked_run_workspace takes chunked_run's arguments in
+// its order and sizes what that call carves.
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages>
-size_t chunked_run_workspace(const deltac_fwd_params& p, int split, bool det = false,
-                             int32_t route = 0, int scan = 0, int fuse = 0) {
+size_t chunked_run_workspace(const deltac_fwd_params& p, bool det, int32_t route, int split,
+                             int fuse, int scan) {
   if (det || route)
     split = 1, fuse = 0;
   if (chunked_uses_warp_scan(Var, K, V, sizeof(InT), Chunk, scan, split, fuse))
@@ -98,7 +99,8 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
   if (workspace)
     return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
                                                        skip, force_bv, split, fuse, route, scan);
-  const size_t need = chunked_workspace_bytes<Var, K, V, InT, Cfg>(p, split);
+  const size_t need = chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(
+      p, det, route, split, fuse, scan);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
@@ -112,8 +114,8 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
 size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
-  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, Split, det, route,
-                                                                         Scan);
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, det, route, Split,
+                                                                         Fuse, Scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
@@ -158,7 +160,7 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
       return chunked_run_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
-          p, c.split, det, route, c.scan, c.fuse);
+          p, det, route, c.split, c.fuse, c.scan);
   }
   return 0;
 }
