@@ -513,6 +513,18 @@ TEST(CpuBackwardRule, ChunkedWhereSequencesAreLong) {
   EXPECT_TRUE(use_chunked(p));
   p.variant = DELTAC_VARIANT_KDA;
   EXPECT_FALSE(use_chunked(p));
+  // The chunked form's chunk: params.chunk in 1..256, else 64 (its scratch
+  // grows as chunk^2); the sweep's interval keeps any 1..4096.
+  using deltac::cpu::bwd::chunked_chunk;
+  EXPECT_EQ(chunked_chunk(p), 16);
+  p.chunk = 0;
+  EXPECT_EQ(chunked_chunk(p), 64);
+  p.chunk = 256;
+  EXPECT_EQ(chunked_chunk(p), 256);
+  p.chunk = 4096;
+  EXPECT_EQ(chunked_chunk(p), 64);
+  p.variant = DELTAC_VARIANT_GATED, p.T = 128;
+  EXPECT_TRUE(use_chunked(p));
 }
 
 // Long sequence with strong decay and resets: finite, and f32 still close.

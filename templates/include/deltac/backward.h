@@ -58,7 +58,9 @@ typedef struct deltac_bwd_params {
   float scale;       /* 0 = default 1/sqrt(K) */
   int32_t qk_l2norm; /* 0 or 1 */
   int32_t threads;   /* CPU worker threads, 0 = all cores */
-  int32_t chunk;     /* CPU: tokens between saved states, 0 = default (16) */
+  int32_t chunk;     /* CPU: tokens per chunk of the chunked form (delta,
+                        gated; 1..256, else its default 64) and between
+                        the sweep's saved states; 0 = the defaults (64, 16) */
 } deltac_bwd_params;
 
 #ifdef __cplusplus

@@ -498,14 +498,18 @@ struct Task {
 
 namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace bwd {
 
-// Tokens per chunk of the chunked form when params.chunk is 0.
-constexpr int kChunkedChunk = 64;
+// Tokens per chunk of the chunked form: params.chunk where it is 1..256
+// (its scratch grows as chunk^2 per thread), else 64.
+constexpr int kChunkedChunk = 64, kChunkedMaxChunk = 256;
+inline int chunked_chunk(const deltac_bwd_params& p) {
+  return p.chunk > 0 && p.chunk <= kChunkedMaxChunk ? p.chunk : kChunkedChunk;
+}
 
 // The rule: the chunked form (backward_chunked.h) for delta and gated where
 // the sequences average at least two chunks; kda and shorter sequences: the
 // sweep (every call; the cross-check of the chunked form).
 inline bool use_chunked(const deltac_bwd_params& p) {
-  const int64_t C = p.chunk > 0 ? p.chunk : kChunkedChunk;
+  const int64_t C = chunked_chunk(p);
   const int64_t seqs = p.cu_seqlens ? p.N : p.B;
   return p.variant != DELTAC_VARIANT_KDA && seqs > 0 && int64_t(p.B) * p.T >= 2 * C * seqs;
 }
@@ -527,7 +531,7 @@ void backward_real(const deltac_bwd_params& p) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       if constexpr (Chunked) {
-        CTask<Var, R> t{p, K, p.V, H, HV, p.chunk > 0 ? p.chunk : kChunkedChunk, scale, wk,
+        CTask<Var, R> t{p, K, p.V, H, HV, chunked_chunk(p), scale, wk,
                         dqn.get(), dkn.get(), ft};
         t.run(int(task / HV), int(task % HV));
       } else {

@@ -44,7 +44,8 @@ inline void mm(int M, int N, int kd, const R* A, long rsa, long csa, const R* B,
       return;
     }
   }
-  std::vector<R> t(static_cast<size_t>(N));
+  static thread_local std::vector<R> t;  // one row; reused (no allocation per call)
+  t.resize(static_cast<size_t>(N));
   for (int i = 0; i < M; ++i) {
     std::fill(t.begin(), t.end(), R(0));
     for (int q = 0; q < (Lower ? std::min(kd, i + 1) : kd); ++q) {
