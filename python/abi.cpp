@@ -8,6 +8,15 @@
 
 #include <cstddef>
 
+namespace {
+// out[0..n) = v[0..n); returns total (the number of values, may exceed n).
+int copy_layout(const long long *v, int total, long long *out, int n) {
+  for (int i = 0; i < n && i < total; ++i)
+    out[i] = v[i];
+  return total;
+}
+} // namespace
+
 extern "C" {
 
 // Fills out[0..n) with sizeof(deltac_fwd_params), then the offset of each
@@ -45,10 +54,7 @@ int deltac_abi_layout(long long *out, int n) {
       (long long)offsetof(deltac_fwd_params, state_steps),
       (long long)offsetof(deltac_fwd_params, accepted),
   };
-  const int total = int(sizeof(v) / sizeof(v[0]));
-  for (int i = 0; i < n && i < total; ++i)
-    out[i] = v[i];
-  return total;
+  return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
 }
 
 // deltac_forward_info with deltac_default_options() and these five set.
@@ -95,10 +101,7 @@ int deltac_abi_call_layout(long long *out, int n) {
       (long long)offsetof(deltac_py_call, device_pointers),
       (long long)offsetof(deltac_py_call, cuda_stream),
   };
-  const int total = int(sizeof(v) / sizeof(v[0]));
-  for (int i = 0; i < n && i < total; ++i)
-    out[i] = v[i];
-  return total;
+  return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
 }
 
 // deltac_py_forward on a packed call (what ran is not reported).
@@ -125,10 +128,7 @@ int deltac_abi_bwd_layout(long long *out, int n) {
       DELTAC_OFF(chunk),
   };
 #undef DELTAC_OFF
-  const int total = int(sizeof(v) / sizeof(v[0]));
-  for (int i = 0; i < n && i < total; ++i)
-    out[i] = v[i];
-  return total;
+  return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
 }
 
 // deltac_backward with deltac_default_options() and these set; with need

@@ -417,7 +417,7 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // block scan with its knobs; elsewhere scan 0 is the block scan (1 the
   // same run).
   const bool warp = deltac::cuda::chunked_warp_runs(
-      p.variant, p.K, p.V, p.in_dtype == DELTAC_F32 ? 4 : 2, c.chunk);
+      p.variant, p.K, p.V, deltac::detail::dtype_bytes(p.in_dtype), c.chunk);
   if (!warp && c.scan == 1)
     return false;
   if (warp && c.scan == 0) {

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -67,14 +68,27 @@ cudaError_t path_sizes(const deltac_bwd_params &p, size_t *simt, size_t *chk) {
   return run();
 }
 
-// bwd_chunked_cap of the current device's memory (8 GiB where unknown).
+// bwd_chunked_cap of the current device's memory (8 GiB where unknown),
+// queried once per device (the total does not change).
 uint64_t chunked_cap() {
-  size_t free_b = 0, total = 0;
-  if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+  constexpr int kDevices = 64;
+  static std::atomic<uint64_t> caps[kDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDevices) {
     cudaGetLastError();
-    total = 0;
+    return bwd_chunked_cap(0);
   }
-  return bwd_chunked_cap(total);
+  uint64_t cap = caps[dev].load(std::memory_order_relaxed);
+  if (cap == 0) {
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return bwd_chunked_cap(0);
+    }
+    cap = bwd_chunked_cap(total);
+    caps[dev].store(cap, std::memory_order_relaxed);
+  }
+  return cap;
 }
 
 // Whether the chunked path may run p at all: covered, and its workspace

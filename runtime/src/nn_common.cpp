@@ -62,6 +62,14 @@ void check_input(const Tensor &x, int64_t hidden, const char *layer) {
                 std::to_string(s[0] * s[1] * s[2]));
 }
 
+Tensor project_out(const Linear &proj, const float *o, int64_t B, int64_t T, int64_t hidden) {
+  Tensor out;
+  out.shape = {B, T, hidden};
+  out.data.resize(size_t(B * T * hidden));
+  proj.forward(o, B * T, out.data.data(), hidden);
+  return out;
+}
+
 void run_kernel(const KernelCall &c) {
   ForwardTensors t;
   t.variant = c.variant;

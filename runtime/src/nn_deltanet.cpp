@@ -81,11 +81,7 @@ Tensor DeltaNetAttention::forward(const Tensor &x) {
       ops.layernorm_gate(o.data() + r * n + h * D, g + h * D, norm_w_.data(), norm_b_.data(), D,
                          cfg_.norm_eps);
   }
-  Tensor out;
-  out.shape = {B, T, cfg_.hidden_size};
-  out.data.resize(size_t(rows * cfg_.hidden_size));
-  out_.forward(o.data(), rows, out.data.data(), cfg_.hidden_size);
-  return out;
+  return project_out(out_, o.data(), B, T, cfg_.hidden_size);
 }
 
 } // namespace nn

@@ -140,11 +140,7 @@ Tensor GatedDeltaNet::forward(const Tensor &x, GatedDeltaNetCache *cache) {
     for (int64_t h = 0; h < HV; ++h)
       ops.gated_rmsnorm(o.data() + r * vd + h * Dv, z + h * Dv, norm_w_.data(), Dv, c.rms_norm_eps);
   }
-  Tensor out;
-  out.shape = {B, T, c.hidden_size};
-  out.data.resize(size_t(rows * c.hidden_size));
-  out_.forward(o.data(), rows, out.data.data(), c.hidden_size);
-  return out;
+  return project_out(out_, o.data(), B, T, c.hidden_size);
 }
 
 } // namespace nn

@@ -19,6 +19,8 @@ Linear load_linear(const SafeTensors &w, const std::string &name, int64_t in,
 // Stacks linears with the same input (rows one after the other).
 Linear stack(const std::vector<Linear> &parts);
 void check_input(const Tensor &x, int64_t hidden, const char *layer);
+// The layer's output [B, T, hidden] = proj(o), o [B * T, proj.in].
+Tensor project_out(const Linear &proj, const float *o, int64_t B, int64_t T, int64_t hidden);
 
 // The short conv of GatedDeltaNet and KDA (nn_conv.cpp): the causal
 // depthwise conv1d + silu over the C = 2 kd + vd channels q || k || v at

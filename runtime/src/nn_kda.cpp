@@ -99,11 +99,7 @@ Tensor KimiDeltaAttention::forward(const Tensor &x, GatedDeltaNetCache *cache) {
     for (int64_t h = 0; h < H; ++h)
       ops.sigmoid_rmsnorm(o.data() + r * hd + h * D, gate.data() + r * hd + h * D,
                           norm_w_.data(), D, c.rms_norm_eps);
-  Tensor out;
-  out.shape = {B, T, c.hidden_size};
-  out.data.resize(size_t(rows * c.hidden_size));
-  out_.forward(o.data(), rows, out.data.data(), c.hidden_size);
-  return out;
+  return project_out(out_, o.data(), B, T, c.hidden_size);
 }
 
 } // namespace nn
