@@ -531,17 +531,18 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
 }
 
 // Threads of the reverse scan and the gradient kernel: 16 warps with one
-// TF32 product (registers <= 128), else 8.
-template <bool F>
-__host__ __device__ constexpr int bwd_threads() { return F ? 512 : 256; }
+// TF32 product at K = 128 (registers <= 128), else 8 (at K = 64 the 16 warps
+// were slower: docs/performance.md, Backward (CUDA) version 4).
+template <bool F, int K>
+__host__ __device__ constexpr int bwd_threads() { return F && K == 128 ? 512 : 256; }
 
 // ---- reverse scan: dh per chunk end, dr, dv, dh0 ---------------------------
 template <deltac_variant Var, int K, bool F>
-__global__ void __launch_bounds__(bwd_threads<F>()) rev_scan_kernel(const __grid_constant__ Ws w) {
+__global__ void __launch_bounds__(bwd_threads<F, K>()) rev_scan_kernel(const __grid_constant__ Ws w) {
   using O = Ops<F>;
   // RT threads, RW warps; unit widths giving >= RW units where the shape
   // allows: C x kSV (NU), K x kSV (NH).
-  constexpr int RT = bwd_threads<F>(), RW = RT / 32;
+  constexpr int RT = bwd_threads<F, K>(), RW = RT / 32;
   constexpr int NU = RW > 8 ? 1 : 2, NH = (K / 16) * (kSV / 16) >= RW ? 2 : 1;
   using L = ScanSmem<Var, K>;
   constexpr int LK = L::LK;
@@ -650,11 +651,11 @@ struct GradSmem {
 };
 
 template <deltac_variant Var, int K, bool F>
-__global__ void __launch_bounds__(bwd_threads<F>()) grad_kernel(const __grid_constant__ Ws w) {
+__global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_constant__ Ws w) {
   using O = Ops<F>;
   // GT threads, GW warps; unit widths (8 NT columns) giving >= GW units
   // where the shape allows: C x C (NC), C x K (NK), C x BV (NY).
-  constexpr int GT = bwd_threads<F>(), GW = GT / 32;
+  constexpr int GT = bwd_threads<F, K>(), GW = GT / 32;
   constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
   constexpr int NY = GW > 8 ? 1 : 2;
   using L = GradSmem<Var, K>;
@@ -1014,8 +1015,8 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   const dim3 scans(unsigned(p.V / kSV), unsigned(p.HV), unsigned(N));
   prep_kernel<Var, K, F><<<chunks, kThreads, PS::bytes, st>>>(w);
   fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
-  rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F>(), SS::bytes, st>>>(w);
-  grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG>(), GS::bytes, st>>>(w);
+  rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
+  grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
   bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
   return cudaGetLastError();
 }
