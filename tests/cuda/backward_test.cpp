@@ -43,6 +43,7 @@ struct Case {
   bool workspace = true;  // pass a workspace (else the stream-ordered allocator)
   double tol = 0;         // 0: by dtype
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
+  int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -316,6 +317,14 @@ struct ForcePath {
   ~ForcePath() { unsetenv("DELTAC_CUDA_BWD"); }
 };
 
+// The warp scans' V tile (backward_chunked.cuh, tests only).
+struct ForceTile {
+  explicit ForceTile(int bv) {
+    if (bv) setenv("DELTAC_CUDA_BWD_WBV", std::to_string(bv).c_str(), 1);
+  }
+  ~ForceTile() { unsetenv("DELTAC_CUDA_BWD_WBV"); }
+};
+
 class BackwardChunked : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
@@ -329,6 +338,7 @@ TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
   Grads got, rec;
   {
     ForcePath f("chunked");
+    ForceTile b(c.wbv);
     got = run(c, d, false, &err);
   }
   ASSERT_EQ(err, "");
@@ -473,6 +483,20 @@ std::vector<Case> chunked_cases() {
     c = mk("bf16_T4096_K128_gva2");
     c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
     cs.push_back(c);
+  }
+  // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)
+  // with the rule's V tile (32 on these small grids) and with 64 forced.
+  const size_t n = cs.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (cs[i].dtype != DELTAC_F32) continue;
+    for (int bv : {0, 64}) {
+      Case c = cs[i];
+      c.dtype = DELTAC_BF16;
+      c.wbv = bv;
+      const size_t u = c.name.find('_');
+      c.name = c.name.substr(0, u) + (bv ? "_bf16w64" : "_bf16w") + c.name.substr(u);
+      cs.push_back(c);
+    }
   }
   return cs;
 }

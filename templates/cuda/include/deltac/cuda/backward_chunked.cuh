@@ -52,6 +52,7 @@ constexpr int kSV = 32;            // V columns per scan block
 constexpr int LC = C + 4;          // f32 row strides: +4 floats (conflict-free fragments)
 constexpr int LS = kSV + 4;
 constexpr float kGateFloor = -128.f;  // as the forward (chunked_traits.cuh)
+constexpr int kWF = 5;  // the warp scans' factor rows per (chunk slot, value head): fa, fb, fk, fq, [γ]
 template <int K>
 constexpr int grad_bv() { return K == 64 ? 32 : 16; }  // V columns per gradient step
 
@@ -65,6 +66,7 @@ struct Ws {
   float *T, *Aqk;        // [slot][HV][C][C]
   float *hs, *dhs;       // [slot][HV][K][V]: state at the chunk start, dL/d(state at its end)
   float *us, *drs;       // [slot][HV][C][V]
+  float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
   int atomic;            // dq^, dk^ summed over value heads (atomicAdd), else stored
 };
 
@@ -360,6 +362,15 @@ __device__ __forceinline__ float decay(const double* G, int i, int j) {
   return j <= i ? expf(float(G[i] - G[j])) : 0.f;
 }
 
+// x as bf16 hi + lo (x = hi + lo to ~2^-17) into the [C][C] hi and lo
+// halves of an f32 array's place: element e of hi, element C * C + e of lo.
+__device__ __forceinline__ void put_hilo(float* at, int e, float x) {
+  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(at);
+  const __nv_bfloat16 hi = __float2bfloat16_rn(x);
+  h[e] = hi;
+  h[C * C + e] = __float2bfloat16_rn(x - __bfloat162float(hi));
+}
+
 // ---- prep: G, T, Aqk per (chunk slot, value head) -------------------------
 template <deltac_variant Var, int K>
 struct PrepSmem {
@@ -370,7 +381,9 @@ struct PrepSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
-template <deltac_variant Var, int K, bool F>
+// W: for the warp scans (bf16 inputs): T and Aqk as bf16 hi, lo pairs
+// ([C][C] hi then [C][C] lo, in the f32 arrays' place) and the factors F.
+template <deltac_variant Var, int K, bool F, bool W>
 __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ Ws w) {
   using O = Ops<F>;
   using L = PrepSmem<Var, K>;
@@ -408,7 +421,11 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj);
       A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
-      aqk[i * C + jj] = jj <= i ? w.scale * d * aq[x][e] : 0.f;
+      const float y = jj <= i ? w.scale * d * aq[x][e] : 0.f;
+      if constexpr (W)
+        put_hilo(aqk, i * C + jj, y);
+      else
+        aqk[i * C + jj] = y;
     });
   });
   __syncthreads();
@@ -428,7 +445,27 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     }
   }
   __syncthreads();
-  store_f4(w.T + slot * C * C, C, Tf, C, C);
+  if constexpr (!W) {
+    store_f4(w.T + slot * C * C, C, Tf, C, C);
+  } else {
+    for (int e = threadIdx.x; e < C * C; e += kThreads)
+      put_hilo(w.T + slot * C * C, e, Tf[(e / C) * LC + e % C]);
+    // fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past len: 0)
+    const int r = threadIdx.x;
+    if (r < C) {
+      float* f = w.F + slot * kWF * C;
+      const bool in = r < len;
+      const int64_t ri = (ts + r) * p.H + hk;
+      const float rk = in && w.rk ? w.rk[ri] : 1.f, rq = in && w.rq ? w.rq[ri] : 1.f;
+      const float* Gx = sm + L::Gx;
+      const float* Ex = sm + L::Ex;
+      f[r] = in ? b[r] * Gx[r] * rk : 0.f;
+      f[C + r] = in ? b[r] : 0.f;
+      f[2 * C + r] = in ? Ex[r] * rk : 0.f;
+      f[3 * C + r] = in ? w.scale * Gx[r] * rq : 0.f;
+      f[4 * C + r] = r == 0 ? expf(float(G[C - 1])) : 0.f;
+    }
+  }
 }
 
 // ---- forward scan: chunk-start states and u per (V tile, value head, seq) --
@@ -919,10 +956,16 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_
   }
 }
 
+}  // namespace deltac::cuda::bwdc
+
+#include "deltac/cuda/backward_scan_warp.cuh"
+
+namespace deltac::cuda::bwdc {
+
 // ---- host side -------------------------------------------------------------
 struct Layout {
   size_t rq = 0, rk = 0, dqa = 0, dka = 0, T = 0, Aqk = 0, hs = 0, dhs = 0, us = 0,
-         drs = 0, total = 0;
+         drs = 0, F = 0, total = 0;
   int64_t slots = 0;
 };
 
@@ -949,6 +992,7 @@ inline Layout layout(const deltac_bwd_params& p, int K) {
   take(l.dhs, sh * K * p.V);
   take(l.us, sh * C * p.V);
   take(l.drs, sh * C * p.V);
+  take(l.F, sh * kWF * C);
   l.total = o;
   return l;
 }
@@ -966,8 +1010,53 @@ cudaError_t allow(Kern k, size_t bytes) {
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-// F: one TF32 product in prep and the scans, FG: in the gradient kernel.
-template <deltac_variant Var, int K, bool F, bool FG>
+// Multiprocessors of the current device (132 where unknown), once per device.
+inline int sm_count() {
+  static int cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return 132;
+  }
+  if (!cached[dev]) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      n = 132;
+    }
+    cached[dev] = n;
+  }
+  return cached[dev];
+}
+
+// The warp scan (backward_scan_warp.cuh) with V tiles of BV columns.
+template <int K, int BV, bool Rev>
+cudaError_t wscan(const Ws& w, int N, cudaStream_t st) {
+  using Tw = WScan<C, K, BV, Rev>;
+  cudaError_t e = allow(wscan_kernel<K, BV, Rev>, Tw::kSmem);
+  if (e != cudaSuccess) return e;
+  wscan_kernel<K, BV, Rev>
+      <<<dim3(unsigned(w.p.V / BV), unsigned(w.p.HV), unsigned(N)), Tw::kThreads, Tw::kSmem, st>>>(w);
+  return cudaSuccess;
+}
+
+// Both warp scans: V tiles of 64 where V allows and the grid fills the
+// multiprocessors, else 32 (tests: DELTAC_CUDA_BWD_WBV=32 or 64 forces one
+// where V allows).
+template <int K>
+cudaError_t wscans(const Ws& w, int N, cudaStream_t st) {
+  const char* f = std::getenv("DELTAC_CUDA_BWD_WBV");
+  const int force = f ? std::atoi(f) : 0;
+  const bool w64 = w.p.V % 64 == 0 &&
+                   (force ? force == 64 : int64_t(w.p.V / 64) * w.p.HV * N >= sm_count());
+  cudaError_t e = w64 ? wscan<K, 64, false>(w, N, st) : wscan<K, 32, false>(w, N, st);
+  if (e != cudaSuccess) return e;
+  return w64 ? wscan<K, 64, true>(w, N, st) : wscan<K, 32, true>(w, N, st);
+}
+
+// F: one TF32 product in prep and the scans, FG: in the gradient kernel; W:
+// the warp scans (bf16; F and FG then one TF32 product too).
+template <deltac_variant Var, int K, bool F, bool FG, bool W = false>
 cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
   Ws w{};
   w.p = p;
@@ -975,7 +1064,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.slots = l.slots;
   auto at = [&](size_t o) { return reinterpret_cast<float*>(ws + o); };
   w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
-  w.hs = at(l.hs), w.dhs = at(l.dhs), w.us = at(l.us), w.drs = at(l.drs);
+  w.hs = at(l.hs), w.dhs = at(l.dhs), w.us = at(l.us), w.drs = at(l.drs), w.F = at(l.F);
   w.atomic = p.HV != p.H;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
@@ -1007,31 +1096,40 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   using FS = FwdSmem<Var, K>;
   using SS = ScanSmem<Var, K>;
   using GS = GradSmem<Var, K>;
-  if ((e = allow(prep_kernel<Var, K, F>, PS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(fwd_scan_kernel<Var, K, F>, FS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(rev_scan_kernel<Var, K, F>, SS::bytes)) != cudaSuccess) return e;
+  if ((e = allow(prep_kernel<Var, K, F, W>, PS::bytes)) != cudaSuccess) return e;
   if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
   const dim3 chunks(unsigned(l.slots), unsigned(p.HV));
-  const dim3 scans(unsigned(p.V / kSV), unsigned(p.HV), unsigned(N));
-  prep_kernel<Var, K, F><<<chunks, kThreads, PS::bytes, st>>>(w);
-  fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
-  rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
+  prep_kernel<Var, K, F, W><<<chunks, kThreads, PS::bytes, st>>>(w);
+  if constexpr (W) {
+    if ((e = wscans<K>(w, N, st)) != cudaSuccess) return e;
+  } else {
+    if ((e = allow(fwd_scan_kernel<Var, K, F>, FS::bytes)) != cudaSuccess) return e;
+    if ((e = allow(rev_scan_kernel<Var, K, F>, SS::bytes)) != cudaSuccess) return e;
+    const dim3 scans(unsigned(p.V / kSV), unsigned(p.HV), unsigned(N));
+    fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
+    rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
+  }
   grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
   bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
   return cudaGetLastError();
 }
 
-// One TF32 product per step where every input (q, k, v) and dO are 16-bit.
-// Measurement only: DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and
-// the scans, =all everywhere.
+// One TF32 product per step where every input (q, k, v) and dO are 16-bit;
+// the warp scans where they are all bf16. Measurement only:
+// DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and the block scans, =all
+// everywhere; DELTAC_CUDA_BWD_SCAN=block the block scans (one TF32 product).
 template <deltac_variant Var, int K>
 cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
   const char* ex = std::getenv("DELTAC_CUDA_BWD_EXACT");
   const int mode = !ex ? 0 : std::strcmp(ex, "scans") == 0 ? 1 : std::strcmp(ex, "all") == 0 ? 2 : 0;
+  const char* sc = std::getenv("DELTAC_CUDA_BWD_SCAN");
+  const bool block = sc && std::strcmp(sc, "block") == 0;
   if (p.in_dtype == DELTAC_F32 || p.out_dtype == DELTAC_F32 || mode == 2)
     return run<Var, K, false, false>(p, l, ws, st);
   if (mode == 1)
     return run<Var, K, false, true>(p, l, ws, st);
+  if (p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && !block)
+    return run<Var, K, true, true, true>(p, l, ws, st);
   return run<Var, K, true, true>(p, l, ws, st);
 }
 
