@@ -27,8 +27,11 @@
 // tile): chunk-start states h and u; the reverse scan: dh per chunk end, dr,
 // dv, dh0; the gradient kernel per (chunk, value head): dq^, dk^ (into the
 // f32 accumulators), dβ, dg; backward.cuh's finish kernel: L2 norm backward.
-// Every product runs on tensor cores as three TF32 products (f32 accuracy)
-// from f32 shared memory; the workspace holds f32 states and chunk data.
+// Every product runs on tensor cores from f32 shared memory: three TF32
+// products (f32 accuracy) for f32 inputs, one for 16-bit ones (Tf32 below).
+// For bf16 inputs both scans are instead the chains per warp of
+// backward_scan_warp.cuh (prep then writes T and Aqk as bf16 hi + lo and
+// the row factors F). The workspace holds f32 states and chunk data.
 #ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 #define DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 
