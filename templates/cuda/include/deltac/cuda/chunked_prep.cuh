@@ -162,13 +162,18 @@ __device__ __forceinline__ void store8(T* p, const float x[8]) {
   *reinterpret_cast<uint4*>(p) = u;
 }
 
-// Sums of a and b over the warp (interleaved: two independent chains).
-__device__ __forceinline__ void warp_sum2(float& a, float& b) {
+// Eight consecutive elements as floats (p aligned to 16 bytes).
+__device__ __forceinline__ void load8f(const float* p, float out[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+template <class T>
+__device__ __forceinline__ void load8f(const T* p, float out[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
+  for (int i = 0; i < 8; ++i) out[i] = cvt_f(e[i]);
 }
 
 // The intra-chunk work of one (chunk slot, value head), by the whole block
@@ -189,17 +194,22 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   constexpr bool kKda = Tr::kKda;
   constexpr int E = 16 / int(sizeof(Ts));  // elements per 16-byte copy
 
+  // Layout (chunked_prep_smem): delta / gated keep A and T where the raw
+  // q, k rows were (read last by the products of step 3); kda keeps both.
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr size_t kRaw = size_t(2) * C * LK * sizeof(Ts), kAT = size_t(2) * C * (C + 1) * 4;
   Ts* kn = reinterpret_cast<Ts*>(smem_raw);  // [C][LK] raw k
   Ts* qn = kn + C * LK;                      // [C][LK] raw q
   Ts* dk = qn + C * LK;                      // kda: [16 + 16 + C - 16][LK]
-  float* G = reinterpret_cast<float*>(dk + (kKda ? (32 + C - 16) * LK : 0));
-  float* Af = G + (kKda ? C * LG : C);  // [C][C + 1]
-  float* Tf = Af + C * (C + 1);        // [C][C + 1]; first Aqk, then T
-  float* bs = Tf + C * (C + 1);        // [C]
-  float* rq = bs + C;                  // [C]
-  float* rk = rq + C;                  // [C]
-  float* P = rk + C;                   // [max(NBLK - 1, 1)][16][16]
+  float* Af = kKda ? reinterpret_cast<float*>(dk + (32 + C - 16) * LK)
+                   : reinterpret_cast<float*>(smem_raw);  // [C][C + 1]
+  float* Tf = Af + C * (C + 1);  // [C][C + 1]; kda: first Aqk, then T
+  float* G = kKda ? Tf + C * (C + 1)
+                  : reinterpret_cast<float*>(smem_raw + (kRaw > kAT ? kRaw : kAT));
+  float* bs = G + (kKda ? C * LG : C);  // [C]
+  float* rq = bs + C;                   // [C]
+  float* rk = rq + C;                   // [C]
+  float* P = rk + C;                    // [C == 64 ? 4 : 1][16][16]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
@@ -285,28 +295,35 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   cp_async_wait_all();
   __syncthreads();
 
-  // 2. L2-norm factors (f32), gate cumsum within the chunk.
-  for (int r = warp; r < C; r += NW) {
+  // 2. L2-norm factors (f32): four lanes per row, eight elements a load (C *
+  // 4 is a multiple of 32: whole warps take part in the shuffles); the gate
+  // cumsum within the chunk by the last warp.
+  for (int idx = tid; idx < C * 4; idx += NTH) {
+    const int r = idx / 4, part = idx % 4;
     float ssq = 0.f, ssk = 0.f;
 #pragma unroll
-    for (int e = 4 * lane; e < K; e += 128) {  // four elements per lane (K % 16 == 0)
-      float x[4], y[4];
-      load4f(qn + r * LK + e, x);
-      load4f(kn + r * LK + e, y);
+    for (int e = 8 * part; e < K; e += 32) {
+      float x[8], y[8];
+      load8f(qn + r * LK + e, x);
+      load8f(kn + r * LK + e, y);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < 8; ++i) {
         ssq = fmaf(x[i], x[i], ssq);
         ssk = fmaf(y[i], y[i], ssk);
       }
     }
-    warp_sum2(ssq, ssk);
-    if (lane == 0) {
-      rq[r] = p.qk_l2norm ? 1.f / sqrtf(ssq + 1e-6f) : 1.f;
-      rk[r] = p.qk_l2norm ? 1.f / sqrtf(ssk + 1e-6f) : 1.f;
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
+      ssk += __shfl_xor_sync(0xffffffffu, ssk, o);
+    }
+    if (part == 0) {
+      rq[r] = p.qk_l2norm ? rsqrtf(ssq + 1e-6f) : 1.f;
+      rk[r] = p.qk_l2norm ? rsqrtf(ssk + 1e-6f) : 1.f;
     }
   }
   if constexpr (Tr::kGated) {
-    if (warp == 0) {
+    if (warp == NW - 1) {
       float carry = 0.f;
       for (int b = 0; b < C; b += 32) {
         float x = b + lane < C ? G[b + lane] : 0.f;
@@ -333,14 +350,21 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   }
   __syncthreads();
 
-  // 3. A (into Af) and Aqk (staged in Tf).
+  // 3. A (into Af) and Aqk (delta / gated: straight out; kda: staged in Tf).
   if constexpr (!kKda) {
     // The 16 x 16 blocks on and below the diagonal of K Kᵀ and Q Kᵀ, spread
-    // over all warps (the blocks above are never read).
+    // over all warps (the blocks of A above are never read). A stays in
+    // registers until every warp is done with q, k: Af aliases them.
     using Op = Mma<Ts>;
-    constexpr int NU = NBLK * (NBLK + 1) / 2;
+    constexpr int NU = NBLK * (NBLK + 1) / 2, UPW = (2 * NU + NW - 1) / NW;
     const int g = lane >> 2, t = lane & 3;
-    for (int u = warp; u < 2 * NU; u += NW) {
+    Ts* aqk = ws.aqk + slot * C * C;
+    float held[UPW][2][4];
+#pragma unroll
+    for (int m = 0; m < UPW; ++m) {
+      const int u = warp + m * NW;
+      if (u >= 2 * NU)
+        continue;
       const bool isq = u >= NU;
       int I = 0, J = isq ? u - NU : u;
       while (J > I) J -= ++I;
@@ -357,9 +381,7 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
           Op::mma(acc[h], fa, fb);
         }
       }
-      // Row and column factors read before any store (the stores may alias
-      // them for the compiler).
-      float rowf[2], rowg[2], colf[4], colg[4];
+      float rowf[2], rowg[2];
 #pragma unroll
       for (int a = 0; a < 2; ++a) {
         const int i = 16 * I + g + 8 * a;
@@ -367,23 +389,47 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         rowg[a] = Tr::kGated ? G[i] : 0.f;
       }
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const int jj = 16 * J + 8 * (b >> 1) + 2 * t + (b & 1);
-        colf[b] = rk[jj];
-        colg[b] = Tr::kGated ? G[jj] : 0.f;
-      }
-      float* dst = isq ? Tf : Af;
-#pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int a = e >> 1, b = 2 * h + (e & 1);
+          const int a = e >> 1;
           const int i = 16 * I + g + 8 * a, jj = 16 * J + 8 * h + 2 * t + (e & 1);
-          float x = acc[h][e] * colf[b] * rowf[a];
+          float x = acc[h][e] * rk[jj] * rowf[a];
           if constexpr (Tr::kGated)
-            x *= __expf(rowg[a] - colg[b]);  // the decay from token jj to token i
-          dst[i * (C + 1) + jj] = (isq ? i >= jj : i > jj) ? x : 0.f;
+            x *= __expf(rowg[a] - G[jj]);  // the decay from token jj to token i
+          held[m][h][e] = (isq ? i >= jj : i > jj) ? x : 0.f;
         }
+      if (isq) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int a = 0; a < 2; ++a)
+            store2(aqk + (16 * I + g + 8 * a) * C + 16 * J + 8 * h + 2 * t, held[m][h][2 * a],
+                   held[m][h][2 * a + 1]);
+      }
+    }
+    // Aqk's blocks above the diagonal: zeros (16 bytes or 32 a lane).
+    for (int z = warp; z < NBLK * (NBLK - 1) / 2; z += NW) {
+      int I = 0, J = z;  // z-th block (I, J), J > I, row by row
+      while (J >= NBLK - 1 - I) J -= NBLK - 1 - I++;
+      J += I + 1;
+      const float zero[8] = {};
+      store8(aqk + (16 * I + lane / 2) * C + 16 * J + 8 * (lane % 2), zero);
+    }
+    __syncthreads();  // q, k read by every warp: A may overwrite them
+#pragma unroll
+    for (int m = 0; m < UPW; ++m) {
+      const int u = warp + m * NW;
+      if (u >= NU)
+        continue;
+      int I = 0, J = u;
+      while (J > I) J -= ++I;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          Af[(16 * I + g + 8 * (e >> 1)) * (C + 1) + 16 * J + 8 * h + 2 * t + (e & 1)] =
+              held[m][h][e];
     }
   } else {
     // Diagonal 16 x 16 blocks: exact per-channel decays, one lane per (i, jj)
@@ -456,8 +502,8 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   }
   __syncthreads();
 
-  // 4. Aqk out (from Tf), then T = (I + A)^-1 into Tf.
-  {
+  // 4. kda: Aqk out (from Tf). Then T = (I + A)^-1 into Tf.
+  if constexpr (kKda) {
     Ts* aqk = ws.aqk + slot * C * C;
     for (int idx = tid; idx < C * C / 8; idx += NTH) {
       const int i = idx / (C / 8), jj = idx % (C / 8) * 8;
@@ -466,8 +512,8 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
       for (int e = 0; e < 8; ++e) x[e] = jj + e <= i ? Tf[i * (C + 1) + jj + e] : 0.f;
       store8(aqk + i * C + jj, x);
     }
+    __syncthreads();
   }
-  __syncthreads();
   // Diagonal blocks: forward substitution, one lane per column, two blocks
   // per warp.
   {
@@ -489,46 +535,60 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
     static_assert(NBLK <= 2 * NW, "one pass over the diagonal blocks");
   }
   __syncthreads();
-  // Off-diagonal blocks by distance d = I - J, one warp per block (I, J), on
-  // tensor cores in f32 (three TF32 products per step):
-  //   T_IJ = -T_II sum_{L = J}^{I - 1} A_IL T_LJ.
-  {
+  // Off-diagonal blocks by doubling, on tensor cores in f32 (three TF32
+  // products per step), each product staged through a 16 x 16 buffer of P:
+  //   level 1 (16 -> 32): T_{I,I-1} = -T_II (A_{I,I-1} T_{I-1,I-1}), I odd;
+  //   level 2 (32 -> 64): X_ij = sum_{L=j..1} A_iL T_Lj, then
+  //                       T_ij = -sum_{M=2..i} T_iM X_Mj  (i = 2, 3; j = 0, 1).
+  static_assert(NBLK == 1 || NBLK == 2 || NBLK == 4, "chunk 16, 32 or 64");
+  static_assert(NW >= 4, "level 2 takes four warps");
+  if constexpr (NBLK >= 2) {
     using Of = Mma<float>;
+    constexpr int LD = C + 1;
     const int g = lane >> 2, t = lane & 3;
-    for (int d = 1; d < NBLK; ++d) {
-      if (warp < NBLK - d) {
-        const int I = d + warp, J = warp;
+    auto blk = [&](float* base, int I, int J) { return base + 16 * I * LD + 16 * J; };
+    // acc += X Y (16 x 16 each; Y's rows are the k index).
+    auto prod = [&](float acc[2][4], const float* x, int lx, const float* y, int ly) {
+      typename Of::FragA fa;
+      Of::load_a(fa, x, lx);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        typename Of::FragB fb;
+        Of::load_b_t(fb, y + 8 * h, ly);
+        Of::mma(acc[h], fa, fb);
+      }
+    };
+    // dst (16 x 16, row stride ld) = f * acc.
+    auto put = [&](float* dst, int ld, const float acc[2][4], float f) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dst[(g + 8 * (e >> 1)) * ld + 8 * h + 2 * t + (e & 1)] = f * acc[h][e];
+    };
+    if (warp < NBLK / 2) {
+      const int I = 2 * warp + 1, J = I - 1;
+      float* pw = P + warp * 256;
+      float acc[2][4] = {}, o[2][4] = {};
+      prod(acc, blk(Af, I, J), LD, blk(Tf, J, J), LD);
+      put(pw, 16, acc, 1.f);
+      __syncwarp();
+      prod(o, blk(Tf, I, I), LD, pw, 16);
+      put(blk(Tf, I, J), LD, o, -1.f);
+    }
+    __syncthreads();
+    if constexpr (NBLK == 4) {
+      const int i = 2 + warp / 2, j = warp % 2;
+      if (warp < 4) {
         float acc[2][4] = {};
-        for (int L = J; L < I; ++L) {
-          typename Of::FragA fa;
-          Of::load_a(fa, Af + 16 * I * (C + 1) + 16 * L, C + 1);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            typename Of::FragB fb;
-            Of::load_b_t(fb, Tf + 16 * L * (C + 1) + 16 * J + 8 * h, C + 1);
-            Of::mma(acc[h], fa, fb);
-          }
-        }
-        float* pw = P + warp * 256;  // [16][16], this warp's
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            pw[(g + (e >= 2 ? 8 : 0)) * 16 + 8 * h + 2 * t + (e & 1)] = acc[h][e];
-        __syncwarp();
-        typename Of::FragA ft;
-        Of::load_a(ft, Tf + 16 * I * (C + 1) + 16 * I, C + 1);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float o[4] = {0.f, 0.f, 0.f, 0.f};
-          typename Of::FragB fb;
-          Of::load_b_t(fb, pw + 8 * h, 16);
-          Of::mma(o, ft, fb);
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            Tf[(16 * I + g + (e >= 2 ? 8 : 0)) * (C + 1) + 16 * J + 8 * h + 2 * t + (e & 1)] =
-                -o[e];
-        }
+        for (int L = j; L < 2; ++L) prod(acc, blk(Af, i, L), LD, blk(Tf, L, j), LD);
+        put(P + warp * 256, 16, acc, 1.f);  // X_ij in P[2 (i - 2) + j]
+      }
+      __syncthreads();
+      if (warp < 4) {
+        float o[2][4] = {};
+        for (int M = 2; M <= i; ++M) prod(o, blk(Tf, i, M), LD, P + (2 * (M - 2) + j) * 256, 16);
+        put(blk(Tf, i, j), LD, o, -1.f);
       }
       __syncthreads();
     }
@@ -599,7 +659,7 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
 
 // One block per (chunk slot, value head).
 template <deltac_variant Var, class Tr>
-__global__ void __launch_bounds__(Tr::kPrepThreads)
+__global__ void __launch_bounds__(Tr::kPrepThreads, Tr::kPrepMinBlocks)
     chunked_prep_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws,
                         float scale) {
   chunked_prep_item<Var, Tr>(p, ws, scale, int64_t(blockIdx.x), int(blockIdx.y));

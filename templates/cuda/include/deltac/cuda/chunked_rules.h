@@ -86,13 +86,15 @@ constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
   using namespace chunked_detail;
   (void)V;
   const size_t C = chunk, LK = K + pad(elem);
-  size_t b = 2 * C * LK * elem;                            // k, q (raw)
-  b += (var == DELTAC_VARIANT_KDA ? C * (K + 4) : C) * 4;  // gate cumsum (kda rows padded)
-  b += 2 * C * (C + 1) * 4;                                // A, T (f32)
-  b += 3 * C * 4;                                          // beta, rq, rk
-  b += size_t(maxi(chunk / 16 - 1, 1)) * 256 * 4;          // block products of the solve
-  if (var == DELTAC_VARIANT_KDA)
-    b += (32 + (C - 16)) * LK * elem;                      // decayed k / q rows
+  const size_t raw = 2 * C * LK * elem;  // k, q (raw)
+  const size_t at = 2 * C * (C + 1) * 4;  // A, T (f32)
+  size_t b = 0;
+  if (var == DELTAC_VARIANT_KDA)  // decayed k / q rows; gate cumsum rows padded
+    b = raw + (32 + (C - 16)) * LK * elem + at + C * (K + 4) * 4;
+  else  // A and T over the raw rows; the gate cumsum
+    b = (raw > at ? raw : at) + C * 4;
+  b += 3 * C * 4;                              // beta, rq, rk
+  b += size_t(chunk == 64 ? 4 : 1) * 256 * 4;  // the solve's block products
   return b;
 }
 
