@@ -31,7 +31,9 @@
 // products (f32 accuracy) for f32 inputs, one for 16-bit ones (Tf32 below).
 // For bf16 inputs both scans are instead the chains per warp of
 // backward_scan_warp.cuh (prep then writes T and Aqk as bf16 hi + lo and
-// the row factors F). The workspace holds f32 states and chunk data.
+// the row factors F) and the gradient kernel that of backward_grad_bf16.cuh
+// (bf16 hi + lo operands by ldmatrix). The workspace holds f32 states and
+// chunk data.
 #ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 #define DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 
@@ -71,6 +73,7 @@ struct Ws {
   float *us, *drs;       // [slot][HV][C][V]
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
   int atomic;            // dq^, dk^ summed over value heads (atomicAdd), else stored
+  int rows64;            // prep's T solve row by row over all 64 rows (measurement), else by blocks
 };
 
 // The products: three TF32 products per step (detail::Mma<float>: f32
@@ -365,13 +368,23 @@ __device__ __forceinline__ float decay(const double* G, int i, int j) {
   return j <= i ? expf(float(G[i] - G[j])) : 0.f;
 }
 
-// x as bf16 hi + lo (x = hi + lo to ~2^-17) into the [C][C] hi and lo
-// halves of an f32 array's place: element e of hi, element C * C + e of lo.
-__device__ __forceinline__ void put_hilo(float* at, int e, float x) {
+// The [C][LC] f32 shared tile as bf16 hi + lo (x = hi + lo to ~2^-17) into
+// the [C][C] hi and lo halves of an f32 array's place, 4 elements a thread.
+__device__ __forceinline__ void store_hilo(float* at, const float* src) {
   __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(at);
-  const __nv_bfloat16 hi = __float2bfloat16_rn(x);
-  h[e] = hi;
-  h[C * C + e] = __float2bfloat16_rn(x - __bfloat162float(hi));
+  for (int q = threadIdx.x; q < C * C / 4; q += kThreads) {
+    const int r = q / (C / 4), c = (q % (C / 4)) * 4;
+    const float4 x = *reinterpret_cast<const float4*>(src + r * LC + c);
+    const float v[4] = {x.x, x.y, x.z, x.w};
+    __nv_bfloat16 hi[4], lo[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      hi[i] = __float2bfloat16_rn(v[i]);
+      lo[i] = __float2bfloat16_rn(v[i] - __bfloat162float(hi[i]));
+    }
+    *reinterpret_cast<uint2*>(h + r * C + c) = *reinterpret_cast<const uint2*>(hi);
+    *reinterpret_cast<uint2*>(h + C * C + r * C + c) = *reinterpret_cast<const uint2*>(lo);
+  }
 }
 
 // ---- prep: G, T, Aqk per (chunk slot, value head) -------------------------
@@ -426,18 +439,30 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
       A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
       const float y = jj <= i ? w.scale * d * aq[x][e] : 0.f;
       if constexpr (W)
-        put_hilo(aqk, i * C + jj, y);
+        Tf[i * LC + jj] = y;  // staged (Tf is free until the solve)
       else
         aqk[i * C + jj] = y;
     });
   });
   __syncthreads();
-  // T = (I + A)^-1 by forward substitution: column c by the 4 lanes
-  // 4c .. 4c + 3 of one warp, each summing every 4th term of a row.
-  static_assert(kThreads == 4 * C, "4 threads per column");
+  if constexpr (W) {
+    store_hilo(aqk, Tf);
+    __syncthreads();
+  }
+  // T = (I + A)^-1 by 16 x 16 blocks: the diagonal blocks by forward
+  // substitution (column c by the 4 lanes 4c .. 4c + 3 of one warp, each
+  // summing every 4th term of a row; 16 dependent rows, not 64), then block
+  // row bi from the rows above: T_bi,bj = -T_bi,bi Σ_bk A_bi,bk T_bk,bj
+  // (X in qn's place, free after the products).
+  static_assert(kThreads == 4 * C && C == 64, "4 threads per column, 4 blocks");
   {
-    const int c = threadIdx.x >> 2, q = threadIdx.x & 3;
-    for (int i = 0; i < C; ++i) {
+    for (int e = threadIdx.x; e < C * C; e += kThreads) {
+      const int r = e / C, c = e % C;
+      if ((c >> 4) > (r >> 4))
+        Tf[r * LC + c] = 0.f;
+    }
+    const int c = threadIdx.x >> 2, q = threadIdx.x & 3, c0 = w.rows64 ? 0 : c & ~15;
+    for (int i = c0; i < (w.rows64 ? C : c0 + 16); ++i) {
       float x = 0.f;
       for (int jj = c + q; jj < i; jj += 4) x = fmaf(A[i * LC + jj], Tf[jj * LC + c], x);
       x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -448,11 +473,31 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     }
   }
   __syncthreads();
+  if (!w.rows64) {
+    float* X = qn;  // [bj][16][16]
+    const int r = threadIdx.x >> 4, cc = threadIdx.x & 15;
+    for (int bi = 1; bi < 4; ++bi) {
+      for (int bj = 0; bj < bi; ++bj) {
+        float x = 0.f;
+        for (int m = bj * 16; m < bi * 16; ++m)
+          x = fmaf(A[(bi * 16 + r) * LC + m], Tf[m * LC + bj * 16 + cc], x);
+        X[bj * 256 + r * 16 + cc] = x;
+      }
+      __syncthreads();
+      for (int bj = 0; bj < bi; ++bj) {
+        float x = 0.f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m)
+          x = fmaf(Tf[(bi * 16 + r) * LC + bi * 16 + m], X[bj * 256 + m * 16 + cc], x);
+        Tf[(bi * 16 + r) * LC + bj * 16 + cc] = -x;
+      }
+      __syncthreads();
+    }
+  }
   if constexpr (!W) {
     store_f4(w.T + slot * C * C, C, Tf, C, C);
   } else {
-    for (int e = threadIdx.x; e < C * C; e += kThreads)
-      put_hilo(w.T + slot * C * C, e, Tf[(e / C) * LC + e % C]);
+    store_hilo(w.T + slot * C * C, Tf);
     // fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past len: 0)
     const int r = threadIdx.x;
     if (r < C) {
@@ -961,6 +1006,7 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_
 
 }  // namespace deltac::cuda::bwdc
 
+#include "deltac/cuda/backward_grad_bf16.cuh"
 #include "deltac/cuda/backward_scan_warp.cuh"
 
 namespace deltac::cuda::bwdc {
@@ -1069,6 +1115,8 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
   w.hs = at(l.hs), w.dhs = at(l.dhs), w.us = at(l.us), w.drs = at(l.drs), w.F = at(l.F);
   w.atomic = p.HV != p.H;
+  const char* ts = std::getenv("DELTAC_CUDA_BWD_TSOLVE");  // measurement: =rows
+  w.rows64 = ts && std::strcmp(ts, "rows") == 0;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
   cudaError_t e;
@@ -1100,7 +1148,6 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   using SS = ScanSmem<Var, K>;
   using GS = GradSmem<Var, K>;
   if ((e = allow(prep_kernel<Var, K, F, W>, PS::bytes)) != cudaSuccess) return e;
-  if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
   const dim3 chunks(unsigned(l.slots), unsigned(p.HV));
   prep_kernel<Var, K, F, W><<<chunks, kThreads, PS::bytes, st>>>(w);
   if constexpr (W) {
@@ -1112,7 +1159,15 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
     fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
     rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
   }
-  grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
+  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");
+  if (W && !(gk && std::strcmp(gk, "tf32") == 0)) {
+    using G16 = Grad16Smem<K>;
+    if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
+    grad16_kernel<Var, K><<<chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
+  } else {
+    if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
+    grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
+  }
   bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
   return cudaGetLastError();
 }
@@ -1120,7 +1175,9 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
 // One TF32 product per step where every input (q, k, v) and dO are 16-bit;
 // the warp scans where they are all bf16. Measurement only:
 // DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and the block scans, =all
-// everywhere; DELTAC_CUDA_BWD_SCAN=block the block scans (one TF32 product).
+// everywhere; DELTAC_CUDA_BWD_SCAN=block the block scans (one TF32 product);
+// DELTAC_CUDA_BWD_GRAD=tf32 the one-TF32 gradient kernel with the warp scans;
+// DELTAC_CUDA_BWD_TSOLVE=rows prep's T solve over all 64 rows.
 template <deltac_variant Var, int K>
 cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
   const char* ex = std::getenv("DELTAC_CUDA_BWD_EXACT");

@@ -223,10 +223,8 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
         wmma16<Ts>(y[2 * np + 1], al, bk[2], bk[3]);
       }
     }
-    // Vᵀ / dOᵀ as A fragments (k = tokens)
-    uint32_t vf[C / 16][4];
-#pragma unroll
-    for (int kb = 0; kb < C / 16; ++kb) ldsm4t(vf[kb], sv + offvb + kb * 16 * LB * 2);
+    // Vᵀ / dOᵀ as A fragments (k = tokens), loaded where used
+    auto vload = [&](uint32_t f[4], int kb) { ldsm4t(f, sv + offvb + kb * 16 * LB * 2); };
 
     // The middle step: z = the input of the T product as hi + lo A
     // fragments; out = its result (forward u, reverse dr).
@@ -237,18 +235,21 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
     if constexpr (!Rev) {
       // r = fb v - fa y
 #pragma unroll
-      for (int kb = 0; kb < C / 16; ++kb)
+      for (int kb = 0; kb < C / 16; ++kb) {
+        uint32_t vk[4];
+        vload(vk, kb);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int nt = 2 * kb + h, tok = nt * 8 + 2 * t;
           const float2 a = *reinterpret_cast<const float2*>(fa + tok);
           const float2 bb = *reinterpret_cast<const float2*>(fb + tok);
-          const float2 x0 = unpack2<Ts>(vf[kb][2 * h]), x1 = unpack2<Ts>(vf[kb][2 * h + 1]);
+          const float2 x0 = unpack2<Ts>(vk[2 * h]), x1 = unpack2<Ts>(vk[2 * h + 1]);
           split2<Ts>(bb.x * x0.x - a.x * y[nt][0], bb.y * x0.y - a.y * y[nt][1], zh[kb][2 * h],
                      zl[kb][2 * h]);
           split2<Ts>(bb.x * x1.x - a.x * y[nt][2], bb.y * x1.y - a.y * y[nt][3],
                      zh[kb][2 * h + 1], zl[kb][2 * h + 1]);
         }
+      }
       // uᵀ = rᵀ Tᵀ (T lower triangular: k blocks <= the n block)
 #pragma unroll
       for (int ip = 0; ip < C / 16; ++ip)
@@ -272,17 +273,20 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
         y[nt][0] *= f.x, y[nt][1] *= f.y, y[nt][2] *= f.x, y[nt][3] *= f.y;
       }
 #pragma unroll
-      for (int np = 0; np < C / 16; ++np)
+      for (int kb = 0; kb < C / 16; ++kb) {
+        uint32_t vk[4];
+        vload(vk, kb);
 #pragma unroll
-        for (int kb = np; kb < C / 16; ++kb) {
+        for (int np = 0; np <= kb; ++np) {
           uint32_t bh[4], bl[4];
           ldsm4t(bh, sah + offtc + (kb * 16 * LC + np * 16) * 2);
           ldsm4t(bl, sal + offtc + (kb * 16 * LC + np * 16) * 2);
-          wmma16<Ts>(y[2 * np], vf[kb], bh[0], bh[1]);
-          wmma16<Ts>(y[2 * np + 1], vf[kb], bh[2], bh[3]);
-          wmma16<Ts>(y[2 * np], vf[kb], bl[0], bl[1]);
-          wmma16<Ts>(y[2 * np + 1], vf[kb], bl[2], bl[3]);
+          wmma16<Ts>(y[2 * np], vk, bh[0], bh[1]);
+          wmma16<Ts>(y[2 * np + 1], vk, bh[2], bh[3]);
+          wmma16<Ts>(y[2 * np], vk, bl[0], bl[1]);
+          wmma16<Ts>(y[2 * np + 1], vk, bl[2], bl[3]);
         }
+      }
 #pragma unroll
       for (int kb = 0; kb < C / 16; ++kb)
 #pragma unroll
@@ -358,7 +362,9 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
     for (int nt = 0; nt < NK; ++nt) X[nt][0] *= gam, X[nt][1] *= gam, X[nt][2] *= gam, X[nt][3] *= gam;
 #pragma unroll
     for (int kb = 0; kb < C / 16; ++kb) {
-      uint32_t ph1[4], pl1[4], ph2[4], pl2[4];
+      uint32_t ph1[4], pl1[4], ph2[4], pl2[4], vk[4];
+      if constexpr (Rev)
+        vload(vk, kb);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int nt = 2 * kb + h, tok = nt * 8 + 2 * t;
@@ -371,7 +377,7 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
           split2<Ts>(-f.x * out[nt][0], -f.y * out[nt][1], ph1[2 * h], pl1[2 * h]);
           split2<Ts>(-f.x * out[nt][2], -f.y * out[nt][3], ph1[2 * h + 1], pl1[2 * h + 1]);
           const float2 q = *reinterpret_cast<const float2*>(fq + tok);
-          const float2 d0 = unpack2<Ts>(vf[kb][2 * h]), d1 = unpack2<Ts>(vf[kb][2 * h + 1]);
+          const float2 d0 = unpack2<Ts>(vk[2 * h]), d1 = unpack2<Ts>(vk[2 * h + 1]);
           split2<Ts>(q.x * d0.x, q.y * d0.y, ph2[2 * h], pl2[2 * h]);
           split2<Ts>(q.x * d1.x, q.y * d1.y, ph2[2 * h + 1], pl2[2 * h + 1]);
         }

@@ -1,0 +1,406 @@
+// The chunked backward's gradient kernel for bf16 inputs (with the warp
+// scans of backward_scan_warp.cuh): the same math and the same order of
+// sums as backward_chunked.cuh's grad_kernel, with every product a bf16
+// m16n8k16 mma.sync on operands loaded by ldmatrix from bf16 shared tiles:
+// q, k, v, dO raw (exact), h, dh, u, dr (f32 in the workspace) and the
+// C x C terms M, N split into bf16 hi + lo (~2^-17; a product of two split
+// operands is hi·hi + lo·hi + hi·lo). The L2 norm's 1/|x| multiply the rows
+// or columns of results and of the M, N tiles instead of the raw rows.
+// Included by backward_chunked.cuh (its Ws, Tile, Bg, units, each, locate).
+#ifndef DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
+#define DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
+
+#include "deltac/cuda/chunked_scan_warp.cuh"
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deltac::cuda::bwdc {
+
+using b16 = __nv_bfloat16;
+
+// acc[NT][4] += op(A)[m0 + 16) op(B)[n0 + 8 NT)ᵀ over kd (multiple of 16),
+// operands in bf16 shared memory at byte addresses (row strides lda, ldb
+// elements, 16-byte aligned rows). TA: A stored [k][m] (else [m][k]); TB: B
+// stored [k][n] (else [n][k]). AL / BL: the operand has a lo tile at Alo /
+// Blo (then hi·hi + lo·hi + hi·lo). NT even.
+template <bool TA, bool TB, int NT, bool AL, bool BL>
+__device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, uint32_t Alo, int lda, uint32_t B,
+                                    uint32_t Blo, int ldb, int m0, int n0, int kd) {
+  using namespace deltac::cuda::detail;
+  static_assert(NT % 2 == 0, "n-tiles in pairs");
+  const int lane = threadIdx.x & 31;
+  const uint32_t aoff =
+      TA ? uint32_t((((lane & 7) + 8 * (lane >> 4)) * lda + m0 + 8 * ((lane >> 3) & 1)) * 2)
+         : uint32_t(((m0 + (lane & 15)) * lda + 8 * (lane >> 4)) * 2);
+  const uint32_t boff =
+      TB ? uint32_t((((lane & 7) + 8 * ((lane >> 3) & 1)) * ldb + n0 + 8 * (lane >> 4)) * 2)
+         : uint32_t(((n0 + (lane & 7) + 8 * (lane >> 4)) * ldb + 8 * ((lane >> 3) & 1)) * 2);
+#pragma unroll 2
+  for (int k0 = 0; k0 < kd; k0 += 16) {
+    const uint32_t ka = aoff + uint32_t(TA ? k0 * lda * 2 : k0 * 2);
+    uint32_t ah[4], al[4];
+    if constexpr (TA) ldsm4t(ah, A + ka); else ldsm4(ah, A + ka);
+    if constexpr (AL) {
+      if constexpr (TA) ldsm4t(al, Alo + ka); else ldsm4(al, Alo + ka);
+    }
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      const uint32_t kb =
+          boff + uint32_t(TB ? (k0 * ldb + 16 * np) * 2 : (16 * np * ldb + k0) * 2);
+      uint32_t bh[4];
+      if constexpr (TB) ldsm4t(bh, B + kb); else ldsm4(bh, B + kb);
+      wmma16<b16>(acc[2 * np], ah, bh[0], bh[1]);
+      wmma16<b16>(acc[2 * np + 1], ah, bh[2], bh[3]);
+      if constexpr (AL) {
+        wmma16<b16>(acc[2 * np], al, bh[0], bh[1]);
+        wmma16<b16>(acc[2 * np + 1], al, bh[2], bh[3]);
+      }
+      if constexpr (BL) {
+        uint32_t bl[4];
+        if constexpr (TB) ldsm4t(bl, Blo + kb); else ldsm4(bl, Blo + kb);
+        wmma16<b16>(acc[2 * np], ah, bl[0], bl[1]);
+        wmma16<b16>(acc[2 * np + 1], ah, bl[2], bl[3]);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t saddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void split_b16(float x, b16& hi, b16& lo) {
+  hi = __float2bfloat16_rn(x);
+  lo = __float2bfloat16_rn(x - __bfloat162float(hi));
+}
+
+// A fetched Tile (backward_chunked.cuh) into bf16 shared rows (stride ld):
+// f32 sources as hi (+ lo when lo is given), bf16 sources as they are.
+template <int ROWS, int COLS, int NTH>
+__device__ __forceinline__ void put_b16(const Tile<ROWS, COLS, NTH>& t, b16* hi, b16* lo, int ld) {
+  using Tl = Tile<ROWS, COLS, NTH>;
+#pragma unroll
+  for (int m = 0; m < Tl::N; ++m) {
+    const int e = int(threadIdx.x) + m * NTH, r = e / Tl::Q, c = (e % Tl::Q) * 4;
+    if (Tl::kPart && e >= Tl::E)
+      continue;
+    if (t.dt != DELTAC_F32) {
+      *reinterpret_cast<uint2*>(hi + r * ld + c) =
+          make_uint2(__float_as_uint(t.x[m].x), __float_as_uint(t.x[m].y));
+      continue;
+    }
+    const float v[4] = {t.x[m].x, t.x[m].y, t.x[m].z, t.x[m].w};
+    b16 h[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) split_b16(v[i], h[i], l[i]);
+    *reinterpret_cast<uint2*>(hi + r * ld + c) = *reinterpret_cast<const uint2*>(h);
+    if (lo)
+      *reinterpret_cast<uint2*>(lo + r * ld + c) = *reinterpret_cast<const uint2*>(l);
+  }
+}
+
+// Shared memory (bf16 tiles with rows padded by 8 elements, f32 with 4).
+template <int K>
+struct Grad16Smem {
+  static constexpr int BV = 32, LB = BV + 8, LK = K + 8, LF = K + 4, LC8 = C + 8;
+  // bytes: raw K, Q [C][LK]; f32 dQ, dK [C][LF], dAq, dA [C][LC]; then the
+  // union of the V step's tiles (H hi, lo, DH hi, lo [K][LB]; U hi, lo, DR
+  // hi, lo, DO, VV [C][LB]) and the M1, M2, P hi / lo tiles [C][LC8]; then
+  // the f32 vectors.
+  static constexpr size_t kb = 0, qb = kb + C * LK * 2, dQ = qb + C * LK * 2;
+  static constexpr size_t dK = dQ + C * LF * 4, dAq = dK + C * LF * 4, dA = dAq + C * LC * 4;
+  static constexpr size_t uni = dA + C * LC * 4;
+  static constexpr size_t step = (4 * size_t(K) * LB + 6 * size_t(C) * LB) * 2;
+  static constexpr size_t mtiles = 6 * size_t(C) * LC8 * 2;
+  static constexpr size_t vec = uni + (step > mtiles ? step : mtiles);
+  // vectors (floats): b, G (double), Gx, Ex, db, dGd, dG, tt, rk, rq, misc
+  static constexpr size_t bytes = vec + (12 * C + 4) * 4;
+};
+
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __grid_constant__ Ws w) {
+  constexpr int GT = bwd_threads<true, K>(), GW = GT / 32;
+  constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2, NY = 2;
+  using L = Grad16Smem<K>;
+  constexpr int BV = L::BV, LB = L::LB, LK = L::LK, LF = L::LF, LC8 = L::LC8;
+  extern __shared__ __align__(16) unsigned char sg[];
+  const deltac_bwd_params& p = w.p;
+  const int64_t s = blockIdx.x;
+  const int j = blockIdx.y;
+  int n, len;
+  int64_t ts;
+  if (!locate(p, s, n, ts, len))
+    return;
+  const int hk = j / (p.HV / p.H), tid = threadIdx.x;
+  const int64_t slot = s * p.HV + j;
+  b16 *kb = reinterpret_cast<b16*>(sg + L::kb), *qb = reinterpret_cast<b16*>(sg + L::qb);
+  float *dQ = reinterpret_cast<float*>(sg + L::dQ), *dK = reinterpret_cast<float*>(sg + L::dK);
+  float *dAq = reinterpret_cast<float*>(sg + L::dAq), *dA = reinterpret_cast<float*>(sg + L::dA);
+  b16* Hh = reinterpret_cast<b16*>(sg + L::uni);
+  b16 *Hl = Hh + K * LB, *DHh = Hl + K * LB, *DHl = DHh + K * LB;
+  b16 *Uh = DHl + K * LB, *Ul = Uh + C * LB, *DRh = Ul + C * LB, *DRl = DRh + C * LB;
+  b16 *DO = DRl + C * LB, *VV = DO + C * LB;
+  b16* M1h = reinterpret_cast<b16*>(sg + L::uni);  // after the V steps
+  b16 *M1l = M1h + C * LC8, *M2h = M1l + C * LC8, *M2l = M2h + C * LC8;
+  b16 *Ph = M2l + C * LC8, *Pl = Ph + C * LC8;
+  float* vf = reinterpret_cast<float*>(sg + L::vec);
+  float* b = vf;
+  double* G = reinterpret_cast<double*>(vf + C);
+  float *Gx = vf + 3 * C, *Ex = vf + 4 * C, *db = vf + 5 * C, *dGd = vf + 6 * C;
+  float *dG = vf + 7 * C, *tt = vf + 8 * C, *rk = vf + 9 * C, *rq = vf + 10 * C;
+  float* misc = vf + 12 * C;  // [0]: Σ h ∘ dh
+  {
+    Tile<C, K, GT> tk, tq;
+    Bg bg;
+    fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
+    fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
+    bg.fetch<Var>(p, ts, len, j);
+    for (int e = tid; e < C * LF; e += GT) dQ[e] = dK[e] = 0.f;
+    for (int e = tid; e < C * LC; e += GT) dAq[e] = dA[e] = 0.f;
+    if (tid < C) {
+      db[tid] = dGd[tid] = dG[tid] = 0.f;
+      const bool in = tid < len;
+      const int64_t ri = (ts + tid) * p.H + hk;
+      rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
+      rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
+    }
+    if (tid < 4)
+      misc[tid] = 0.f;
+    put_b16(tk, kb, nullptr, LK);
+    put_b16(tq, qb, nullptr, LK);
+    bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+  }
+  const uint32_t skb = saddr(kb), sqb = saddr(qb);
+  const uint32_t sHh = saddr(Hh), sHl = saddr(Hl), sDHh = saddr(DHh), sDHl = saddr(DHl);
+  const uint32_t sUh = saddr(Uh), sUl = saddr(Ul), sDRh = saddr(DRh), sDRl = saddr(DRl);
+  const uint32_t sDO = saddr(DO);
+  const float* hg = w.hs + slot * K * p.V;
+  const float* dhg = w.dhs + slot * K * p.V;
+  const float* ug = w.us + slot * C * p.V;
+  const float* drg = w.drs + slot * C * p.V;
+  Tile<K, BV, GT> th, tdh;
+  Tile<C, BV, GT> tu, tdr, tdo, tv;
+  auto fetch = [&](int v0) {
+    th.fetch(hg, DELTAC_F32, v0, p.V, K);
+    tdh.fetch(dhg, DELTAC_F32, v0, p.V, K);
+    tu.fetch(ug, DELTAC_F32, v0, p.V, C);
+    tdr.fetch(drg, DELTAC_F32, v0, p.V, C);
+    fetch_v<BV>(tdo, p.dout, p.out_dtype, p, ts, len, j, v0);
+    fetch_v<BV>(tv, p.v, p.in_dtype, p, ts, len, j, v0);
+  };
+  fetch(0);
+  for (int v0 = 0; v0 < p.V; v0 += BV) {
+    put_b16(th, Hh, Hl, LB);
+    put_b16(tdh, DHh, DHl, LB);
+    put_b16(tu, Uh, Ul, LB);
+    put_b16(tdr, DRh, DRl, LB);
+    put_b16(tdo, DO, nullptr, LB);
+    put_b16(tv, VV, nullptr, LB);
+    __syncthreads();
+    if (v0 + BV < p.V)
+      fetch(v0 + BV);
+    // dAqk += dO uᵀ, dA -= dr uᵀ
+    units<C, C, NC, GW>([&](int m0, int n0) {
+      float a[NC][4], c2[NC][4];
+      zero<NC>(a);
+      zero<NC>(c2);
+      mmb<false, false, NC, false, true>(a, sDO, 0, LB, sUh, sUl, LB, m0, n0, BV);
+      mmb<false, false, NC, true, true>(c2, sDRh, sDRl, LB, sUh, sUl, LB, m0, n0, BV);
+      each<NC>(m0, n0, [&](int r, int c, int x, int e) {
+        dAq[r * LC + c] += a[x][e];
+        dA[r * LC + c] -= c2[x][e];
+      });
+    });
+    // dQ += dO hᵀ, dK += -βΓ dr hᵀ + e u dhᵀ
+    units<C, K, NK, GW>([&](int m0, int n0) {
+      float a[NK][4], c2[NK][4], c3[NK][4];
+      zero<NK>(a);
+      zero<NK>(c2);
+      zero<NK>(c3);
+      mmb<false, false, NK, false, true>(a, sDO, 0, LB, sHh, sHl, LB, m0, n0, BV);
+      mmb<false, false, NK, true, true>(c2, sDRh, sDRl, LB, sHh, sHl, LB, m0, n0, BV);
+      mmb<false, false, NK, true, true>(c3, sUh, sUl, LB, sDHh, sDHl, LB, m0, n0, BV);
+      each<NK>(m0, n0, [&](int r, int c, int x, int e) {
+        dQ[r * LF + c] += a[x][e];
+        dK[r * LF + c] += -b[r] * Gx[r] * c2[x][e] + Ex[r] * c3[x][e];
+      });
+    });
+    // Y = K^ h: dβ += Σ dr (v - Γ Y), dGd += -β Σ dr Γ Y
+    units<C, BV, NY, GW>([&](int m0, int n0) {
+      float a[NY][4];
+      zero<NY>(a);
+      mmb<false, true, NY, false, true>(a, skb, 0, LK, sHh, sHl, LB, m0, n0, K);
+      float sb[2] = {0.f, 0.f}, sgm[2] = {0.f, 0.f};
+      each<NY>(m0, n0, [&](int r, int c, int x, int e) {
+        const float y = Gx[r] * rk[r] * a[x][e];
+        const float dr = __bfloat162float(DRh[r * LB + c]) + __bfloat162float(DRl[r * LB + c]);
+        sb[e >> 1] += dr * (__bfloat162float(VV[r * LB + c]) - y);
+        sgm[e >> 1] += -b[r] * dr * y;
+      });
+      const int g = (tid & 31) >> 2;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // over the row's 4 lanes, then one atomic
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          sb[h] += __shfl_xor_sync(0xffffffffu, sb[h], o);
+          sgm[h] += __shfl_xor_sync(0xffffffffu, sgm[h], o);
+        }
+        if ((tid & 3) == 0) {
+          atomicAdd(db + m0 + g + 8 * h, sb[h]);
+          atomicAdd(dGd + m0 + g + 8 * h, sgm[h]);
+        }
+      }
+    });
+    // Σ h ∘ dh
+    {
+      float acc = 0.f;
+      for (int e = tid; e < K * BV; e += GT) {
+        const int r = e / BV, c = e % BV, o = r * LB + c;
+        acc += (__bfloat162float(Hh[o]) + __bfloat162float(Hl[o])) *
+               (__bfloat162float(DHh[o]) + __bfloat162float(DHl[o]));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if ((tid & 31) == 0)
+        atomicAdd(misc, acc);
+    }
+    __syncthreads();
+  }
+  // Row terms (as grad_kernel): dG_i = scale Γ q^·dQ + dGd; t_i = k^·dK - dGd
+  for (int r = tid / 32; r < C; r += GW) {
+    float a = 0.f, kc = 0.f;
+    for (int c = tid & 31; c < K; c += 32) {
+      a += __bfloat162float(qb[r * LK + c]) * dQ[r * LF + c];
+      kc += __bfloat162float(kb[r * LK + c]) * dK[r * LF + c];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      a += __shfl_xor_sync(0xffffffffu, a, o);
+      kc += __shfl_xor_sync(0xffffffffu, kc, o);
+    }
+    if ((tid & 31) == 0) {
+      dG[r] = w.scale * Gx[r] * rq[r] * a + dGd[r];
+      tt[r] = r < len ? rk[r] * kc - dGd[r] : 0.f;
+    }
+  }
+  __syncthreads();
+  // M = dAqk ∘ scale e^(G_i - G_j) (lower), N = dA ∘ β_i e^(G_i - G_j)
+  // (strictly lower), with their dG, dβ terms (as grad_kernel).
+  units<C, C, NC, GW>([&](int m0, int n0) {
+    float aq[NC][4], ak[NC][4];
+    zero<NC>(aq);
+    zero<NC>(ak);
+    mmb<false, false, NC, false, false>(aq, sqb, 0, LK, skb, 0, LK, m0, n0, K);
+    mmb<false, false, NC, false, false>(ak, skb, 0, LK, skb, 0, LK, m0, n0, K);
+    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
+    each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
+      const float d = decay(G, i, jj);
+      const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
+      const float P = M * rq[i] * rk[jj] * aq[x][e];
+      dAq[i * LC + jj] = M;
+      const float da = jj < i ? dA[i * LC + jj] : 0.f;
+      const float Pa = da * d * rk[i] * rk[jj] * ak[x][e];
+      dA[i * LC + jj] = da * b[i] * d;
+      if (jj < i) {
+        rg[e >> 1] += P + b[i] * Pa;
+        rb[e >> 1] += Pa;
+        cg[x][e & 1] -= P + b[i] * Pa;
+      }
+    });
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+        rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
+      }
+      if (t == 0) {
+        atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+        atomicAdd(db + m0 + g + 8 * h, rb[h]);
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < NC; ++x)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+        if (g == 0)
+          atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+      }
+  });
+  __syncthreads();
+  // The operands of the last products (hi + lo): M1 = M diag(rk) ([i][j]),
+  // M2 = diag(rq) M ([j][i], read transposed), P = (N + Nᵀ) diag(rk).
+  for (int e = tid; e < C * C; e += GT) {
+    const int r = e / C, c = e % C, o = r * LC8 + c;
+    const float m = dAq[r * LC + c];
+    split_b16(m * rk[c], M1h[o], M1l[o]);
+    split_b16(m * rq[r], M2h[o], M2l[o]);
+    split_b16((dA[r * LC + c] + dA[c * LC + r]) * rk[c], Ph[o], Pl[o]);
+  }
+  __syncthreads();
+  // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
+  const uint32_t sM1h = saddr(M1h), sM1l = saddr(M1l), sM2h = saddr(M2h), sM2l = saddr(M2l);
+  const uint32_t sPh = saddr(Ph), sPl = saddr(Pl);
+  units<C, K, NK, GW>([&](int m0, int n0) {
+    float a[NK][4], c2[NK][4];
+    zero<NK>(a);
+    zero<NK>(c2);
+    mmb<false, true, NK, true, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
+    mmb<true, true, NK, true, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
+    mmb<false, true, NK, true, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
+    each<NK>(m0, n0, [&](int r, int c, int x, int e) {
+      if (r >= len)
+        return;
+      const int64_t o = ((ts + r) * p.H + hk) * K + c;
+      const float dq = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
+      const float dk = dK[r * LF + c] + c2[x][e];
+      if (w.atomic) {
+        atomicAdd(w.dqa + o, dq);
+        atomicAdd(w.dka + o, dk);
+      } else {
+        w.dqa[o] = dq;
+        w.dka[o] = dk;
+      }
+    });
+  });
+  // dg and dβ (as grad_kernel)
+  if (tid < 32) {
+    const int r0 = 2 * tid, r1 = r0 + 1;
+    const float last = expf(float(G[C - 1])) * misc[0];
+    const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
+    const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
+    const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
+    float sx = d0 + d1, px = t0 + t1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float ys = __shfl_down_sync(0xffffffffu, sx, o);
+      const float yp = __shfl_up_sync(0xffffffffu, px, o);
+      if (tid + o < 32) sx += ys;
+      if (tid >= o) px += yp;
+    }
+    float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
+    se = tid == 31 ? 0.f : se;
+    pe = tid == 0 ? 0.f : pe;
+    const float run1 = d1 + se, run0 = d0 + run1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      if (r >= len) continue;
+      const int64_t th = (ts + r) * p.HV + j;
+      if constexpr (Var == DELTAC_VARIANT_GATED)
+        static_cast<float*>(p.dg)[th] = static_cast<const float*>(p.g)[th] < kGateFloor
+                                            ? 0.f
+                                            : (h ? run1 + pe + t0 : run0 + pe);
+      static_cast<float*>(p.dbeta)[th] = db[r];
+    }
+  }
+}
+
+}  // namespace deltac::cuda::bwdc
+
+#endif  // DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
