@@ -176,6 +176,18 @@ __device__ __forceinline__ void load8f(const T* p, float out[8]) {
   for (int i = 0; i < 8; ++i) out[i] = cvt_f(e[i]);
 }
 
+// Two consecutive elements as floats (p aligned to their pair).
+__device__ __forceinline__ void load2f(const float* p, float& a, float& b) {
+  const float2 x = *reinterpret_cast<const float2*>(p);
+  a = x.x, b = x.y;
+}
+template <class T>
+__device__ __forceinline__ void load2f(const T* p, float& a, float& b) {
+  const uint32_t raw = *reinterpret_cast<const uint32_t*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+  a = cvt_f(e[0]), b = cvt_f(e[1]);
+}
+
 // The intra-chunk work of one (chunk slot, value head), by the whole block
 // (kPrepThreads threads; dynamic shared memory of kPrepSmem bytes). q and k
 // stay raw (exact input values) in shared memory; their L2-norm factors rq,
@@ -432,30 +444,85 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
               held[m][h][e];
     }
   } else {
-    // Diagonal 16 x 16 blocks: exact per-channel decays, one lane per (i, jj)
-    // pair, each lane starting at its own channel (no bank conflicts). (Four
-    // lanes per pair, summed by shuffles, measured 23% slower for kda.)
-    const int rot = lane % K;
-    for (int w = tid; w < NBLK * 136; w += NTH) {
-      const int b = w / 136, pidx = w % 136;
-      int i = int((sqrtf(8.f * pidx + 1.f) - 1.f) * 0.5f);
-      while ((i + 1) * (i + 2) / 2 <= pidx) ++i;
-      while (i * (i + 1) / 2 > pidx) --i;
-      const int jj = pidx - i * (i + 1) / 2;
-      const int ii = 16 * b + i, j2 = 16 * b + jj;
-      float sa = 0.f, sq = 0.f;
-      for (int c0 = 0; c0 < K; ++c0) {
-        int c = c0 + rot;
-        if (c >= K)
-          c -= K;
-        const float d = __expf(G[ii * LG + c] - G[j2 * LG + c]);
-        const float kj = cvt_f(kn[j2 * LK + c]) * d;
-        sa = fmaf(cvt_f(kn[ii * LK + c]), kj, sa);
-        sq = fmaf(cvt_f(qn[ii * LK + c]), kj, sq);
-      }
-      Af[ii * (C + 1) + j2] = jj < i ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
+    // Diagonal 16 x 16 blocks: exact per-channel decays. A thread takes row i
+    // and four columns 4 jg .. 4 jg + 3 (those <= i) of a block over a slice
+    // of the channels, two channels a step: row i's gate, k and q are loaded
+    // once for four pairs, as 8- and 4-byte words (the loop is bound by
+    // shared loads: one lane per pair and channel issued 5 per term). The
+    // slices' sums meet in the kda staging rows (free until the blocks
+    // below), added in slice order. Each lane starts at its own channel pair.
+    constexpr int NI = NBLK * 40;  // (row, column group) items: sum_i (i / 4 + 1) = 40 a block
+    constexpr int KP = K / 2;
+    constexpr int SBUF = int((32 + C - 16) * LK * sizeof(Ts) / (size_t(NI) * 32));
+    constexpr int S0 = NTH / NI < 1 ? 1 : NTH / NI;
+    constexpr int S = S0 < SBUF ? S0 : (SBUF < 1 ? 1 : SBUF);  // channel slices
+    float* part = reinterpret_cast<float*>(dk);                   // [S][NI][4][2]
+    auto item_of = [](int it, int& i, int& jg) {
+      i = 0, jg = it % 40;
+      while (jg > i / 4) jg -= i / 4 + 1, ++i;
+      i += 16 * (it / 40);
+    };
+    auto put = [&](int ii, int j2, float sa, float sq) {
+      Af[ii * (C + 1) + j2] = j2 < ii ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
       Tf[ii * (C + 1) + j2] = scale * rq[ii] * rk[j2] * sq;
+    };
+    for (int w = tid; w < NI * S; w += NTH) {
+      const int it = w % NI, sl = w / NI;
+      int i, jg;
+      item_of(it, i, jg);
+      const int j0 = (i & ~15) + 4 * jg, nq = i - j0 + 1;  // columns j0 .. j0 + min(4, nq) - 1
+      const int cp0 = sl * KP / S, len = (sl + 1) * KP / S - cp0;
+      float sa[4] = {}, sq[4] = {};
+      const int start = lane % len;
+      for (int m = 0; m < len; ++m) {
+        const int r = start + m < len ? start + m : start + m - len;
+        const int c = 2 * (cp0 + r);
+        const float2 gi = *reinterpret_cast<const float2*>(G + i * LG + c);
+        float ki0, ki1, qi0, qi1;
+        load2f(kn + i * LK + c, ki0, ki1);
+        load2f(qn + i * LK + c, qi0, qi1);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (q < nq) {
+            const int j = j0 + q;
+            const float2 gj = *reinterpret_cast<const float2*>(G + j * LG + c);
+            float kj0, kj1;
+            load2f(kn + j * LK + c, kj0, kj1);
+            const float t0 = kj0 * __expf(gi.x - gj.x), t1 = kj1 * __expf(gi.y - gj.y);
+            sa[q] = fmaf(ki1, t1, fmaf(ki0, t0, sa[q]));
+            sq[q] = fmaf(qi1, t1, fmaf(qi0, t0, sq[q]));
+          }
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if constexpr (S == 1) {
+          if (q < nq)
+            put(i, j0 + q, sa[q], sq[q]);
+        } else {
+          part[((sl * NI + it) * 4 + q) * 2] = sa[q];
+          part[((sl * NI + it) * 4 + q) * 2 + 1] = sq[q];
+        }
+      }
     }
+    if constexpr (S > 1) {
+      __syncthreads();
+      for (int w = tid; w < NI * 4; w += NTH) {
+        const int it = w / 4, q = w % 4;
+        int i, jg;
+        item_of(it, i, jg);
+        const int j = (i & ~15) + 4 * jg + q;
+        if (j <= i) {
+          float sa = 0.f, sq = 0.f;
+          for (int sl = 0; sl < S; ++sl) {
+            sa += part[((sl * NI + it) * 4 + q) * 2];
+            sq += part[((sl * NI + it) * 4 + q) * 2 + 1];
+          }
+          put(i, j, sa, sq);
+        }
+      }
+    }
+    __syncthreads();  // the staging rows below reuse part's space
     // Above the diagonal nothing is written: the solve never reads it, and
     // Aqk and T are written out with zeros there.
     // Blocks below the diagonal, one block row I at a time, factored
