@@ -44,6 +44,7 @@ struct Case {
   double tol = 0;         // 0: by dtype
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
+  bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the warp scans' guard)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -204,7 +205,8 @@ Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
   p.cu_seqlens = static_cast<const int64_t*>(dev(c.cu.data(), c.cu.size() * 8));
   p.dq = out_buf(dq.data(), dq.size());
   p.dk = out_buf(dk.data(), dk.size());
-  p.dv = out_buf(dv.data(), dv.size());
+  p.dv = out_buf(dv.data(), dv.size() + (c.dv_unaligned ? 16 : 0));
+  if (c.dv_unaligned && !cpu) p.dv = static_cast<char*>(p.dv) + in;
   p.dg = out_buf(dg.data(), ng * 4);
   p.dbeta = out_buf(dbeta.data(), nb * 4);
   p.dh0 = out_buf(dh0.data(), ns * 4);
@@ -482,6 +484,13 @@ std::vector<Case> chunked_cases() {
     cs.push_back(c);
     c = mk("bf16_T4096_K128_gva2");
     c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
+    cs.push_back(c);
+  }
+  for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
+    Case c;  // the block scans run where dv is not 16-byte aligned
+    c.var = var;
+    c.name = std::string(vname(var)) + "_bf16_T130_dv_unaligned";
+    c.dtype = DELTAC_BF16, c.T = 130, c.dv_unaligned = true;
     cs.push_back(c);
   }
   // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)

@@ -1188,7 +1188,11 @@ cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream
     return run<Var, K, false, false>(p, l, ws, st);
   if (mode == 1)
     return run<Var, K, false, true>(p, l, ws, st);
-  if (p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && !block)
+  // the warp scans write dv as 16-byte rows and read / write h0, dht, dh0
+  // (VK layout) as float pairs
+  auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
+  const bool aligned = al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8);
+  if (p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && !block && aligned)
     return run<Var, K, true, true, true>(p, l, ws, st);
   return run<Var, K, true, true>(p, l, ws, st);
 }
