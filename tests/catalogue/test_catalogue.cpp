@@ -235,7 +235,7 @@ TEST(Catalogue, ChunkedScanRule) {
       p.in_dtype = p.out_dtype = dt;
       KernelConfig d = default_config(Family::CudaChunked, p);
       EXPECT_EQ(d.scan, 0);
-      const bool warp = dt != DELTAC_F32 && k <= 128;
+      const bool warp = dt != DELTAC_F32; // K = 64, 128, 256 (two chain warps per 16 columns)
       EXPECT_EQ(cuda::chunked_uses_warp_scan(p.variant, k, v, dt == DELTAC_F32 ? 4 : 2,
                                              d.chunk, d.scan, d.split, d.fuse),
                 warp)
@@ -258,6 +258,16 @@ TEST(Catalogue, ChunkedScanRule) {
   EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 16, 0, 0, 0));
   EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 1, 0, 0));
   EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 64, 64, 2, 32, 0, 0, 0));
+  // K = 256: V tile 32 only; kda at chunk 64 does not fit two stages; no
+  // other K in between; no output warps.
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 0, 0, 0));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 32, 0, 0, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 64, 0, 0, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 192, 192, 2, 64, 0, 0, 0));
+  EXPECT_TRUE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 32));
+  EXPECT_FALSE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 64));
+  EXPECT_FALSE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 32,
+                                     cuda::kChunkedSmemSm90, true));
 }
 
 // The dispatch order per device and mode (families_for / default_family).

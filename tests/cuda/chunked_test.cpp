@@ -160,8 +160,8 @@ std::vector<Case> all_cases() {
       cs.push_back(c);
     }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
-    // f16 K = V = 128 (GVA 2), bf16 K = V = 64, K = 128 / V = 256 and GVA 4;
-    // with output warps (kChunkedWarpSplitO) a subset.
+    // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /
+    // V = 256 and GVA 4; with output warps (kChunkedWarpSplitO) a subset.
     for (Dt dt : {BF16, F16}) {
       const std::string w = "warp_";
       for (int T : {1, 65, 1000}) {
@@ -213,6 +213,45 @@ std::vector<Case> all_cases() {
         cs.push_back(c);
         c = make(var, dt, w + "K128_V256");
         c.config = kChunkedWarp, c.V = 256, c.T = 300;
+        cs.push_back(c);
+      }
+      // K = V = 256: two chain warps per 16 columns, each with half of the
+      // keys (their exchange of partial products), GVA 2 and 4.
+      const std::string w2 = "warp_K256_";
+      auto k256 = [&](const std::string& what) {
+        Case x = make(var, dt, w2 + what);
+        x.config = kChunkedWarp, x.K = x.V = 256;
+        return x;
+      };
+      for (int T : {1, 65, 1000}) {
+        c = k256("T" + std::to_string(T));
+        c.T = T;
+        cs.push_back(c);
+      }
+      c = k256("batch3_T100");
+      c.B = 3, c.T = 100;
+      cs.push_back(c);
+      c = k256("varlen");
+      c.cu_seqlens = {0, 1, 65, 195, 198, 198, 1200};
+      cs.push_back(c);
+      c = k256("vk_layout");
+      c.layout = DELTAC_STATE_VK, c.T = 300;
+      cs.push_back(c);
+      c = k256("inplace");
+      c.inplace = true, c.T = 130;
+      cs.push_back(c);
+      c = k256("no_h0");
+      c.h0 = false, c.T = 130;
+      cs.push_back(c);
+      c = k256("gva4");
+      c.H = 1, c.HV = 4, c.T = 200;
+      cs.push_back(c);
+      c = k256("beta2");
+      c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 100;
+      cs.push_back(c);
+      if (var != DELTAC_VARIANT_DELTA) {
+        c = k256("neg_inf_gate");
+        c.neg_inf_at = 37, c.T = 150;
         cs.push_back(c);
       }
     }

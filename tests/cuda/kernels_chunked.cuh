@@ -15,13 +15,14 @@ struct CShape {};
 
 // bf16: the precompiled shapes (64, 128, 256, 128/256) and three others
 // (96, 192, 48/80 with V not a multiple of 32); f32: 64, 128, 256, 48/80;
-// f16: 128.
+// f16: 128, 256.
 using ChunkedShapes =
     std::tuple<CShape<64, 64, __nv_bfloat16>, CShape<128, 128, __nv_bfloat16>,
                CShape<256, 256, __nv_bfloat16>, CShape<128, 256, __nv_bfloat16>,
                CShape<96, 96, __nv_bfloat16>, CShape<192, 192, __nv_bfloat16>,
                CShape<48, 80, __nv_bfloat16>, CShape<64, 64, float>, CShape<128, 128, float>,
-               CShape<256, 256, float>, CShape<48, 80, float>, CShape<128, 128, __half>>;
+               CShape<256, 256, float>, CShape<48, 80, float>, CShape<128, 128, __half>,
+               CShape<256, 256, __half>>;
 
 template <class InT>
 constexpr int dtype_id() {

@@ -24,7 +24,7 @@ struct ChunkedFns {
 // no split, 10 chunk 32, BV 32, 4 warps split 4 (bf16 K = V = 128; f32
 // K = V = 64); 11 the default with the fused launch where it fits (every
 // shape); 12 the default with the warp scan (chunked_scan_warp.cuh) where it
-// runs (16-bit inputs, K = 64 or 128; every shape, the block scan elsewhere),
+// runs (16-bit inputs, K = 64, 128 or 256; every shape, the block scan elsewhere),
 // 13 the same with output warps (chunked_stages' scan = 2). Every other
 // config runs the block scan (chunked_stages' scan = 1), unless
 // DELTAC_TEST_WARP_SCAN=1 (or 2) in the environment (read once) asks every

@@ -36,7 +36,7 @@
 // flags, then chunked_fused.cuh). Where asked for (chunked_stages' scan:
 // cuda_chunked's knob, by default wherever it runs), the scan runs as a
 // barrier-free chain per warp instead (chunked_scan_warp.cuh: 16-bit inputs,
-// K = 64 or 128, no split). Config knobs: chunked_traits.cuh.
+// K = 64, 128 or 256, no split). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
@@ -414,7 +414,7 @@ ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_spl
 // of more than route tokens and writes nothing of the others (the recurrent
 // kernel's, launched with the same route); no split, no fused launch then.
 // scan: 0 the rule (chunked_uses_warp_scan): the scan as a chain per warp
-// (chunked_scan_warp.cuh) where it runs (16-bit inputs, K = 64 or 128, chunk
+// (chunked_scan_warp.cuh) where it runs (16-bit inputs, K = 64, 128 or 256, chunk
 // 32 or 64) and neither a split (force_split > 1) nor the fused launch is
 // asked for, else the block scan; 1 the block scan; 2 the warp scan with
 // output warps beside the chain warps where it runs (compiled only where

@@ -50,10 +50,11 @@ inline constexpr size_t kChunkedSmemSm90 = 232448;
 inline constexpr int kChunkedPrepWarps = 8;
 // Scan: which kernel runs the sequential part (a run-time value).
 //   0 the rule (chunked_uses_warp_scan): the warp scan (chunked_scan_warp.cuh:
-//     a chain per warp over 16 value columns; 16-bit inputs, K = 64 or 128,
-//     chunk 32 or 64; its own V tile of kChunkedWarpBVs and stages, no split,
-//     no fused launch) where it runs and no split > 1 or fused launch is
-//     asked for, else the block scan;
+//     a chain per warp over 16 value columns, two warps each with half of
+//     the keys at K = 256; 16-bit inputs, K = 64, 128 or 256, chunk 32 or
+//     64; its own V tile of kChunkedWarpBVs and stages, no split, no fused
+//     launch) where it runs and no split > 1 or fused launch is asked for,
+//     else the block scan;
 //   1 the block scan (chunked_scan.cuh: reads BV, Warps, Stages, the split
 //     and the fused launch).
 inline constexpr int kChunkedScans[] = {0, 1};
@@ -167,10 +168,15 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
   return best >= 4 ? best : 1;
 }
 
+// Chain warps per 16 value columns of the warp scan: 2 for K = 256 (each
+// holds Sᵀ for K / 2 keys: K / 4 registers per thread, as at K = 128), else 1.
+constexpr int warp_scan_key_split(int K) { return K > 128 ? 2 : 1; }
 // Shared memory of the warp scan: `stages` stages of q, k (kda: and the
 // update's k) rows, the v tile, T, Aqk, the row factors and the chunk decay;
 // one [C][16] output tile per 16 columns; with output warps (split_o) Sᵀ_hi
-// ([2][BV / 16][16][K]) and v'ᵀ ([BV / 16][16][C]); the mbarriers.
+// ([2][BV / 16][16][K]) and v'ᵀ ([BV / 16][16][C]); with two chain warps
+// per 16 columns their exchange of partial products ([BV / 16][2][3 C / 16]
+// tiles of 512 bytes); the mbarriers.
 inline constexpr size_t kWarpScanBarBytes = 256;
 constexpr size_t warp_scan_stage_bytes(int var, int K, int chunk, int bv) {
   const size_t LK = K + 8, LC = chunk + 8, LB = bv + 8;
@@ -180,7 +186,9 @@ constexpr size_t warp_scan_stage_bytes(int var, int K, int chunk, int bv) {
 constexpr size_t warp_scan_smem(int var, int K, int chunk, int bv, bool split_o, int stages) {
   const size_t np = size_t(bv / 16);
   return stages * warp_scan_stage_bytes(var, K, chunk, bv) + np * chunk * 24 * 2 +
-         (split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * np : 0) + kWarpScanBarBytes;
+         (split_o ? (2 * size_t(K + 8) + chunk + 8) * 16 * 2 * np : 0) +
+         (warp_scan_key_split(K) == 2 ? np * 2 * size_t(chunk / 8 + chunk / 16) * 512 : 0) +
+         kWarpScanBarBytes;
 }
 // Three stages where they fit in kChunkedSmemSm90 and leave as many blocks
 // per multiprocessor (its 1 KB more, each block's 1 KB reserve) as two, else two.
@@ -192,12 +200,15 @@ constexpr int warp_scan_stages(int var, int K, int chunk, int bv, bool split_o) 
 }
 
 // Whether the warp scan runs (variant, K, V, input bytes, chunk) with V tile
-// bv within `smem` bytes of shared memory per block (chunk 16 is left to the
-// block scan, one instantiation fewer).
+// bv within `smem` bytes of shared memory per block (K = 64, 128 or 256;
+// output warps: K <= 128; at most 8 warps of 255 registers, the
+// multiprocessor's 64 K, so K = 256 takes V tile 32 only; chunk 16 is left
+// to the block scan, one instantiation fewer).
 constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
                                size_t smem = kChunkedSmemSm90, bool split_o = false) {
-  if (in_bytes != 2 || !(K == 64 || K == 128) || !(bv == kChunkedWarpBVs[0] ||
-      bv == kChunkedWarpBVs[1]) || V % bv || !(chunk == 32 || chunk == 64))
+  if (in_bytes != 2 || !(K == 64 || K == 128 || K == 256) || (split_o && K > 128) ||
+      !(bv == kChunkedWarpBVs[0] || bv == kChunkedWarpBVs[1]) || V % bv ||
+      !(chunk == 32 || chunk == 64) || bv / 16 * warp_scan_key_split(K) + 1 > 8)
     return false;
   return warp_scan_smem(var, K, chunk, bv, split_o, 2) <= kChunkedSmemSm90 &&
          warp_scan_smem(var, K, chunk, bv, split_o,
@@ -237,7 +248,8 @@ constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
 // config asks for the block scan's split (> 1) or fused launch. H200: the
 // warp scan 1.25-1.38x the block scan (its rule's split included) on GDN
 // 16/32 heads K = V = 128 1x32768 and 4x8192, delta K = V = 64 8x4096
-// (docs/performance.md, version 11). The kernel narrows it to the device's
+// (docs/performance.md, version 11); 1.76x on GDN 16/16 heads K = V = 256
+// 1x32768 (version 13). The kernel narrows it to the device's
 // shared memory at run time (block scan without a split where it does not fit).
 constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan,
                                       int split, int fuse) {

@@ -1,9 +1,10 @@
 // The chunked scan as a register-resident chain per warp (an alternative to
-// chunked_scan.cuh for 16-bit inputs and K = 64 or 128).
-// Each warp owns all K rows of 16 value columns of one head: it holds Sᵀ
-// (16 x K, f32) as mma.sync accumulators (K / 2 registers per thread) and
-// runs, per chunk of C tokens (from the same workspace and raw rows as the
-// block scan, staged in shared memory by cp.async):
+// chunked_scan.cuh for 16-bit inputs and K = 64, 128 or 256).
+// Each warp owns all K rows of 16 value columns of one head (K = 256: a pair
+// of warps, each K / 2 rows, below): it holds Sᵀ (16 x K, f32) as mma.sync
+// accumulators (K / 2 registers per thread) and runs, per chunk of C tokens
+// (from the same workspace and raw rows as the block scan, staged in shared
+// memory by cp.async):
 //   rᵀ  = fb ∘ Vᵀ - fa ∘ ((Sᵀ_hi + Sᵀ_lo) Kᵀ)   (the residual in f32, rounded once)
 //   v'ᵀ = rᵀ Tᵀ
 //   oᵀ  = fq ∘ (Sᵀ_hi Qᵀ) + v'ᵀ Aqkᵀ            (staged per warp, written as rows)
@@ -17,10 +18,15 @@
 // scan = 2) a second warp per 16 columns computes oᵀ from Sᵀ_hi and v'ᵀ that
 // the chain warp stores to shared memory (mbarrier hand-overs) and issues
 // the copies, leaving the chain 212 of 296 mma (K = 128, C = 64). No
-// sequence split, no fused launch (the block scan keeps those). H200: faster
+// sequence split, no fused launch (the block scan keeps those). K = 256:
+// each warp of a pair computes rᵀ and Sᵀ_hi Qᵀ over its 128 keys; the pair
+// adds the two partials through shared memory (named barriers; both form the
+// same rᵀ and v'ᵀ), each warp writes oᵀ for half of the chunk's 16-token
+// blocks and updates its own keys of Sᵀ. H200: faster
 // than the block scan on GDN 16/32 heads 1x32768 (1.38x, 1.62 µs per
 // chunk), 4x8192 (1.35x) and delta K = 64 8x4096 (1.25x); output warps no
-// faster (docs/performance.md, version 11).
+// faster (docs/performance.md, version 11); the pairs on GDN K = 256 16/16
+// heads 1x32768: 1.76x (scan 2.73 -> 1.36 ms, 2.65 µs per chunk; version 13).
 //
 // Which scan runs is cuda_chunked's knob scan (chunked_rules.h); the output
 // warps are compiled only where DELTAC_CHUNKED_WARP_OUTPUT is nonzero.
@@ -53,9 +59,13 @@ struct WarpScanTraits {
   static constexpr int K = K_, V = V_, C = C_, BV = BV_;
   static constexpr bool kSplitO = SplitO_;
   static constexpr int kPairs = BV / 16;  // 16-column groups
-  static constexpr int kWarps = kSplitO ? 2 * kPairs : kPairs + 1, kThreads = 32 * kWarps;
+  // Chain warps per 16 columns (K = 256: two, each owning K / 2 keys of Sᵀ,
+  // exchanging partial products through shared memory) and keys per warp.
+  static constexpr int kKS = warp_scan_key_split(K), KW = K / kKS;
+  static constexpr int kChains = kPairs * kKS;
+  static constexpr int kWarps = kSplitO ? 2 * kPairs : kChains + 1, kThreads = 32 * kWarps;
   static constexpr int kCopiers = kSplitO ? 32 * kPairs : 32;      // threads issuing copies
-  static constexpr int kConsumers = 32 * kPairs * (kSplitO ? 2 : 1);  // threads reading stages
+  static constexpr int kConsumers = 32 * (kSplitO ? 2 * kPairs : kChains);  // stage readers
   static constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   static constexpr int LK = K + 8, LC = C + 8, LB = BV + 8, LO = 16 + 8;  // padded rows
   static constexpr int kOffK = C * LK, kOffKd = kKda ? 2 * C * LK : C * LK;
@@ -68,8 +78,15 @@ struct WarpScanTraits {
   static constexpr size_t kOTile = size_t(kPairs) * C * LO * 2;
   static constexpr size_t kSHBytes = kSplitO ? 2 * size_t(kPairs) * 16 * LS * 2 : 0;
   static constexpr size_t kVPBytes = kSplitO ? size_t(kPairs) * 16 * LV * 2 : 0;
-  static constexpr size_t kOffBars = size_t(kStages) * kStageBytes + kOTile + kSHBytes + kVPBytes;
+  // kKS = 2: per pair and warp, its partial rᵀ (C / 8 n-tiles) and the
+  // partner's tokens of its partial oᵀ (C / 16 n-tiles), 16 bytes per lane.
+  static constexpr int kXTiles = C / 8 + C / 16;
+  static constexpr size_t kXBytes = kKS == 2 ? size_t(kPairs) * 2 * kXTiles * 512 : 0;
+  static constexpr size_t kOffX = size_t(kStages) * kStageBytes + kOTile + kSHBytes + kVPBytes;
+  static constexpr size_t kOffBars = kOffX + kXBytes;
   static constexpr size_t kSmem = kOffBars + kWarpScanBarBytes;
+  static_assert(!(kSplitO && kKS > 1), "output warps: K <= 128");
+  static_assert(3 * kPairs < 16, "named barriers");
   static_assert(kStageBytes % 16 == 0, "stage alignment");
   static_assert(size_t(kStageBytes) == warp_scan_stage_bytes(Var, K, C, BV), "stage size");
   static_assert(kSmem == warp_scan_smem(Var, K, C, BV, kSplitO, kStages), "smem size");
@@ -188,6 +205,19 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
+// Named barrier `id` over n threads: wait for all, or arrive only.
+__device__ __forceinline__ void bar_sync_n(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive_n(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+// K = 256: the m-th 16-token block whose oᵀ warp kh of a pair writes (C = 64:
+// blocks 0, 3 and 1, 2: the same share of Aqk's triangle; C = 32: block kh).
+__device__ __forceinline__ constexpr int warp_scan_block(int m, int kh) {
+  return 2 * m + ((m & 1) ? 1 - kh : kh);
+}
+
 __device__ __forceinline__ void cp_async_wait_all_() {
 #if DELTAC_MMA_OK
   asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -221,7 +251,8 @@ __global__ void __launch_bounds__(Tw::kThreads)
   constexpr int LK = Tw::LK, LC = Tw::LC, LB = Tw::LB, LO = Tw::LO;
   constexpr bool kKda = Tw::kKda;
   constexpr int E = 8;             // elements per 16-byte copy
-  constexpr int NK = K / 8;        // n8 tiles of Sᵀ (keys)
+  constexpr int KS = Tw::kKS, KW = Tw::KW;  // chain warps per 16 columns, keys per warp
+  constexpr int NK = KW / 8;       // n8 tiles of this warp's Sᵀ (keys)
   constexpr int NC = C / 8;        // n8 tiles of a chunk (tokens)
   if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
     return;
@@ -238,12 +269,15 @@ __global__ void __launch_bounds__(Tw::kThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool kSplitO = Tw::kSplitO;
   constexpr int NP = Tw::kPairs, LS = Tw::LS, LV = Tw::LV;
+  constexpr int NCH = Tw::kChains;
   const int tid = int(threadIdx.x), lane = tid % 32, wid = tid / 32;
-  const bool chain = wid < NP;                      // a chain warp (Sᵀ)
+  const bool chain = wid < NCH;                     // a chain warp (Sᵀ)
   const bool ow = kSplitO && wid >= NP;             // an output warp (SplitO)
-  const bool copier = kSplitO ? ow : wid == NP;     // issues the stages' copies
+  const bool copier = kSplitO ? ow : wid == NCH;    // issues the stages' copies
   const int ctid = kSplitO ? tid - 32 * NP : lane;  // its index among the copiers
-  const int pair = wid % NP;                        // this warp's 16 columns
+  // This warp's 16 columns and (KS = 2) its half of the keys, from key kb0.
+  const int pair = kSplitO ? wid % NP : (chain ? wid / KS : 0);
+  const int kh = chain ? wid % KS : 0, kb0 = kh * KW;
   const int g = lane >> 2, t = lane & 3;
   const int vw = v0 + pair * 16;  // this warp's first column
   const int hqk = j / (p.HV / p.H);
@@ -255,6 +289,14 @@ __global__ void __launch_bounds__(Tw::kThreads)
       reinterpret_cast<uint32_t*>(smem_raw + NS * Tw::kStageBytes + Tw::kOTile);
   auto shbuf = [&](int64_t c) { return shb0 + ((c & 1) * NP + pair) * 16 * LS / 2; };
   uint32_t* const vpbuf = shb0 + 2 * NP * 16 * LS / 2 + pair * 16 * LV / 2;
+  // KS = 2: this warp's exchange tiles (xw) and its partner's (xr), lane-major
+  // float4; named barriers 1 + 3 pair (both wrote) and 2 + 3 pair + w (warp
+  // w's tiles were read by its partner, w may write again).
+  constexpr int XT = Tw::kXTiles;
+  float4* const xbase = reinterpret_cast<float4*>(smem_raw + Tw::kOffX) + lane;
+  float4* const xw = xbase + (pair * 2 + kh) * XT * 32;
+  const float4* const xr = xbase + (pair * 2 + (kh ^ 1)) * XT * 32;
+  const int bar_full = 1 + 3 * pair, bar_read = 2 + 3 * pair;
   // mbarriers: full[NS], empty[NS], then per pair (SplitO) shf[2], she[2],
   // vpf, vpe (Sᵀ_hi written / read, v'ᵀ written / read).
   const uint32_t bars = sm0 + uint32_t(Tw::kOffBars);
@@ -361,7 +403,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
     for (int nt = 0; nt < NK; ++nt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
+        const int key = kb0 + nt * 8 + 2 * t, col = vw + g + 8 * h;
         if (vk) {
           const float2 x = *reinterpret_cast<const float2*>(h0 + int64_t(col) * K + key);
           S[nt][2 * h] = x.x, S[nt][2 * h + 1] = x.y;
@@ -383,7 +425,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
       mbar_wait(pb + 8 * (2 + (c & 1)), uint32_t(((c - 2) >> 1) & 1));
     uint32_t* d = shbuf(c);
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
+    for (int kk = 0; kk < KW / 16; ++kk) {
       uint32_t ah[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -407,17 +449,28 @@ __global__ void __launch_bounds__(Tw::kThreads)
       produce(c);
     mbar_wait(full(s), ph);  // chunk c landed
     const uint32_t sb = sm0 + s * Tw::kStageBytes;
-    const uint32_t sq = sb, sk = sb + Tw::kOffK * 2, skd = sb + Tw::kOffKd * 2;
+    const uint32_t kofs = uint32_t(kb0) * 2;  // this warp's first key (bytes)
+    const uint32_t sq = sb + kofs, sk = sb + Tw::kOffK * 2 + kofs;
+    const uint32_t skd = sb + Tw::kOffKd * 2 + kofs;
     const uint32_t sv = sb + Tw::kOffV * 2, st = sb + Tw::kOffT * 2, sa = sb + Tw::kOffA * 2;
     const float* fa = reinterpret_cast<const float*>(smem_raw + s * Tw::kStageBytes +
                                                      Tw::kStageTs * 2);
     const float* fbv = fa + C;
     const float* fq = fa + 2 * C;
     const float* fk = fa + 3 * C;
-    const float* gam = fa + 4 * C;
+    const float* gam = fa + 4 * C + kb0;
     const int64_t t0 = s0 + c * C;
     const int len = int(s1 - t0 < C ? s1 - t0 : C);
 
+    // oᵀ by slot pairs: n-tiles 2 m, 2 m + 1 hold token block blk(m): m, or
+    // (KS = 2) this warp's blocks first, then its partner's (sent to it).
+    constexpr int NO = KS == 2 ? C / 32 : C / 16;  // slot pairs this warp writes
+    auto blk = [&](int m) {
+      if constexpr (KS == 1)
+        return m;
+      else
+        return m < NO ? warp_scan_block(m, kh) : warp_scan_block(m - NO, kh ^ 1);
+    };
     float o[NC][4];
     uint32_t vf[C / 16][4];  // A fragments of v' (for o)
 #pragma unroll
@@ -429,7 +482,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
       for (int nt = 0; nt < NC; ++nt) r[nt][0] = r[nt][1] = r[nt][2] = r[nt][3] = 0.f;
 #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
+      for (int kk = 0; kk < KW / 16; ++kk) {
         uint32_t ah[4], al[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -447,7 +500,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
           for (int np = 0; np < C / 16; ++np) {
             uint32_t b[4];
-            ldsm4(b, sq + offbk + (np * 16 * LK + kk * 16) * 2);
+            ldsm4(b, sq + offbk + (blk(np) * 16 * LK + kk * 16) * 2);
             wmma16<Ts>(o[2 * np], ah, b[0], b[1]);
             wmma16<Ts>(o[2 * np + 1], ah, b[2], b[3]);
           }
@@ -457,6 +510,31 @@ __global__ void __launch_bounds__(Tw::kThreads)
           wmma16<Ts>(r[2 * np], al, bk[np][0], bk[np][1]);
           wmma16<Ts>(r[2 * np + 1], al, bk[np][2], bk[np][3]);
         }
+      }
+      if constexpr (KS == 2) {
+        // The pair's partial rᵀ (all tokens) and oᵀ (the owner's tokens)
+        // summed: x + y == y + x, so both warps form the same rᵀ.
+        if (c >= 1)
+          bar_sync_n(bar_read + kh, 64);  // the partner read chunk c - 1's
+#pragma unroll
+        for (int nt = 0; nt < NC; ++nt)
+          xw[nt * 32] = make_float4(r[nt][0], r[nt][1], r[nt][2], r[nt][3]);
+#pragma unroll
+        for (int nt = 2 * NO; nt < NC; ++nt)
+          xw[(NC - 2 * NO + nt) * 32] = make_float4(o[nt][0], o[nt][1], o[nt][2], o[nt][3]);
+        bar_sync_n(bar_full, 64);
+#pragma unroll
+        for (int nt = 0; nt < NC; ++nt) {
+          const float4 y = xr[nt * 32];
+          r[nt][0] += y.x, r[nt][1] += y.y, r[nt][2] += y.z, r[nt][3] += y.w;
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2 * NO; ++nt) {
+          const float4 y = xr[(NC + nt) * 32];
+          o[nt][0] += y.x, o[nt][1] += y.y, o[nt][2] += y.z, o[nt][3] += y.w;
+        }
+        if (c + 1 < nchunks)
+          bar_arrive_n(bar_read + (kh ^ 1), 64);  // the partner may write again
       }
       // r = fb v - fa (K S), rounded once into A fragments (k = tokens): the
       // registers of n-tiles 2 np, 2 np + 1 (rows g, g + 8 each) are those of
@@ -519,7 +597,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
       for (int kb = 0; kb < C / 16; ++kb)
 #pragma unroll
-        for (int np = 0; np < K / 16; ++np) {
+        for (int np = 0; np < KW / 16; ++np) {
           uint32_t b[4];
           ldsm4t(b, skd + offtk + (kb * 16 * LK + np * 16) * 2);
           wmma16<Ts>(S[2 * np], vd[kb], b[0], b[1]);
@@ -550,8 +628,9 @@ __global__ void __launch_bounds__(Tw::kThreads)
       }
       // o = fq ∘ (S_hi Q) + Aqk v' (Aqk lower triangular).
 #pragma unroll
-      for (int nt = 0; nt < NC; ++nt) {
-        const float2 f = *reinterpret_cast<const float2*>(fq + nt * 8 + 2 * t);
+      for (int nt = 0; nt < 2 * NO; ++nt) {
+        const float2 f =
+            *reinterpret_cast<const float2*>(fq + blk(nt >> 1) * 16 + (nt & 1) * 8 + 2 * t);
         o[nt][0] *= f.x, o[nt][1] *= f.y, o[nt][2] *= f.x, o[nt][3] *= f.y;
       }
       if constexpr (kSplitO) {
@@ -561,27 +640,42 @@ __global__ void __launch_bounds__(Tw::kThreads)
         for (int kb = 0; kb < C / 16; ++kb) ldsm4(vf[kb], vps + kb * 32);
         mbar_arrive(pb + 8 * 5);  // vpbuf read
       }
+      if constexpr (KS == 1) {
 #pragma unroll
-      for (int ip = 0; ip < C / 16; ++ip)
+        for (int ip = 0; ip < C / 16; ++ip)
 #pragma unroll
-        for (int kb = 0; kb <= ip; ++kb) {
-          uint32_t b[4];
-          ldsm4(b, sa + offbc + (ip * 16 * LC + kb * 16) * 2);
-          wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[1]);
-          wmma16<Ts>(o[2 * ip + 1], vf[kb], b[2], b[3]);
+          for (int kb = 0; kb <= ip; ++kb) {
+            uint32_t b[4];
+            ldsm4(b, sa + offbc + (ip * 16 * LC + kb * 16) * 2);
+            wmma16<Ts>(o[2 * ip], vf[kb], b[0], b[1]);
+            wmma16<Ts>(o[2 * ip + 1], vf[kb], b[2], b[3]);
+          }
+      } else {  // this warp's blocks (their index known at run time)
+#pragma unroll
+        for (int m = 0; m < NO; ++m) {
+          const int ip = blk(m);
+#pragma unroll
+          for (int kb = 0; kb < C / 16; ++kb)
+            if (kb <= ip) {
+              uint32_t b[4];
+              ldsm4(b, sa + offbc + (ip * 16 * LC + kb * 16) * 2);
+              wmma16<Ts>(o[2 * m], vf[kb], b[0], b[1]);
+              wmma16<Ts>(o[2 * m + 1], vf[kb], b[2], b[3]);
+            }
         }
+      }
       mbar_arrive(empty(s));  // this warp's reads of the stage are done
       // oᵀ -> the [C][16] tile of the columns (transposed: rows are tokens) -> o rows.
       __syncwarp();  // the previous chunk's reads of the tile are done
 #pragma unroll
-      for (int np = 0; np < C / 16; ++np) {
+      for (int np = 0; np < NO; ++np) {
         const uint32_t x0 = pack2<Ts>(o[2 * np][0], o[2 * np][1]);
         const uint32_t x1 = pack2<Ts>(o[2 * np][2], o[2 * np][3]);
         const uint32_t x2 = pack2<Ts>(o[2 * np + 1][0], o[2 * np + 1][1]);
         const uint32_t x3 = pack2<Ts>(o[2 * np + 1][2], o[2 * np + 1][3]);
 #if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::
-                         "r"(sot + offvo + np * 16 * LO * 2),
+                         "r"(sot + offvo + blk(np) * 16 * LO * 2),
                      "r"(x0), "r"(x1), "r"(x2), "r"(x3)
                      : "memory");
 #else
@@ -589,7 +683,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {  // register i: tokens 2t, 2t + 1 of tile i / 2, column g + 8 (i % 2)
           const Ts* e = reinterpret_cast<const Ts*>(&xs[i]);
-          Ts* d = otile + (np * 16 + (i >> 1) * 8 + 2 * t) * LO + g + 8 * (i & 1);
+          Ts* d = otile + (blk(np) * 16 + (i >> 1) * 8 + 2 * t) * LO + g + 8 * (i & 1);
           d[0] = e[0];
           d[LO] = e[1];
         }
@@ -598,8 +692,9 @@ __global__ void __launch_bounds__(Tw::kThreads)
       __syncwarp();
       Ts* orow = obase + t0 * ostride + int64_t(j) * V + vw;
 #pragma unroll
-      for (int m = 0; m < 2 * C / 32; ++m) {
-        const int idx = lane + 32 * m, tok = idx >> 1, half = idx & 1;
+      for (int m = 0; m < 2 * NO * 16 / 32; ++m) {  // this warp's tokens, 2 lanes each
+        const int idx = lane + 32 * m, half = idx & 1;
+        const int tok = KS == 1 ? idx >> 1 : blk(idx >> 5) * 16 + ((idx >> 1) & 15);
         if (tok < len)
           *reinterpret_cast<uint4*>(orow + tok * ostride + half * 8) =
               *reinterpret_cast<const uint4*>(otile + tok * LO + half * 8);
@@ -617,7 +712,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
     for (int nt = 0; nt < NK; ++nt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
+        const int key = kb0 + nt * 8 + 2 * t, col = vw + g + 8 * h;
         if (vk) {
           *reinterpret_cast<float2*>(ht + int64_t(col) * K + key) =
               make_float2(S[nt][2 * h], S[nt][2 * h + 1]);
