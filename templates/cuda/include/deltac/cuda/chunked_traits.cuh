@@ -70,10 +70,10 @@ struct ChunkedTraits {
   static constexpr int MT3 = K / 16 / MW3, NT3 = NB / NW3;  // per warp
   static constexpr size_t kPrepSmem = chunked_prep_smem(Var, K, V, kElem, C);
   // 16-bit delta / gated: as many prep blocks per multiprocessor as fit in
-  // shared memory, up to 5 (48 registers; the products wait on latency).
-  // Else 0: the compiler's choice.
-  static constexpr int kPrepMinBlocks =
-      kElem == 2 && !kKda ? (232448 / (kPrepSmem + 1024) < 5 ? int(232448 / (kPrepSmem + 1024)) : 5) : 0;
+  // shared memory (each with its 1 KB reserve), up to 5 (48 registers; the
+  // products wait on latency). Else 0: the compiler's choice.
+  static constexpr int kPrepFit = int(kChunkedSmemSm90 / (kPrepSmem + 1024));
+  static constexpr int kPrepMinBlocks = kElem == 2 && !kKda ? (kPrepFit < 5 ? kPrepFit : 5) : 0;
   static constexpr size_t kScanSmem = chunked_scan_smem(Var, K, kElem, C, BV, kStages);
   // Gate clamp: exp of any sum that includes it is exactly 0 in f32, so a
   // -inf gate (a full reset) never meets (-inf) - (-inf). NaN stays NaN.
