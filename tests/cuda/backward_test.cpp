@@ -357,6 +357,45 @@ const char* vname(deltac_variant v) {
   return v == DELTAC_VARIANT_DELTA ? "delta" : v == DELTAC_VARIANT_GATED ? "gated" : "kda";
 }
 
+// The edge cases both suites end with (mk names a case of the variant):
+// beta near 0 and 2, gates near 0 and -30 (gates) and a -inf reset (reset),
+// no workspace, bf16 and f16 at T = t16 with K = V = 128, bf16 T = 4096 GVA 2.
+template <class Mk>
+void push_edge_cases(std::vector<Case>& cs, Mk&& mk, bool gates, bool reset, int t16) {
+  Case c = mk("T130_beta_near0");
+  c.T = 130, c.beta_lo = 0.f, c.beta_hi = 0.02f;
+  cs.push_back(c);
+  c = mk("T130_beta_near2");
+  c.T = 130, c.beta_lo = 1.9f, c.beta_hi = 2.f;
+  cs.push_back(c);
+  if (gates) {
+    c = mk("T130_gate_near0");
+    c.T = 130, c.g_lo = -1e-3f, c.g_hi = 0.f;
+    cs.push_back(c);
+    c = mk("T130_gate_near_m30");
+    c.T = 130, c.g_lo = -31.f, c.g_hi = -29.f;
+    cs.push_back(c);
+  }
+  if (reset) {
+    c = mk("T130_reset");
+    c.T = 130, c.reset = true;
+    cs.push_back(c);
+  }
+  c = mk("T100_no_workspace");
+  c.T = 100, c.workspace = false;
+  cs.push_back(c);
+  const std::string t = "_T" + std::to_string(t16) + "_K128";
+  c = mk("bf16" + t);
+  c.dtype = DELTAC_BF16, c.T = t16, c.K = c.V = 128;
+  cs.push_back(c);
+  c = mk("f16" + t);
+  c.dtype = DELTAC_F16, c.T = t16, c.K = c.V = 128;
+  cs.push_back(c);
+  c = mk("bf16_T4096_K128_gva2");
+  c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
+  cs.push_back(c);
+}
+
 std::vector<Case> cases() {
   std::vector<Case> cs;
   for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED, DELTAC_VARIANT_KDA}) {
@@ -390,32 +429,7 @@ std::vector<Case> cases() {
     c = mk("T40_K256_V128");
     c.T = 40, c.K = 256, c.V = 128, c.H = 1, c.HV = 2;
     cs.push_back(c);
-    c = mk("T130_beta_near0");
-    c.T = 130, c.beta_lo = 0.f, c.beta_hi = 0.02f;
-    cs.push_back(c);
-    c = mk("T130_beta_near2");
-    c.T = 130, c.beta_lo = 1.9f, c.beta_hi = 2.f;
-    cs.push_back(c);
-    if (var != DELTAC_VARIANT_DELTA) {
-      c = mk("T130_gate_near0");
-      c.T = 130, c.g_lo = -1e-3f, c.g_hi = 0.f;
-      cs.push_back(c);
-      c = mk("T130_gate_near_m30");
-      c.T = 130, c.g_lo = -31.f, c.g_hi = -29.f;
-      cs.push_back(c);
-    }
-    c = mk("T100_no_workspace");
-    c.T = 100, c.workspace = false;
-    cs.push_back(c);
-    c = mk("bf16_T100_K128");
-    c.dtype = DELTAC_BF16, c.T = 100, c.K = c.V = 128;
-    cs.push_back(c);
-    c = mk("f16_T100_K128");
-    c.dtype = DELTAC_F16, c.T = 100, c.K = c.V = 128;
-    cs.push_back(c);
-    c = mk("bf16_T4096_K128_gva2");
-    c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
-    cs.push_back(c);
+    push_edge_cases(cs, mk, var != DELTAC_VARIANT_DELTA, false, 100);
   }
   return cs;
 }
@@ -456,35 +470,8 @@ std::vector<Case> chunked_cases() {
     c = mk("T130_K128_V256");
     c.T = 130, c.K = 128, c.V = 256, c.H = 1, c.HV = 2;
     cs.push_back(c);
-    c = mk("T130_beta_near0");
-    c.T = 130, c.beta_lo = 0.f, c.beta_hi = 0.02f;
-    cs.push_back(c);
-    c = mk("T130_beta_near2");
-    c.T = 130, c.beta_lo = 1.9f, c.beta_hi = 2.f;
-    cs.push_back(c);
-    if (var == DELTAC_VARIANT_GATED) {
-      c = mk("T130_gate_near0");
-      c.T = 130, c.g_lo = -1e-3f, c.g_hi = 0.f;
-      cs.push_back(c);
-      c = mk("T130_gate_near_m30");
-      c.T = 130, c.g_lo = -31.f, c.g_hi = -29.f;
-      cs.push_back(c);
-      c = mk("T130_reset");
-      c.T = 130, c.reset = true;
-      cs.push_back(c);
-    }
-    c = mk("T100_no_workspace");
-    c.T = 100, c.workspace = false;
-    cs.push_back(c);
-    c = mk("bf16_T300_K128");
-    c.dtype = DELTAC_BF16, c.T = 300, c.K = c.V = 128;
-    cs.push_back(c);
-    c = mk("f16_T300_K128");
-    c.dtype = DELTAC_F16, c.T = 300, c.K = c.V = 128;
-    cs.push_back(c);
-    c = mk("bf16_T4096_K128_gva2");
-    c.dtype = DELTAC_BF16, c.T = 4096, c.K = c.V = 128, c.H = 1, c.HV = 2, c.tol = 1e-2;
-    cs.push_back(c);
+    const bool gated = var == DELTAC_VARIANT_GATED;
+    push_edge_cases(cs, mk, gated, gated, 300);
   }
   for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
     Case c;  // the block scans run where dv is not 16-byte aligned
