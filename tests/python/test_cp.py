@@ -7,6 +7,7 @@ layouts (sequences crossing ranks, one spanning several ranks, empty and one-tok
 sequences), every variant, h0, GVA, K + V wider than one kernel call.
 """
 
+import copy
 import math
 import os
 import tempfile
@@ -236,6 +237,14 @@ def _layer_worker(rank, world, init, seed, lens):
             (yf * w).sum().backward()
             want = {n: p.grad.clone() for n, p in m.named_parameters()}
             m.zero_grad()
+            # float64 parameter gradients: some (dt_bias: a sum over tokens and
+            # heads that cancels) are off float64 by more than 1e-5 in the f32
+            # whole-sequence run already (6e-5 at DELTAC_TEST_SEED=
+            # 5826703593852716130), so the ranks' sum is held to float64 within
+            # that run's own error (x 4), at least 1e-5
+            m64 = copy.deepcopy(m).double()
+            (m64(x.double()) * w.double()).sum().backward()
+            want64 = {n: p.grad for n, p in m64.named_parameters()}
             # this rank's span over the ranks
             xl = x[:, a:b].clone().requires_grad_()
             yl = m(xl, cp_context=ctx)
@@ -247,8 +256,9 @@ def _layer_worker(rank, world, init, seed, lens):
             for n, p in m.named_parameters():  # the ranks' losses sum to the whole loss
                 got = p.grad.clone() if p.grad is not None else torch.zeros_like(p)
                 dist.all_reduce(got)
-                e = rel_err(got, want[n])
-                assert e <= F32_TOL, f"{what}: d{n} err {e:.2e}"
+                e = rel_err(got, want64[n])
+                bound = max(F32_TOL, 4 * rel_err(want[n], want64[n]))
+                assert e <= bound, f"{what}: d{n} err {e:.2e} vs float64 (bound {bound:.2e})"
             m.zero_grad()
             with torch.no_grad():  # inference: no gradient bookkeeping, same outputs
                 e = rel_err(m(x[:, a:b], cp_context=ctx), yf[:, a:b])
