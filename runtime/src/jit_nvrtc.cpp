@@ -70,6 +70,15 @@ std::unique_ptr<Nvrtc> open_nvrtc(const std::string &lib, std::string *why) {
     return nullptr;
   }
   nv->library = lib; // the handle stays open for the process
+  // NVRTC dlopens libnvrtc-builtins by soname; loaded from a directory off
+  // the loader's path, load the one beside it first (a later dlopen of the
+  // soname finds it).
+  size_t slash = lib.rfind('/');
+  if (slash != std::string::npos)
+    ::dlopen((lib.substr(0, slash + 1) + "libnvrtc-builtins.so." + std::to_string(nv->major) +
+              "." + std::to_string(nv->minor))
+                 .c_str(),
+             RTLD_NOW | RTLD_GLOBAL);
   return nv;
 }
 

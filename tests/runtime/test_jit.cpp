@@ -471,6 +471,16 @@ TEST(Jit, MissingNvrtcIsAClearError) {
   EXPECT_FALSE(err.empty());
 }
 
+TEST(Jit, LoadWithoutDeviceIsAClearError) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+    GTEST_SKIP() << "a CUDA device is present";
+  cudaGetLastError();
+  std::string err;
+  EXPECT_EQ(load(tiny(), &err), nullptr);
+  EXPECT_NE(err.find("no usable CUDA device for jit_test_tiny"), std::string::npos) << err;
+}
+
 // On a GPU: load() (compiled, then from this process's modules) and a
 // launch through the kernel handle.
 TEST(JitGpu, LoadAndLaunch) {
