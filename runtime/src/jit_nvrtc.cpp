@@ -213,13 +213,19 @@ std::string head_of(const std::string &log) {
 } // namespace detail
 
 bool available(std::string *why) {
-  std::string w;
-  const detail::Nvrtc *nv = detail::nvrtc(&w);
-  if (why)
-    *why = nv ? nv->library + " (NVRTC " + std::to_string(nv->major) + "." +
-                    std::to_string(nv->minor) + ")"
-              : w;
-  return nv != nullptr;
+  try {
+    std::string w;
+    const detail::Nvrtc *nv = detail::nvrtc(&w);
+    if (why)
+      *why = nv ? nv->library + " (NVRTC " + std::to_string(nv->major) + "." +
+                      std::to_string(nv->minor) + ")"
+                : w;
+    return nv != nullptr;
+  } catch (const std::exception &e) {
+    if (why)
+      *why = std::string("jit: ") + e.what();
+    return false;
+  }
 }
 
 bool compile(const Program &prog, int cc, std::string *cubin,
