@@ -5,6 +5,7 @@
 // with static cudart, which loads the driver lazily: on machines without a
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
+#include "cuda_jit.h"
 #include "cuda_pad.h"
 #include "dispatch.h"
 #include "select.h"
@@ -45,9 +46,12 @@ bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
                    cudaStream_t s, const Launch &l, std::string *error) {
   bool found = false;
   cudaError_t e = launch(p, c, s, l, &found);
-  if (!found) {
-    *error = "no precompiled CUDA kernel for " + config_string(c) +
-             " with K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V);
+  if (!found) { // not precompiled: NVRTC where the family has that path
+    std::string why;
+    if (cuda_jit_enabled(c.family, &why))
+      return cuda_recurrent_jit(p, c, s, l, error);
+    *error = "no precompiled CUDA kernel for " + config_string(c) + " with K = " +
+             std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (" + why + ")";
     return false;
   }
   if (e == cudaErrorInvalidValue && c.family == Family::CudaChunked) {

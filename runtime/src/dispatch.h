@@ -34,6 +34,12 @@ bool cuda_built();
 bool cuda_available();
 // Multiprocessors of the current device (0 when unknown).
 int cuda_sm_count();
+// Whether family f's configs that are not precompiled run compiled at run
+// time by NVRTC here (cuda_jit.h; cuda_recurrent only): not switched off
+// (DELTAC_JIT=0), a CUDA device is usable, NVRTC loads and a probe program
+// of the kernel headers compiles and loads (once per process). *why says
+// why not.
+bool cuda_jit_enabled(Family f, std::string *why = nullptr);
 // Adds the CUDA keys of deltac/env.h ("gpu", "cc", "sm_count", "driver",
 // "cuda_runtime") for the current device when one is usable; else nothing.
 void cuda_env(std::map<std::string, std::string> *env);

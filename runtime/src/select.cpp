@@ -1,5 +1,6 @@
 // Config choice: the catalogue's default rule or a tuning-database record.
 #include "select.h"
+#include "dispatch.h"
 
 #include "deltac/env.h"
 
@@ -149,6 +150,21 @@ static bool isa_from_options(const deltac_options &opt, const KernelConfig &c,
 static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
                          const Problem &prob, Choice *out, std::string *error);
 
+// Whether this runtime runs c for prob: precompiled, or (cuda_recurrent)
+// compiled at run time by NVRTC (cuda_jit.h); *jit says which.
+static bool runnable(const KernelConfig &c, const Problem &prob, bool *jit) {
+  *jit = false;
+  if (precompiled(c, prob))
+    return true;
+  *jit = cuda_jit_enabled(c.family);
+  return *jit;
+}
+static std::string jit_note(const KernelConfig &c, const Problem &prob) {
+  return config_string(c) + " with K = " + std::to_string(prob.K) + ", V = " +
+         std::to_string(prob.V) +
+         " is not precompiled: compiled at run time by NVRTC (docs/jit.md)";
+}
+
 bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
                    Choice *out, std::string *error) {
   *out = Choice{};
@@ -179,14 +195,19 @@ bool choose_config(Device d, const deltac_options &opt, const Problem &prob,
       *error = "options.config: " + why;
       return false;
     }
-    if (!precompiled(out->config, prob)) {
+    bool jit = false;
+    if (!runnable(out->config, prob, &jit)) {
+      std::string why;
+      cuda_jit_enabled(out->config.family, &why);
       *error = "options.config: " + config_string(out->config) +
                " is not precompiled in this runtime" +
-               (d == Device::CUDA ? " (a pinned config never runs padded; without "
-                                    "options.config a K, V with no instance does)"
+               (d == Device::CUDA ? " (" + why + "; a pinned config never runs padded; "
+                                    "without options.config a K, V with no instance does)"
                                   : "");
       return false;
     }
+    if (jit)
+      out->note = jit_note(out->config, prob);
     return isa_from_options(opt, out->config, prob, &out->isa, error);
   }
   const Mode m = opt.chunk ? Mode::Chunked : static_cast<Mode>(opt.mode);
@@ -230,6 +251,8 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
   out->config = default_config(f, prob);
   if (d == Device::CPU)
     out->isa = cpu_isa_for(f, prob);
+  else if (!precompiled(out->config, prob)) // shipped_family chose the NVRTC path
+    out->note = jit_note(out->config, prob);
   if (opt.deterministic) // batch-invariant: records are chosen per batch shape
     return true;
 
@@ -270,7 +293,8 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
                 ") ran";
     return true;
   }
-  if (!precompiled(r->config, prob)) {
+  bool jit = false;
+  if (!runnable(r->config, prob, &jit)) {
     out->note = "tuning db '" + db.source + "': record " +
                 std::to_string(index) + " (" +
                 config_string(r->config) +
@@ -298,6 +322,9 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
   out->isa = isa;
   out->config = r->config;
   out->tuned = true;
+  if (jit)
+    out->note = "tuning db '" + db.source + "': record " + std::to_string(index) + ": " +
+                jit_note(r->config, prob);
   // A tuned split was measured at the tuned batch size; where this call's
   // grid already fills 7/8 of the GPU (where the kernel's own rule,
   // chunked_default_split, would not split), the rule runs (split 0).
@@ -385,6 +412,14 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
     const int64_t b = l.max_tokens[i];
     if (b && (prob.max_seqlen == 0 || prob.max_seqlen > b))
       continue;
+    // Decode-first families compile the exact dims at run time (NVRTC)
+    // rather than run padded, where they can.
+    if (check_family(l.f[i], prob).empty() && cuda_jit_enabled(l.f[i])) {
+      *out = l.f[i];
+      if (run)
+        *run = prob;
+      return true;
+    }
     Problem padded;
     if (padded_dims(l.f[i], prob, &padded)) {
       *out = l.f[i];

@@ -246,7 +246,8 @@ TEST(CudaAuto, PicksTheGpuWhenAKernelExists) {
   EXPECT_EQ(info.device, DELTAC_DEVICE_CUDA);
   EXPECT_STREQ(info.family, "cuda_chunked");
   // No instance has K = 32: the GPU still, padded to one that exists
-  // (test_cuda_pad.cpp).
+  // (test_cuda_pad.cpp; DELTAC_JIT=0, else decode compiles K = 32 at run time).
+  test::JitEnv jitOff("0");
   test::Problem small = cudaProblem(2, 32, 32, test::freshSeed(), false);
   std::vector<float> o2(small.oCount()), ht2(small.stateCount());
   deltac_fwd_params p2 = small.params(o2.data(), ht2.data());

@@ -6,6 +6,7 @@
 #include "deltac/catalogue.h"
 #include "deltac/convert.h"
 #include "deltac/runtime.h"
+#include "dispatch.h" // runtime/src: cuda_jit_enabled
 
 #include "test_util.h"
 
@@ -273,7 +274,8 @@ TEST(CudaCheck, HostPointersAreCheckedOnTheHost) {
 }
 
 // A tuning-database record picks the CUDA tile; a record that is legal but
-// not precompiled (non-default warps) runs the default config with a note.
+// not precompiled (non-default warps) runs compiled at run time (NVRTC),
+// or with DELTAC_JIT=0 the default config with a note.
 TEST(CudaTuning, RecordChangesTheKernel) {
   SKIP_WITHOUT_GPU();
   test::TempDir dir;
@@ -304,12 +306,31 @@ TEST(CudaTuning, RecordChangesTheKernel) {
     EXPECT_LE(ref::rel_rms(o.data(), oRef), 1e-5) << tileV;
   }
   db(32, 8); // legal (32 row groups / 8 warps), not shipped
-  deltac_run_info info{};
-  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
-  EXPECT_EQ(info.tuned, 0);
-  EXPECT_EQ(info.warps, cuda_recurrent_default_warps(128, info.tile_v));
-  EXPECT_NE(std::string(info.note).find("not precompiled"), std::string::npos)
-      << info.note;
+  {
+    test::JitEnv jitOff("0");
+    deltac_run_info info{};
+    ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+    EXPECT_EQ(info.tuned, 0);
+    EXPECT_EQ(info.warps, cuda_recurrent_default_warps(128, info.tile_v));
+    EXPECT_NE(std::string(info.note).find("not precompiled"), std::string::npos)
+        << info.note;
+  }
+  // With run-time compilation (NVRTC) the record itself runs.
+  test::JitEnv jitOn(nullptr);
+  std::string why;
+  if (rt::cuda_jit_enabled(Family::CudaRecurrent, &why)) {
+    std::fill(o.begin(), o.end(), 0.f);
+    deltac_run_info info{};
+    ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+    EXPECT_EQ(info.tuned, 1);
+    EXPECT_EQ(info.tile_v, 32);
+    EXPECT_EQ(info.warps, 8);
+    EXPECT_NE(std::string(info.note).find("compiled at run time by NVRTC"), std::string::npos)
+        << info.note;
+    EXPECT_LE(ref::rel_rms(o.data(), oRef), 1e-5);
+  } else {
+    std::printf("run-time compilation not checked: %s\n", why.c_str());
+  }
   EXPECT_EQ(deltac_load_tuning_db(nullptr), 0);
 }
 

@@ -1,16 +1,23 @@
 // CUDA calls whose K, V have no precompiled instance run one of larger dims
-// on zero-padded copies (issues 7, 8; runtime/src/cuda_pad.cu): the choice of
-// the padded pair (no GPU needed), and on a GPU (skipped without one) every
-// variant against the float64 reference, with outputs poisoned past their
-// extent, state pools with -1 slots, state_steps, accepted counts, bf16
-// states, mixed batches and the checking mode.
+// on zero-padded copies (issues 7, 8; runtime/src/cuda_pad.cu), or, for the
+// recurrent family where NVRTC works, a kernel compiled at run time for the
+// exact dims or knobs (issue 9; runtime/src/cuda_jit.cu): the choice of the
+// padded pair (no GPU needed), the NVRTC compile of every recurrent kernel
+// form (no GPU needed), and on a GPU (skipped without one) every variant
+// against the float64 reference, with outputs poisoned past their extent,
+// state pools with -1 slots, state_steps, accepted counts, bf16 states,
+// mixed batches and the checking mode. The padded cases run with DELTAC_JIT=0.
+#include "cuda_jit.h"
 #include "deltac/catalogue.h"
 #include "deltac/runtime.h"
+#include "dispatch.h"
+#include "jit.h"
 #include "select.h"
 #include "test_util.h"
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,6 +26,8 @@ namespace deltac {
 namespace {
 
 bool gpu() { return deltac_cuda_available() != 0; }
+
+using test::JitEnv;
 
 // --- the padded pair (catalogue + select.cpp; no GPU) ---------------------
 
@@ -35,6 +44,7 @@ rt::Choice choose(int K, int V, int64_t len, int mode, std::string *err) {
 }
 
 TEST(CudaPadChoice, SmallestPrecompiledPairOfTheRulesFamily) {
+  JitEnv off("0");
   std::string err;
   struct Row {
     int K, V;
@@ -64,6 +74,7 @@ TEST(CudaPadChoice, SmallestPrecompiledPairOfTheRulesFamily) {
 }
 
 TEST(CudaPadChoice, PinnedConfigsAreNotPadded) {
+  JitEnv off("0");
   Problem prob;
   prob.K = 96, prob.V = 96;
   deltac_options opt = deltac_default_options();
@@ -198,6 +209,7 @@ struct PadCase {
   int variant, K, V, T;
   bool varlen, bf16, vk, device;
   int mode;
+  bool jit = false; // the NVRTC path (recurrent), not the padded one
 };
 
 std::string caseName(const PadCase &c) {
@@ -207,7 +219,8 @@ std::string caseName(const PadCase &c) {
          (c.varlen ? "_varlen" : "_batch") + (c.device ? "_dev" : "_host") +
          (c.mode == DELTAC_MODE_CHUNKED     ? "_chunked"
           : c.mode == DELTAC_MODE_RECURRENT ? "_recurrent"
-                                            : "");
+                                            : "") +
+         (c.jit ? "_jit" : "");
 }
 
 // Every variant x pair, each pair at T = 1, 65 and 1000 across the variants,
@@ -230,12 +243,42 @@ std::vector<PadCase> padCases() {
   return cases;
 }
 
+// The NVRTC path: decode-sized calls (T = 1: the one-token kernel; 4, 13:
+// several tokens, varlen with a 1-token tail) of dims with no instance, every
+// variant, both dtypes and layouts; T = 65 with the recurrent mode pinned.
+std::vector<PadCase> jitCases() {
+  const int pairs[][2] = {{16, 16}, {32, 48}, {96, 96}, {80, 160},
+                          {192, 64}, {48, 256}, {112, 240}, {256, 80}};
+  const int Ts[] = {1, 4, 13, 65};
+  std::vector<PadCase> cases;
+  for (int i = 0; i < 12; ++i) {
+    const int T = Ts[i % 4];
+    cases.push_back({i % 3, pairs[i % 8][0], pairs[i % 8][1], T, i % 4 == 2, i % 2 == 1,
+                     (i / 2) % 2 == 1, i % 3 != 1,
+                     T > 16 ? DELTAC_MODE_RECURRENT : DELTAC_MODE_AUTO, true});
+  }
+  return cases;
+}
+
+std::string jitNote() { return "compiled at run time by NVRTC"; }
+
+// Skips the test where NVRTC cannot run the recurrent family here.
+#define SKIP_WITHOUT_JIT()                                                     \
+  do {                                                                         \
+    std::string why_;                                                          \
+    if (!rt::cuda_jit_enabled(Family::CudaRecurrent, &why_))                   \
+      GTEST_SKIP() << why_;                                                    \
+  } while (0)
+
 class CudaPadPrompt : public ::testing::TestWithParam<PadCase> {};
 
 TEST_P(CudaPadPrompt, MatchesReference) {
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   const PadCase c = GetParam();
+  JitEnv env(c.jit ? nullptr : "0");
+  if (c.jit)
+    SKIP_WITHOUT_JIT();
   const uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   test::Problem pr;
@@ -269,7 +312,11 @@ TEST_P(CudaPadPrompt, MatchesReference) {
       << deltac_last_error();
   EXPECT_EQ(info.device, DELTAC_DEVICE_CUDA);
   ASSERT_NE(info.note, nullptr);
-  EXPECT_NE(std::string(info.note).find(padNote(c.K, c.V)), std::string::npos) << info.note;
+  EXPECT_NE(std::string(info.note).find(c.jit ? jitNote() : padNote(c.K, c.V)),
+            std::string::npos)
+      << info.note;
+  if (c.jit)
+    EXPECT_STREQ(info.family, "cuda_recurrent");
   const bool chunked = std::string(info.family) == "cuda_chunked";
   // f32: the chunked kernel's three-TF32 products (tests/cuda/chunked_test).
   const double tol = c.bf16 ? 5e-3 : chunked ? 1e-4 : 1e-5;
@@ -280,6 +327,8 @@ TEST_P(CudaPadPrompt, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaPadPrompt, ::testing::ValuesIn(padCases()),
                          [](const auto &info) { return caseName(info.param); });
+INSTANTIATE_TEST_SUITE_P(GpuJit, CudaPadPrompt, ::testing::ValuesIn(jitCases()),
+                         [](const auto &info) { return caseName(info.param); });
 
 // Decode: 4 sequences from a pool of 6 states updated in place; sequence 1 is
 // padding (-1, -1), sequence 2 reads slot 0 and writes slot 1, sequence 3
@@ -287,6 +336,7 @@ INSTANTIATE_TEST_SUITE_P(Gpu, CudaPadPrompt, ::testing::ValuesIn(padCases()),
 struct PoolCase {
   int variant, K, V, T;
   bool bf16State, vk, device;
+  bool jit = false; // the NVRTC path, not the padded one
 };
 
 class CudaPadPool : public ::testing::TestWithParam<PoolCase> {};
@@ -295,6 +345,9 @@ TEST_P(CudaPadPool, MatchesReferenceAndLeavesOtherSlots) {
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   const PoolCase c = GetParam();
+  JitEnv env(c.jit ? nullptr : "0");
+  if (c.jit)
+    SKIP_WITHOUT_JIT();
   const uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   test::Problem pr;
@@ -341,7 +394,9 @@ TEST_P(CudaPadPool, MatchesReferenceAndLeavesOtherSlots) {
   ASSERT_EQ(c.device ? runDevice(p, opt, &info) : deltac_forward_info(&p, &opt, &info), 0)
       << deltac_last_error();
   EXPECT_STREQ(info.family, "cuda_recurrent");
-  EXPECT_NE(std::string(info.note).find(padNote(c.K, c.V)), std::string::npos) << info.note;
+  EXPECT_NE(std::string(info.note).find(c.jit ? jitNote() : padNote(c.K, c.V)),
+            std::string::npos)
+      << info.note;
   const double st = c.bf16State ? 5e-3 : 1e-5;
   EXPECT_LE(ref::rel_rms(o.data(), oRef), c.bf16State ? 5e-3 : 1e-5) << "o";
   if (c.bf16State)
@@ -369,18 +424,23 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{2, 96, 80, 1, true, true, false},
                       PoolCase{1, 80, 112, 3, true, false, false},
                       PoolCase{2, 48, 32, 3, false, true, true},
-                      PoolCase{0, 192, 64, 1, false, false, true}),
+                      PoolCase{0, 192, 64, 1, false, false, true},
+                      PoolCase{1, 96, 96, 1, false, false, true, true},
+                      PoolCase{2, 96, 80, 1, true, true, false, true},
+                      PoolCase{1, 80, 112, 3, true, false, true, true},
+                      PoolCase{0, 48, 32, 3, false, true, false, true}),
     [](const auto &info) {
       const PoolCase &c = info.param;
       return std::string(variantName(c.variant)) + "_K" + std::to_string(c.K) + "_V" +
              std::to_string(c.V) + "_T" + std::to_string(c.T) +
              (c.bf16State ? "_bf16state" : "_f32state") + (c.vk ? "_VK" : "_KV") +
-             (c.device ? "_dev" : "_host");
+             (c.device ? "_dev" : "_host") + (c.jit ? "_jit" : "");
     });
 
 // A mixed batch (prompts and decode steps, one varlen call) runs both kernels
 // on the same padded tensors.
 TEST(CudaPad, MixedBatchRunsBothKernelsPadded) {
+  JitEnv off("0");
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = test::freshSeed();
@@ -408,6 +468,7 @@ TEST(CudaPad, MixedBatchRunsBothKernelsPadded) {
 // Checking mode: a bad value sets the flag on the device, and neither the
 // kernel nor the unpadding writes anything (o and ht keep their bytes).
 TEST(CudaPad, CheckingModeFlagStopsEveryWrite) {
+  JitEnv off("0");
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   test::Problem pr;
@@ -435,6 +496,7 @@ TEST(CudaPad, CheckingModeFlagStopsEveryWrite) {
 }
 
 TEST(CudaPad, TooSmallWorkspaceIsAnErrorNamingIt) {
+  JitEnv off("0");
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   test::Problem pr;
@@ -448,6 +510,110 @@ TEST(CudaPad, TooSmallWorkspaceIsAnErrorNamingIt) {
   EXPECT_NE(std::string(deltac_last_error()).find("options.workspace_bytes"),
             std::string::npos)
       << deltac_last_error();
+}
+
+// --- the NVRTC path ---------------------------------------------------------
+
+// Every recurrent kernel form compiles through NVRTC from the embedded
+// headers (no GPU needed: compile only, for sm_90a and sm_80), as the
+// runtime builds them for a call.
+TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
+  std::string why;
+  if (!rt::jit::available(&why))
+    GTEST_SKIP() << why;
+  struct Row {
+    int variant, K, V, in, state, tile_v, warps, T;
+    bool steps;
+    cuda::RecurrentKernel form;
+  } rows[] = {
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::Split},
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 32, 2, 1, false, cuda::RecurrentKernel::StripOne},
+      {2, 80, 112, DELTAC_F32, DELTAC_BF16, 16, 2, 4, true, cuda::RecurrentKernel::Strip},
+      {0, 256, 80, DELTAC_BF16, DELTAC_BF16, 16, 4, 3, false, cuda::RecurrentKernel::Strip},
+      {1, 128, 128, DELTAC_BF16, DELTAC_F32, 16, 4, 1, false, cuda::RecurrentKernel::Split},
+      {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
+  };
+  for (const Row &r : rows) {
+    test::Problem pr;
+    pr.variant = r.variant;
+    pr.B = 1, pr.T = r.T, pr.H = 1, pr.HV = 2, pr.K = r.K, pr.V = r.V;
+    pr.fill(1);
+    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+    deltac_fwd_params p = pr.params(o.data(), ht.data());
+    p.in_dtype = p.out_dtype = r.in;
+    p.state_dtype = r.state;
+    if (r.steps)
+      p.state_steps = ht.data(); // only its presence matters here
+    KernelConfig c;
+    c.family = Family::CudaRecurrent, c.tile_v = r.tile_v, c.warps = r.warps;
+    rt::RecurrentProgram rp;
+    ASSERT_TRUE(rt::cuda_recurrent_program(p, c, false, &rp, &why)) << why;
+    SCOPED_TRACE(rp.program.name);
+    EXPECT_EQ(int(rp.choice.kernel), int(r.form));
+    for (int cc : {90, 80}) {
+      std::string cubin;
+      std::vector<std::string> lowered;
+      ASSERT_TRUE(rt::jit::compile(rp.program, cc, &cubin, &lowered, &why)) << why;
+      ASSERT_EQ(lowered.size(), 1u);
+      EXPECT_FALSE(lowered[0].empty());
+      ASSERT_GE(cubin.size(), 4u);
+      EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "not an ELF cubin";
+    }
+  }
+}
+
+// A config the runtime does not ship for a shape it ships (tile_v 16 with
+// 4 warps at K = V = 128; the default is 2) runs compiled at run time, one
+// and several tokens, against the float64 reference.
+TEST(CudaJit, PinnedWarpsOfAShippedShape) {
+  if (!gpu())
+    GTEST_SKIP() << "no CUDA device";
+  JitEnv env(nullptr);
+  SKIP_WITHOUT_JIT();
+  for (int T : {1, 5}) {
+    const uint64_t seed = test::freshSeed();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", T " + std::to_string(T));
+    test::Problem pr;
+    pr.variant = DELTAC_VARIANT_GATED;
+    pr.B = 3, pr.T = T, pr.H = 2, pr.HV = 4, pr.K = 128, pr.V = 128;
+    pr.fill(seed);
+    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+    deltac_fwd_params p = pr.params(o.data(), ht.data());
+    std::vector<double> oRef, htRef;
+    ref::forward(p, &oRef, &htRef);
+    deltac_options opt = deltac_default_options();
+    opt.config.family = "cuda_recurrent";
+    opt.config.tile_v = 16;
+    opt.config.warps = 4;
+    deltac_run_info info{};
+    ASSERT_EQ(runDevice(p, opt, &info), 0) << deltac_last_error();
+    EXPECT_STREQ(info.family, "cuda_recurrent");
+    EXPECT_NE(std::string(info.note).find(jitNote()), std::string::npos) << info.note;
+    EXPECT_LE(ref::rel_rms(o.data(), oRef), 1e-5) << "o";
+    EXPECT_LE(ref::rel_rms(ht.data(), htRef), 1e-5) << "ht";
+  }
+}
+
+// Decode of dims with no instance chooses the recurrent family at its own
+// dims where NVRTC works here, else the padded instance (no GPU needed for
+// the choice itself).
+TEST(CudaJitChoice, DecodeOfUnshippedDimsRunsItsOwnDims) {
+  JitEnv env(nullptr);
+  std::string err;
+  const rt::Choice c = choose(96, 80, 1, DELTAC_MODE_AUTO, &err);
+  EXPECT_EQ(c.config.family, Family::CudaRecurrent);
+  if (rt::cuda_jit_enabled(Family::CudaRecurrent)) {
+    EXPECT_EQ(c.K, 96);
+    EXPECT_EQ(c.V, 80);
+    EXPECT_NE(c.note.find(jitNote()), std::string::npos) << c.note;
+  } else {
+    EXPECT_EQ(c.K, 128);
+    EXPECT_EQ(c.V, 128);
+  }
+  // Prompts of such dims still run the chunked family padded.
+  const rt::Choice l = choose(96, 80, 500, DELTAC_MODE_AUTO, &err);
+  EXPECT_EQ(l.config.family, Family::CudaChunked);
+  EXPECT_EQ(l.K, 128);
 }
 
 } // namespace

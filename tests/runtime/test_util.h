@@ -32,6 +32,20 @@ namespace test {
 // with DELTAC_TEST_SEED=<n>.
 inline uint64_t freshSeed() { return test_seed(); }
 
+// DELTAC_JIT for one scope: "0" keeps CUDA calls off the NVRTC path
+// (runtime/src/cuda_jit.cu), null leaves the default.
+struct JitEnv {
+  explicit JitEnv(const char *value) {
+    if (value)
+      setenv("DELTAC_JIT", value, 1);
+    else
+      unsetenv("DELTAC_JIT");
+  }
+  ~JitEnv() { unsetenv("DELTAC_JIT"); }
+  JitEnv(const JitEnv &) = delete;
+  JitEnv &operator=(const JitEnv &) = delete;
+};
+
 // mkdtemp directory removed (recursively) on destruction.
 class TempDir {
 public:

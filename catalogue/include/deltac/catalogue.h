@@ -8,6 +8,7 @@
 #define DELTAC_CATALOGUE_H
 
 #include "deltac/cuda/chunked_rules.h"
+#include "deltac/cuda/recurrent_rules.h"
 #include "deltac/params.h"
 
 #include <cstdint>
@@ -242,31 +243,9 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
 // ---------------------------------------------------------------------------
 // Family-specific rules.
 
-// CUDA recurrent kernel geometry (templates/cuda/.../traits.cuh reads these):
-// 4 floats per lane, BV/4 lanes per row, 32/(BV/4) rows per warp step.
-constexpr int cuda_recurrent_row_groups(int K, int BV) {
-  return K / (32 / (BV / 4));
-}
-// Default warps: the fewest of 2, 4, 8 that split the row groups into at
-// most 16 per warp (64 state floats per thread): 2 for every K with tile_v
-// 16 and for K <= 128 with tile_v 32, else 4. More state per thread puts
-// more bytes in flight (H200, GDN 16/32 heads K = V = 128, graph replay:
-// tile_v 32 with 2 warps 75.4 / 548.9 us at batch 64 / 512 f32, 49.7 / 358.5
-// bf16, against 81.6 / 600.8 and 60.1 / 440.9 with 4; tile_v 16 at batch 1:
-// 3.07 us with 2 warps, 3.67 with 4; docs/performance.md, "Decode: state
-// pool", version 2; K = 64 and 256 not measured).
-constexpr int cuda_recurrent_default_warps(int K, int BV) {
-  const int groups = cuda_recurrent_row_groups(K, BV);
-  for (int w : {2, 4, 8})
-    if (groups % w == 0 && groups / w <= 16)
-      return w;
-  return 1;
-}
-// Legal: whole row groups per warp, at most 16 rows (64 floats) per thread.
-constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
-  const int groups = cuda_recurrent_row_groups(K, BV);
-  return warps >= 1 && groups % warps == 0 && (groups / warps) * 4 <= 64;
-}
+// CUDA recurrent kernel geometry and warps: deltac/cuda/recurrent_rules.h
+// (cuda_recurrent_row_groups, cuda_recurrent_default_warps,
+// cuda_recurrent_warps_ok).
 
 namespace detail {
 inline std::string num(int64_t x) { return std::to_string(x); }

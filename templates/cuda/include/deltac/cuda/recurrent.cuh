@@ -20,6 +20,7 @@
 #define DELTAC_CUDA_RECURRENT_CUH
 
 #include "deltac/cuda/recurrent_kernel.cuh"
+#include "deltac/cuda/recurrent_rules.h"
 #include "deltac/cuda/recurrent_strip.cuh"
 #include "deltac/cuda/traits.cuh"
 #include "deltac/params.h"
@@ -45,12 +46,25 @@ inline bool aligned(const void* ptr, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-// Whether p matches this instantiation and has what the kernel dereferences.
-template <deltac_variant Var, int K, int V, class InT>
-bool matches(const deltac_fwd_params& p) {
-  if (p.variant != Var || p.K != K || p.V != V)
+// The strip kernels' 16-byte access flags for p (16-byte aligned bases:
+// every lane's offset is a multiple of its access): v and o (io), the
+// states (st), q, k and kda's g (qk).
+struct RecurrentFlags {
+  bool io, st, qk;
+};
+inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
+  return {aligned(p.v, 16) && aligned(p.o, 16),
+          aligned(p.h0, 16) && aligned(p.ht, 16) && aligned(p.state_steps, 16),
+          aligned(p.q, 16) && aligned(p.k, 16) && (var != DELTAC_VARIANT_KDA || aligned(p.g, 16))};
+}
+
+// Whether p matches a kernel of (var, K, V, input dtype in_dtype) and has
+// what the kernel dereferences.
+inline bool recurrent_matches(const deltac_fwd_params& p, int32_t var, int K, int V,
+                              int32_t in_dtype) {
+  if (p.variant != var || p.K != K || p.V != V)
     return false;
-  if (p.in_dtype != dtype_of<InT>() || p.out_dtype != dtype_of<InT>() ||
+  if (p.in_dtype != in_dtype || p.out_dtype != in_dtype ||
       (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16))
     return false;
   if (p.read_slots ? p.num_slots <= 0 : p.num_slots != 0)
@@ -61,41 +75,16 @@ bool matches(const deltac_fwd_params& p) {
     return false;
   if (!p.q || !p.k || !p.v || !p.beta || !p.o)
     return false;
-  if (Var != DELTAC_VARIANT_DELTA && !p.g)
+  if (var != DELTAC_VARIANT_DELTA && !p.g)
     return false;
   if (p.cu_seqlens ? p.B != 1 : p.N != p.B)
     return false;
   return true;
 }
-
-// The entry kernels with a guard: `skip`, when not null, is a device flag
-// read first; nonzero makes every block return at once without touching o
-// or ht (the runtime's device-side value check sets it). The guard is one
-// uniform branch; the runtime's instances (recurrent_knobs) always use these
-// kernels, so each config is compiled once.
-template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
-__global__ void __launch_bounds__(Tr::kThreads)
-    guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
-                   const int32_t* skip, int32_t route) {
-  pdl_enter();
-  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
-    return;
-  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
+template <deltac_variant Var, int K, int V, class InT>
+bool matches(const deltac_fwd_params& p) {
+  return recurrent_matches(p, Var, K, V, dtype_of<InT>());
 }
-
-template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
-__global__ void __launch_bounds__(Tr::kThreads, 2)
-    guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
-                     const int32_t* skip, int32_t route) {
-  pdl_enter();
-  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
-    return;
-  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
-}
-
-// Which kernel runs a config: the strip kernel where its geometry exists
-// (the default), else the split kernel; tests and the bench force either.
-enum class Form { Auto = 0, Split = 1, Strip = 2 };
 
 // kernel<<<blocks, threads, 0, stream>>>(args...), with programmatic
 // dependent launch allowed when `pdl` (the kernel waits for its
@@ -133,57 +122,54 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   if (!Guarded && route > 0)
     return cudaErrorInvalidValue;
   constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
-  constexpr int kVec = strip_vec<K, V, BV, Warps, kBf16>();         // several tokens
-  constexpr int kVecOne = strip_vec_one<K, V, BV, Warps, kBf16>();  // one token
+  constexpr int kVec = strip_vec(K, BV, Warps, kBf16, false);     // several tokens
+  constexpr int kVecOne = strip_vec(K, BV, Warps, kBf16, true);   // one token
   constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
-  // det (batch-invariant): the several-token form for every call, so that a
-  // one-token sequence computes alike alone and inside a varlen batch.
-  const bool one = !det && !PerToken && !p.cu_seqlens && p.T <= 1;
-  // 16-byte aligned bases: every lane's offset is a multiple of its access.
-  const bool io = aligned(p.v, 16) && aligned(p.o, 16);
-  const bool st = aligned(p.h0, 16) && aligned(p.ht, 16) && aligned(p.state_steps, 16);
-  const bool qk = aligned(p.q, 16) && aligned(p.k, 16) &&
-                  (Var != DELTAC_VARIANT_KDA || aligned(p.g, 16));
+  const bool one = !PerToken && recurrent_one_token(p, det);
+  const RecurrentFlags f = recurrent_flags(p, Var);
   const int32_t* sk = Guarded ? skip : nullptr;
+  const RecurrentKernel rk =
+      recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form).kernel;
   if constexpr (kVecOne != 0) {
     using Tr = StripTraits<K, V, BV, Warps, kVecOne>;
-    constexpr bool kWide = Tr::L * Tr::kVec * int(sizeof(StT)) >= 64;
-    if (one && (form == Form::Strip || !kSplit || (form == Form::Auto && kWide))) {
+    if (rk == RecurrentKernel::StripOne) {
       const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
       if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
       return launch_ex(strip_one_kernel<Var, Tr, InT, StT>, unsigned(blocks),
-                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk);
+                       Tr::kThreads, stream, pdl, p, scale, f.io, f.st, f.qk, sk);
     }
   }
   if constexpr (kVec != 0) {
     using Tr = StripTraits<K, V, BV, Warps, kVec>;
-    if (!one && (form != Form::Split || !kSplit)) {
+    if (rk == RecurrentKernel::Strip) {
       const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
       if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
       return launch_ex(strip_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                       Tr::kThreads, stream, pdl, p, scale, io, st, qk, sk, route);
+                       Tr::kThreads, stream, pdl, p, scale, f.io, f.st, f.qk, sk, route);
     }
   }
   if constexpr (kSplit) {
     using Tr = RecurrentTraits<K, V, BV, Warps>;
-    const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
-    if (blocks > 0x7fffffff)
-      return cudaErrorInvalidConfiguration;
-    if constexpr (Guarded) {
-      if constexpr (Tr::kThreads > 128)
-        return launch_ex(guarded_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
-      else
-        return launch_ex(guarded_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
-    } else if constexpr (Tr::kThreads > 128) {
-      return launch_ex(recurrent_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                       Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
-    } else {
-      return launch_ex(recurrent_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
-                       Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
+    if (rk == RecurrentKernel::Split) {
+      const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
+      if (blocks > 0x7fffffff)
+        return cudaErrorInvalidConfiguration;
+      if constexpr (Guarded) {
+        if constexpr (Tr::kThreads > 128)
+          return launch_ex(guarded_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                           Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
+        else
+          return launch_ex(guarded_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                           Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state, skip, route);
+      } else if constexpr (Tr::kThreads > 128) {
+        return launch_ex(recurrent_kernel_2<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
+      } else {
+        return launch_ex(recurrent_kernel<Var, Tr, InT, StT, PerToken>, unsigned(blocks),
+                         Tr::kThreads, stream, pdl, p, scale, vec_io, vec_state);
+      }
     }
   }
   return cudaErrorInvalidValue;  // knobs without a kernel for this call (bench only)
@@ -208,12 +194,12 @@ cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool ve
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
-template <int K, class InT>
-void call_setup(const deltac_fwd_params& p, float* scale, bool* vec_io, bool* vec_state) {
-  *scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
+inline void call_setup(const deltac_fwd_params& p, int in_bytes, float* scale, bool* vec_io,
+                       bool* vec_state) {
+  *scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(p.K));
   // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
   // rows; element-aligned pointers still work through scalar accesses.
-  *vec_io = aligned(p.v, 4 * sizeof(InT)) && aligned(p.o, 4 * sizeof(InT));
+  *vec_io = aligned(p.v, 4 * in_bytes) && aligned(p.o, 4 * in_bytes);
   // The state: 4 elements (16 bytes f32, 8 bytes bf16) in h0, ht, state_steps.
   const uintptr_t sv = p.state_dtype == DELTAC_BF16 ? 8 : 16;
   *vec_state = aligned(p.h0, sv) && aligned(p.ht, sv) && aligned(p.state_steps, sv);
@@ -233,7 +219,7 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
     return cudaSuccess;
   float scale;
   bool vec_io, vec_state;
-  call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
+  call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
   return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
                                                             stream, skip, form, pdl, det,
                                                             route);
@@ -254,7 +240,7 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
     return cudaSuccess;
   float scale;
   bool vec_io, vec_state;
-  call_setup<K, InT>(p, &scale, &vec_io, &vec_state);
+  call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
 
   // Wide tiles (32 columns) unless that leaves the GPU short of blocks, as
   // in small-batch decode: then 16-column tiles give twice the blocks.

@@ -284,6 +284,31 @@ __global__ void __launch_bounds__(Tr::kThreads, 2)
   recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
+// The entry kernels with a guard: `skip`, when not null, is a device flag
+// read first; nonzero makes every block return at once without touching o
+// or ht (the runtime's device-side value check sets it). The guard is one
+// uniform branch; the runtime's instances (recurrent_knobs) always use these
+// kernels, so each config is compiled once.
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
+__global__ void __launch_bounds__(Tr::kThreads)
+    guarded_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                   const int32_t* skip, int32_t route) {
+  pdl_enter();
+  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
+    return;
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
+}
+
+template <deltac_variant Var, class Tr, class InT, class StT, bool PerToken>
+__global__ void __launch_bounds__(Tr::kThreads, 2)
+    guarded_kernel_2(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                     const int32_t* skip, int32_t route) {
+  pdl_enter();
+  if ((skip && *skip != 0) || routed_away(p, int(blockIdx.x) / Tr::kTiles / p.HV, route))
+    return;
+  recurrent_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
+}
+
 }  // namespace deltac::cuda::detail
 
 #endif  // DELTAC_CUDA_RECURRENT_KERNEL_CUH

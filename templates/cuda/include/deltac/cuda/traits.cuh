@@ -2,11 +2,11 @@
 // traits: every size is a constexpr, every assumption a static_assert). The
 // knobs BV (catalogue knob tile_v) and Warps (warps) are template
 // parameters; their legal values and defaults are the catalogue's
-// (deltac/catalogue.h: cuda_recurrent_warps_ok, cuda_recurrent_default_warps).
+// (recurrent_rules.h: cuda_recurrent_warps_ok, cuda_recurrent_default_warps).
 #ifndef DELTAC_CUDA_TRAITS_CUH
 #define DELTAC_CUDA_TRAITS_CUH
 
-#include "deltac/catalogue.h"
+#include "deltac/cuda/recurrent_rules.h"
 
 namespace deltac::cuda {
 
@@ -56,35 +56,16 @@ struct StripTraits {
   static constexpr int kWarps = Warps_;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kVec = Vec_;
+  static constexpr StripGeom kGeom = strip_geom(K, BV, kWarps, kVec);
   static constexpr int WV = BV / kWarps;
-  static constexpr int L = WV / kVec;
-  static constexpr int kGroups = L >= 1 && L <= 32 ? 32 / L : 1;
-  static constexpr int R = K / kGroups;
+  static constexpr int L = kGeom.L;
+  static constexpr int kGroups = kGeom.groups;
+  static constexpr int R = kGeom.rows;
   static constexpr int kTiles = V / BV;
-  static constexpr bool fits = BV % kWarps == 0 && L >= 1 && L <= 32 && WV % kVec == 0 &&
-                               32 % kGroups == 0 && K % kGroups == 0 && kThreads <= 256;
-  // At most 64 floats of state per thread (several tokens); one token keeps
-  // it packed: at most 64 words (a bf16 state: 128 elements).
-  static constexpr bool ok = fits && R * kVec <= 64;
-  static constexpr bool ok_one = fits && R * kVec * (kVec == 8 ? 2 : 4) <= 256;
+  static constexpr bool fits = kGeom.fits;
+  static constexpr bool ok = kGeom.ok;
+  static constexpr bool ok_one = kGeom.ok_one;
 };
-
-// The strip kernel's Vec for these knobs: 8 for a bf16 state when that
-// geometry exists, else 4; 0 when neither exists.
-template <int K, int V, int BV, int Warps, bool Bf16State>
-constexpr int strip_vec() {
-  if (Bf16State && StripTraits<K, V, BV, Warps, 8>::ok)
-    return 8;
-  return StripTraits<K, V, BV, Warps, 4>::ok ? 4 : 0;
-}
-
-// The same for the one-token kernel (strip_one: ok_one).
-template <int K, int V, int BV, int Warps, bool Bf16State>
-constexpr int strip_vec_one() {
-  if (Bf16State && StripTraits<K, V, BV, Warps, 8>::ok_one)
-    return 8;
-  return StripTraits<K, V, BV, Warps, 4>::ok_one ? 4 : 0;
-}
 
 // V-tile width with the most columns per block: 32 when it divides V.
 template <int V>

@@ -1,0 +1,117 @@
+// The legal space of the fused recurrent CUDA kernels (family cuda_recurrent)
+// and the rule that picks a kernel form for a call, in plain C++ (no CUDA
+// headers): traits.cuh sizes the kernels on it, recurrent.cuh launches the
+// precompiled instances by it, the runtime's NVRTC path (cuda_jit.cpp)
+// compiles and launches the same forms by it, and the kernel catalogue
+// (deltac/catalogue.h) checks configs with it.
+#ifndef DELTAC_CUDA_RECURRENT_RULES_H
+#define DELTAC_CUDA_RECURRENT_RULES_H
+
+#include "deltac/params.h"
+
+namespace deltac {
+
+// Split-kernel geometry: 4 floats per lane, BV/4 lanes per row, 32/(BV/4)
+// rows per warp step.
+constexpr int cuda_recurrent_row_groups(int K, int BV) {
+  return K / (32 / (BV / 4));
+}
+// Default warps: the fewest of 2, 4, 8 that split the row groups into at
+// most 16 per warp (64 state floats per thread): 2 for every K with tile_v
+// 16 and for K <= 128 with tile_v 32, else 4. More state per thread puts
+// more bytes in flight (H200, GDN 16/32 heads K = V = 128, graph replay:
+// tile_v 32 with 2 warps 75.4 / 548.9 us at batch 64 / 512 f32, 49.7 / 358.5
+// bf16, against 81.6 / 600.8 and 60.1 / 440.9 with 4; tile_v 16 at batch 1:
+// 3.07 us with 2 warps, 3.67 with 4; docs/performance.md, "Decode: state
+// pool", version 2; K = 64 and 256 not measured).
+constexpr int cuda_recurrent_default_warps(int K, int BV) {
+  const int groups = cuda_recurrent_row_groups(K, BV);
+  for (int w = 2; w <= 8; w *= 2)
+    if (groups % w == 0 && groups / w <= 16)
+      return w;
+  return 1;
+}
+// Legal: whole row groups per warp, at most 16 rows (64 floats) per thread.
+constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
+  const int groups = cuda_recurrent_row_groups(K, BV);
+  return warps >= 1 && groups % warps == 0 && (groups / warps) * 4 <= 64;
+}
+
+namespace cuda {
+
+// The strip kernel's geometry (recurrent_strip.cuh, StripTraits): each warp
+// owns all K rows of BV / warps columns; a lane holds vec columns (16 bytes
+// of f32 state, 16 or 8 of bf16) of K / groups consecutive rows, L lanes per
+// row. fits: the geometry exists; ok: at most 64 floats of state per thread
+// (several tokens); ok_one: one token keeps it packed, at most 64 words.
+struct StripGeom {
+  int L, groups, rows;
+  bool fits, ok, ok_one;
+};
+constexpr StripGeom strip_geom(int K, int BV, int warps, int vec) {
+  StripGeom s{};
+  const int wv = BV / warps;
+  s.L = wv / vec;
+  s.groups = s.L >= 1 && s.L <= 32 ? 32 / s.L : 1;
+  s.rows = K / s.groups;
+  s.fits = BV % warps == 0 && s.L >= 1 && s.L <= 32 && wv % vec == 0 && 32 % s.groups == 0 &&
+           K % s.groups == 0 && warps * 32 <= 256;
+  s.ok = s.fits && s.rows * vec <= 64;
+  s.ok_one = s.fits && s.rows * vec * (vec == 8 ? 2 : 4) <= 256;
+  return s;
+}
+// The strip kernel's vec for these knobs: 8 for a bf16 state where that
+// geometry exists, else 4; 0 where neither does. one: the one-token kernel.
+constexpr int strip_vec(int K, int BV, int warps, bool bf16_state, bool one) {
+  const StripGeom g8 = strip_geom(K, BV, warps, 8), g4 = strip_geom(K, BV, warps, 4);
+  if (bf16_state && (one ? g8.ok_one : g8.ok))
+    return 8;
+  return (one ? g4.ok_one : g4.ok) ? 4 : 0;
+}
+
+namespace detail {
+
+// Which form runs: Auto (the rule below), Split (the split kernel where it
+// exists), Strip (the strip kernel where it exists). Tests and benchmarks
+// force one.
+enum class Form { Auto = 0, Split = 1, Strip = 2 };
+
+}  // namespace detail
+
+// The kernel a call runs: the one-token strip kernel (T <= 1 without
+// cu_seqlens, state_steps, accepted or the batch-invariant mode), the strip
+// kernel, the split kernel (recurrent_kernel.cuh: one block per V tile, warps
+// split K; BV 16 or 32) or none (knobs without a kernel for the call).
+enum class RecurrentKernel { None = 0, StripOne = 1, Strip = 2, Split = 3 };
+struct RecurrentChoice {
+  RecurrentKernel kernel;
+  int vec;  // the strip kernels' vec
+};
+// Under Auto a token runs the one-token strip kernel where a lane's state
+// slice is at least 64 bytes wide or the split kernel does not exist, else
+// the split kernel; several tokens run the strip kernel where it exists.
+constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_bytes, bool one,
+                                           detail::Form form) {
+  using detail::Form;
+  const bool split = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, warps);
+  const int vec_one = strip_vec(K, BV, warps, state_bytes == 2, true);
+  const int vec = strip_vec(K, BV, warps, state_bytes == 2, false);
+  const bool wide = BV / warps * state_bytes >= 64;
+  if (vec_one && one && (form == Form::Strip || !split || (form == Form::Auto && wide)))
+    return {RecurrentKernel::StripOne, vec_one};
+  if (vec && !one && (form != Form::Split || !split))
+    return {RecurrentKernel::Strip, vec};
+  return {split ? RecurrentKernel::Split : RecurrentKernel::None, 0};
+}
+
+// Whether the one-token kernel may run (see recurrent_choice). det (batch-
+// invariant): never, so that a one-token sequence computes alike alone and
+// inside a varlen batch.
+inline bool recurrent_one_token(const deltac_fwd_params& p, bool det) {
+  return !det && !p.state_steps && !p.accepted && !p.cu_seqlens && p.T <= 1;
+}
+
+}  // namespace cuda
+}  // namespace deltac
+
+#endif  // DELTAC_CUDA_RECURRENT_RULES_H
