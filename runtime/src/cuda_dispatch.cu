@@ -49,7 +49,8 @@ bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
   if (!found) { // not precompiled: NVRTC where the family has that path
     std::string why;
     if (cuda_jit_enabled(c.family, &why))
-      return cuda_recurrent_jit(p, c, s, l, error);
+      return c.family == Family::CudaChunked ? cuda_chunked_jit(p, c, s, l, error)
+                                             : cuda_recurrent_jit(p, c, s, l, error);
     *error = "no precompiled CUDA kernel for " + config_string(c) + " with K = " +
              std::to_string(p.K) + ", V = " + std::to_string(p.V) + " (" + why + ")";
     return false;
@@ -109,14 +110,22 @@ size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
            cuda_workspace_size(padded_params(p, pad, share, nullptr), c,
                                deterministic, route);
   }
+  size_t n = 0;
   switch (p.variant) {
   case DELTAC_VARIANT_DELTA:
-    return cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, deterministic, route);
+    n = cudaWorkspace<DELTAC_VARIANT_DELTA>(p, c, deterministic, route);
+    break;
   case DELTAC_VARIANT_GATED:
-    return cudaWorkspace<DELTAC_VARIANT_GATED>(p, c, deterministic, route);
+    n = cudaWorkspace<DELTAC_VARIANT_GATED>(p, c, deterministic, route);
+    break;
   default:
-    return cudaWorkspace<DELTAC_VARIANT_KDA>(p, c, deterministic, route);
+    n = cudaWorkspace<DELTAC_VARIANT_KDA>(p, c, deterministic, route);
   }
+  // A chunked config with no precompiled instance (its workspace is never
+  // 0): the NVRTC path's, where it runs.
+  if (n == 0 && c.family == Family::CudaChunked && cuda_jit_enabled(c.family))
+    n = cuda_chunked_jit_workspace(p, c, deterministic, route);
+  return n;
 }
 
 bool cuda_available() {

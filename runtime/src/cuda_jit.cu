@@ -1,11 +1,16 @@
-// The NVRTC path of cuda_recurrent (cuda_jit.h): the kernel form
+// The NVRTC paths (cuda_jit.h). cuda_recurrent: the kernel form
 // recurrent_choice picks for the call, compiled from
 // deltac/cuda/recurrent_strip.cuh by name expression, launched with the
 // arguments recurrent.cuh's launch_st passes to the precompiled kernels.
+// cuda_chunked: the kernels of one config (chunk index, intra-chunk, the
+// block scan's legal V tiles, the warp scan's, the split's fold and fix-up;
+// not the fused launch), launched by chunked.cuh's chunked_run_stages, the
+// code the precompiled instances run.
 #include "cuda_jit.h"
 #include "jit.h"
 #include "select.h"
 
+#include "deltac/cuda/launch.cuh"
 #include "deltac/cuda/recurrent.cuh"
 
 #include <cuda_runtime.h>
@@ -16,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace deltac {
 namespace rt {
@@ -57,12 +63,12 @@ std::string kernel_expr(const deltac_fwd_params &p, const KernelConfig &c,
   }
 }
 
-// The loaded kernel of prog (one kernel) on this device: compiled or read
-// from the disk cache once per process and device (the jit module keeps the
-// library loaded), or null with *error.
-const void *kernel_for(const jit::Program &prog, std::string *error) {
+// The loaded kernels of prog on this device: compiled or read from the
+// disk cache once per process and device (the jit module keeps the library
+// loaded), or null with *error.
+const jit::Module *module_for(const jit::Program &prog, std::string *error) {
   static std::mutex mu;
-  static std::map<std::pair<int, std::string>, const void *> cache; // (device, name)
+  static std::map<std::pair<int, std::string>, const jit::Module *> cache; // (device, name)
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess)
     dev = -1;
@@ -71,13 +77,92 @@ const void *kernel_for(const jit::Program &prog, std::string *error) {
   if (it != cache.end())
     return it->second;
   const jit::Module *m = jit::load(prog, error);
-  if (!m || m->kernels.size() != 1 || !m->kernels[0]) {
+  if (!m || m->kernels.size() != prog.kernels.size()) {
     if (error->empty())
-      *error = "NVRTC gave no kernel for " + prog.name;
+      *error = "NVRTC gave no kernels for " + prog.name;
     return nullptr;
   }
-  cache[{dev, prog.name}] = m->kernels[0];
-  return m->kernels[0];
+  for (const void *k : m->kernels)
+    if (!k) {
+      *error = "NVRTC gave a null kernel for " + prog.name;
+      return nullptr;
+    }
+  cache[{dev, prog.name}] = m;
+  return m;
+}
+
+// Stand-in handle of a kernel a chunked program holds, for sizing before
+// it is compiled (chunked_plan reads only whether a handle is there).
+const void *const kPlanned = &kPlanned;
+
+// The chunked program of config c for (var, K, V, dtype): its kernels'
+// name expressions and where each goes in the ChunkedKernels table (filled
+// with kPlanned).
+struct ChunkedProgram {
+  jit::Program program;
+  cuda::detail::ChunkedKernels layout;
+  std::vector<const void **> slots; // per program kernel: its place in layout
+};
+void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfig &c,
+                     ChunkedProgram *out) {
+  using cuda::detail::ChunkedKernels;
+  const int elem = dtype == DELTAC_F32 ? 4 : 2, C = c.chunk;
+  ChunkedKernels &k = out->layout;
+  k = ChunkedKernels{var, K, V, elem, C, c.tile_v, c.warps, c.stages, nullptr, nullptr, {},
+                     {},  {}, nullptr, nullptr, {}};
+  const std::string v = "(deltac_variant)" + std::to_string(var), in = type_name(dtype);
+  const std::string ns = "deltac::cuda::detail::", kv = std::to_string(K) + ", " + std::to_string(V);
+  auto traits = [&](int bv, int stages) {
+    return ns + "ChunkedTraits<" + v + ", " + kv + ", " + in + ", deltac::cuda::ChunkedConfig<" +
+           std::to_string(C) + ", " + std::to_string(bv) + ", " + std::to_string(c.warps) + ", " +
+           std::to_string(stages) + ">>";
+  };
+  jit::Program &prog = out->program;
+  out->slots.clear();
+  auto add = [&](const void **slot, const std::string &expr) {
+    *slot = kPlanned;
+    out->slots.push_back(slot);
+    prog.kernels.push_back(expr);
+  };
+  const std::string tr = traits(c.tile_v, c.stages);
+  add(&k.index, "&" + ns + "chunked_index_kernel<" + std::to_string(C) + ">");
+  add(&k.prep, "&" + ns + "chunked_prep_kernel<" + v + ", " + tr + ">");
+  for (int i = 0; i < 3; ++i) {
+    const int bv = c.tile_v >> i;
+    if (bv >= 16 && V % bv == 0 &&
+        cuda::chunked_legal(var, K, V, elem, C, bv, c.warps, c.stages))
+      add(&k.scan[i], "&" + ns + "chunked_scan_kernel<" + v + ", " + traits(bv, c.stages) + ">");
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int bv = cuda::kChunkedWarpBVs[i];
+    if (cuda::chunked_warp_ok(var, K, V, elem, C, bv))
+      add(&k.warp[i], "&" + ns + "chunked_scan_warp_kernel<" + v + ", " + ns + "WarpScanTraits<" +
+                          v + ", " + kv + ", " + in + ", " + std::to_string(C) + ", " +
+                          std::to_string(bv) + ", false>>");
+  }
+  add(&k.fold, "&" + ns + "chunked_fold_kernel<" + kv + ", " + std::to_string(C) + ">");
+  add(&k.fix, "&" + ns + "chunked_fix_kernel<" + tr + ", " +
+                  std::to_string(cuda::detail::chunked_fix_cols(V)) + ">");
+  prog.name = std::string("chunked_") + var_name(var) + "_k" + std::to_string(K) + "_v" +
+              std::to_string(V) + "_" + short_name(dtype) + "_c" + std::to_string(C) + "_bv" +
+              std::to_string(c.tile_v) + "_w" + std::to_string(c.warps) + "_s" +
+              std::to_string(c.stages);
+  prog.source = "#include \"deltac/cuda/chunked_prep.cuh\"\n"
+                "#include \"deltac/cuda/chunked_scan.cuh\"\n"
+                "#include \"deltac/cuda/chunked_scan_warp.cuh\"\n"
+                "#include \"deltac/cuda/chunked_split.cuh\"\n";
+}
+
+bool chunked_config_ok(int32_t var, int K, int V, int32_t dtype, const KernelConfig &c,
+                       std::string *error) {
+  const int elem = dtype == DELTAC_F32 ? 4 : 2;
+  if (c.family != Family::CudaChunked ||
+      !cuda::chunked_legal(var, K, V, elem, c.chunk, c.tile_v, c.warps, c.stages)) {
+    *error = config_string(c) + " is not a legal cuda_chunked config for K = " +
+             std::to_string(K) + ", V = " + std::to_string(V);
+    return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -115,7 +200,7 @@ bool cuda_recurrent_program(const deltac_fwd_params &p, const KernelConfig &c, b
 bool cuda_jit_enabled(Family f, std::string *why) {
   std::string local;
   std::string &w = why ? *why : local;
-  if (f != Family::CudaRecurrent) {
+  if (f != Family::CudaRecurrent && f != Family::CudaChunked) {
     w = std::string(family_info(f).name) + " has no run-time compiled kernels";
     return false;
   }
@@ -139,6 +224,8 @@ bool cuda_jit_enabled(Family f, std::string *why) {
     jit::Program prog;
     prog.name = "recurrent_probe";
     prog.source = "#include \"deltac/cuda/recurrent_strip.cuh\"\n"
+                  "#include \"deltac/cuda/chunked_scan_warp.cuh\"\n"
+                  "#include \"deltac/cuda/chunked_split.cuh\"\n"
                   "extern \"C\" __global__ void deltac_jit_probe() {}\n";
     prog.kernels = {"&deltac_jit_probe"};
     ok = jit::load(prog, &probe_why) != nullptr;
@@ -162,9 +249,10 @@ bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaS
     *error = "cuda_recurrent: " + std::to_string(blocks) + " blocks exceed the grid limit";
     return false;
   }
-  const void *fn = kernel_for(rp.program, error);
-  if (!fn)
+  const jit::Module *m = module_for(rp.program, error);
+  if (!m)
     return false;
+  const void *fn = m->kernels[0];
   float scale;
   bool vec_io, vec_state;
   call_setup(p, p.in_dtype == DELTAC_F32 ? 4 : 2, &scale, &vec_io, &vec_state);
@@ -192,6 +280,74 @@ bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaS
   const cudaError_t e = cudaLaunchKernelExC(&cfg, fn, args);
   if (e != cudaSuccess) {
     *error = std::string("CUDA launch of the run-time compiled cuda_recurrent kernel failed: ") +
+             cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  return true;
+}
+
+bool cuda_chunked_program(const deltac_fwd_params &p, const KernelConfig &c,
+                          jit::Program *out, std::string *error) {
+  if (!chunked_config_ok(p.variant, p.K, p.V, p.in_dtype, c, error))
+    return false;
+  ChunkedProgram cp;
+  chunked_program(p.variant, p.K, p.V, p.in_dtype, c, &cp);
+  *out = cp.program;
+  return true;
+}
+
+size_t cuda_chunked_jit_workspace(const deltac_fwd_params &p, const KernelConfig &c, bool det,
+                                  int32_t route) {
+  std::string error;
+  if (!chunked_config_ok(p.variant, p.K, p.V, p.in_dtype, c, &error))
+    return 0;
+  ChunkedProgram cp;
+  chunked_program(p.variant, p.K, p.V, p.in_dtype, c, &cp);
+  using namespace cuda::detail;
+  switch (p.in_dtype) {
+  case DELTAC_BF16:
+    return chunked_workspace_with<__nv_bfloat16>(cp.layout, p, det, route, c.split, c.fuse, c.scan);
+  case DELTAC_F16:
+    return chunked_workspace_with<__half>(cp.layout, p, det, route, c.split, c.fuse, c.scan);
+  default:
+    return chunked_workspace_with<float>(cp.layout, p, det, route, c.split, c.fuse, c.scan);
+  }
+}
+
+bool cuda_chunked_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaStream_t s,
+                      const Launch &l, std::string *error) {
+  if (!chunked_config_ok(p.variant, p.K, p.V, p.in_dtype, c, error))
+    return false;
+  ChunkedProgram cp;
+  chunked_program(p.variant, p.K, p.V, p.in_dtype, c, &cp);
+  const jit::Module *m = module_for(cp.program, error);
+  if (!m)
+    return false;
+  for (size_t i = 0; i < cp.slots.size(); ++i)
+    *cp.slots[i] = m->kernels[i];
+  using namespace cuda::detail;
+  cudaError_t e;
+  switch (p.in_dtype) {
+  case DELTAC_BF16:
+    e = chunked_run_with<__nv_bfloat16>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip,
+                                        l.deterministic, l.route, c.split, c.fuse, c.scan);
+    break;
+  case DELTAC_F16:
+    e = chunked_run_with<__half>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip, l.deterministic,
+                                 l.route, c.split, c.fuse, c.scan);
+    break;
+  default:
+    e = chunked_run_with<float>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip, l.deterministic,
+                                l.route, c.split, c.fuse, c.scan);
+  }
+  if (e == cudaErrorInvalidValue) {
+    *error = "cuda_chunked (compiled at run time) refused the call: q, k, v, o, h0 and ht "
+             "must be 16-byte aligned, the workspace 256-byte aligned and at least "
+             "deltac_workspace_size()";
+    return false;
+  }
+  if (e != cudaSuccess) {
+    *error = std::string("CUDA launch of the run-time compiled cuda_chunked kernels failed: ") +
              cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
     return false;
   }

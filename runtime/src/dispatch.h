@@ -35,7 +35,7 @@ bool cuda_available();
 // Multiprocessors of the current device (0 when unknown).
 int cuda_sm_count();
 // Whether family f's configs that are not precompiled run compiled at run
-// time by NVRTC here (cuda_jit.h; cuda_recurrent only): not switched off
+// time by NVRTC here (cuda_jit.h; cuda_recurrent, cuda_chunked): not switched off
 // (DELTAC_JIT=0), a CUDA device is usable, NVRTC loads and a probe program
 // of the kernel headers compiles and loads (once per process). *why says
 // why not.

@@ -236,10 +236,13 @@ static bool chooseByRule(Device d, const deltac_options &opt, Mode m,
     out->config = default_config(f, prob);
     out->config.chunk = opt.chunk;
     *error = check_config(out->config, prob);
-    if (error->empty() && !precompiled(out->config, prob))
+    bool jit = false;
+    if (error->empty() && !runnable(out->config, prob, &jit))
       *error = "options.chunk: " + config_string(out->config) +
                " is not precompiled in this runtime (the default config of " +
                "this shape is " + config_string(default_config(f, prob)) + ")";
+    else if (jit)
+      out->note = jit_note(out->config, prob);
     if (d == Device::CPU)
       out->isa = cpu_isa_for(f, prob);
     return error->empty();
@@ -412,9 +415,11 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
     const int64_t b = l.max_tokens[i];
     if (b && (prob.max_seqlen == 0 || prob.max_seqlen > b))
       continue;
-    // Decode-first families compile the exact dims at run time (NVRTC)
-    // rather than run padded, where they can.
-    if (check_family(l.f[i], prob).empty() && cuda_jit_enabled(l.f[i])) {
+    // The recurrent family compiles the exact dims at run time (NVRTC)
+    // rather than run padded, where it can (decode); prompts keep the padded
+    // chunked instance (its warp scan needs K = 64, 128 or 256).
+    if (l.f[i] == Family::CudaRecurrent && check_family(l.f[i], prob).empty() &&
+        cuda_jit_enabled(l.f[i])) {
       *out = l.f[i];
       if (run)
         *run = prob;

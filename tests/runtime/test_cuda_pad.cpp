@@ -562,6 +562,137 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
   }
 }
 
+// Chunked configs compile through NVRTC too (no GPU needed): a non-default
+// chunk with the warp scan, a block-scan config with the split's kernels,
+// f32 at dims no instance has, kda f16 (compile only).
+TEST(CudaJitCompile, ChunkedConfigsCompile) {
+  std::string why;
+  if (!rt::jit::available(&why))
+    GTEST_SKIP() << why;
+  struct Row {
+    int variant, K, V, dtype, chunk, tile_v, warps, stages;
+    size_t kernels; // index, prep, fold, fix, the legal block and warp scans
+  } rows[] = {
+      {1, 128, 128, DELTAC_BF16, 32, 64, 8, 2, 8},
+      {0, 96, 80, DELTAC_F32, 32, 16, 4, 2, 5},
+      {2, 64, 64, DELTAC_F16, 16, 32, 4, 1, 5},
+  };
+  for (const Row &r : rows) {
+    test::Problem pr;
+    pr.variant = r.variant;
+    pr.B = 1, pr.T = 8, pr.H = 1, pr.HV = 2, pr.K = r.K, pr.V = r.V;
+    pr.fill(1);
+    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+    deltac_fwd_params p = pr.params(o.data(), ht.data());
+    p.in_dtype = p.out_dtype = r.dtype;
+    KernelConfig c;
+    c.family = Family::CudaChunked, c.chunk = r.chunk, c.tile_v = r.tile_v;
+    c.warps = r.warps, c.stages = r.stages;
+    rt::jit::Program prog;
+    ASSERT_TRUE(rt::cuda_chunked_program(p, c, &prog, &why)) << why;
+    SCOPED_TRACE(prog.name);
+    EXPECT_EQ(prog.kernels.size(), r.kernels);
+    std::string cubin;
+    std::vector<std::string> lowered;
+    ASSERT_TRUE(rt::jit::compile(prog, 90, &cubin, &lowered, &why)) << why;
+    EXPECT_EQ(lowered.size(), prog.kernels.size());
+    EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "not an ELF cubin";
+  }
+  KernelConfig bad;
+  bad.family = Family::CudaChunked, bad.chunk = 48, bad.tile_v = 64, bad.warps = 8, bad.stages = 2;
+  test::Problem pr;
+  pr.fill(1);
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  rt::jit::Program prog;
+  EXPECT_FALSE(rt::cuda_chunked_program(p, bad, &prog, &why));
+  EXPECT_NE(why.find("not a legal cuda_chunked config"), std::string::npos) << why;
+}
+
+// Chunked configs the runtime does not ship run compiled at run time,
+// against the float64 reference: options.chunk 32 (the warp scan), a pinned
+// block-scan config with a forced split (the fold and fix-up kernels), a
+// pinned config at dims no instance has (f32), kda chunk 16, and the
+// batch-invariant mode; device pointers with the workspace
+// deltac_workspace_size names.
+struct ChunkedJitCase {
+  const char *name;
+  int variant, K, V, dtype;
+  int64_t T;
+  bool varlen, det;
+  int chunk;             // options.chunk (0: none)
+  const char *family;    // options.config (null: none)
+  int cchunk, tile_v, warps, stages, split, scan;
+};
+
+class CudaJitChunked : public ::testing::TestWithParam<ChunkedJitCase> {};
+
+TEST_P(CudaJitChunked, MatchesReference) {
+  if (!gpu())
+    GTEST_SKIP() << "no CUDA device";
+  JitEnv env(nullptr);
+  {
+    std::string why;
+    if (!rt::cuda_jit_enabled(Family::CudaChunked, &why))
+      GTEST_SKIP() << why;
+  }
+  const ChunkedJitCase c = GetParam();
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::Problem pr;
+  pr.variant = c.variant;
+  pr.B = c.varlen ? 1 : 2;
+  pr.T = int(c.T);
+  pr.H = 1, pr.HV = 2, pr.K = c.K, pr.V = c.V;
+  if (c.varlen)
+    pr.cu = {0, c.T / 3, c.T - 1, c.T};
+  pr.fill(seed);
+  const bool half = c.dtype == DELTAC_BF16;
+  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
+                        v16 = test::toBf16(pr.v), o16(pr.oCount());
+  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(half ? (void *)o16.data() : o.data(), ht.data());
+  if (half) {
+    p.in_dtype = p.out_dtype = DELTAC_BF16;
+    p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  }
+  p.qk_l2norm = 1;
+  std::vector<double> oRef, htRef;
+  ref::forward(p, &oRef, &htRef);
+  deltac_options opt = deltac_default_options();
+  opt.mode = DELTAC_MODE_CHUNKED;
+  opt.chunk = c.chunk;
+  opt.deterministic = c.det;
+  if (c.family) {
+    opt.config.family = c.family;
+    opt.config.chunk = c.cchunk, opt.config.tile_v = c.tile_v, opt.config.warps = c.warps;
+    opt.config.stages = c.stages, opt.config.split = c.split, opt.config.scan = c.scan;
+  }
+  deltac_run_info info{};
+  ASSERT_EQ(runDevice(p, opt, &info), 0) << deltac_last_error();
+  EXPECT_STREQ(info.family, "cuda_chunked");
+  EXPECT_NE(std::string(info.note).find(jitNote()), std::string::npos) << info.note;
+  const double tol = half ? 5e-3 : 1e-4; // f32: three TF32 products
+  const double eo = half ? ref::rel_rms(o16.data(), oRef) : ref::rel_rms(o.data(), oRef);
+  EXPECT_LE(eo, tol) << "o";
+  EXPECT_LE(ref::rel_rms(ht.data(), htRef), tol) << "ht";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GpuJit, CudaJitChunked,
+    ::testing::Values(
+        ChunkedJitCase{"gated_bf16_chunk32_warp", 1, 128, 128, DELTAC_BF16, 300, true, false,
+                       32, nullptr, 0, 0, 0, 0, 0, 0},
+        ChunkedJitCase{"gated_bf16_block_split4", 1, 128, 128, DELTAC_BF16, 2100, false, false,
+                       0, "cuda_chunked", 32, 32, 4, 1, 4, 1},
+        ChunkedJitCase{"delta_f32_K96_V80", 0, 96, 80, DELTAC_F32, 130, true, false, 0,
+                       "cuda_chunked", 32, 16, 4, 2, 0, 0},
+        ChunkedJitCase{"kda_bf16_chunk16", 2, 64, 64, DELTAC_BF16, 77, false, false, 0,
+                       "cuda_chunked", 16, 32, 4, 1, 0, 1},
+        ChunkedJitCase{"gated_bf16_chunk32_deterministic", 1, 128, 128, DELTAC_BF16, 200, true,
+                       true, 32, nullptr, 0, 0, 0, 0, 0, 0}),
+    [](const auto &info) { return std::string(info.param.name); });
+
 // A config the runtime does not ship for a shape it ships (tile_v 16 with
 // 4 warps at K = V = 128; the default is 2) runs compiled at run time, one
 // and several tokens, against the float64 reference.

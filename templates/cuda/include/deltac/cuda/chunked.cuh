@@ -57,7 +57,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace deltac::cuda {
 namespace detail {
@@ -73,11 +78,13 @@ inline bool chunked_aligned(const void* ptr, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-template <deltac_variant Var, int K, int V, class InT>
-bool chunked_matches(const deltac_fwd_params& p) {
-  if (p.variant != Var || p.K != K || p.V != V)
+// Whether p matches a chunked kernel of (var, K, V, input dtype) and has what
+// the kernels dereference, aligned as they read it.
+inline bool chunked_matches(const deltac_fwd_params& p, int32_t var, int K, int V,
+                            int32_t dtype) {
+  if (p.variant != var || p.K != K || p.V != V)
     return false;
-  if (p.in_dtype != chunked_dtype<InT>() || p.out_dtype != chunked_dtype<InT>() ||
+  if (p.in_dtype != dtype || p.out_dtype != dtype ||
       p.state_dtype != DELTAC_F32)
     return false;
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
@@ -89,7 +96,7 @@ bool chunked_matches(const deltac_fwd_params& p) {
     return false;
   if (!p.q || !p.k || !p.v || !p.beta || !p.o)
     return false;
-  if (Var != DELTAC_VARIANT_DELTA && !p.g)
+  if (var != DELTAC_VARIANT_DELTA && !p.g)
     return false;
   if (p.read_slots || p.write_slots || p.state_steps || p.accepted)
     return false;  // state pools and per-token states: the recurrent kernels
@@ -100,7 +107,7 @@ bool chunked_matches(const deltac_fwd_params& p) {
     if (!chunked_aligned(ptr, 16))
       return false;
   if (!chunked_aligned(p.beta, 4) ||
-      !chunked_aligned(p.g, Var == DELTAC_VARIANT_KDA ? 16 : 4) ||
+      !chunked_aligned(p.g, var == DELTAC_VARIANT_KDA ? 16 : 4) ||
       !chunked_aligned(p.cu_seqlens, 8))
     return false;
   return true;
@@ -139,47 +146,71 @@ inline cudaError_t chunked_device(ChunkedDevice& d) {
   return cudaSuccess;
 }
 
-// cudaFuncSetAttribute(Kern, max dynamic shared memory, bytes), once per
-// device and kernel (Kern's own cache; the attribute is per device).
-template <auto Kern>
-cudaError_t chunked_smem_attr(int dev, int bytes) {
-  static std::atomic<unsigned long long> done{0};
-  const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
-  if (bit && (done.load(std::memory_order_acquire) & bit))
-    return cudaSuccess;
-  const cudaError_t e =
-      cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess && bit)
-    done.fetch_or(bit, std::memory_order_acq_rel);
+// cudaFuncSetAttribute(fn, max dynamic shared memory, bytes), once per
+// device and kernel handle (the attribute is per device).
+inline cudaError_t chunked_smem_attr(const void* fn, int dev, int bytes) {
+  static std::mutex mu;
+  static std::set<std::tuple<const void*, int, int>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done.count({fn, dev, bytes}))
+      return cudaSuccess;
+  }
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.insert({fn, dev, bytes});
+  }
   return e;
 }
 
-// Blocks of Kern (threads, bytes of dynamic shared memory) one
-// multiprocessor holds, once per device (sets the shared-memory attribute).
-template <auto Kern>
-cudaError_t chunked_occupancy(int dev, int threads, int bytes, int& blocks) {
-  static std::atomic<int> cache[64];  // blocks + 1; 0: not read yet
+// Blocks of fn (threads, bytes of dynamic shared memory) one multiprocessor
+// holds, once per device and handle (sets the shared-memory attribute).
+inline cudaError_t chunked_occupancy(const void* fn, int dev, int threads, int bytes,
+                                     int& blocks) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;
   blocks = 0;
-  const bool cached = dev >= 0 && dev < 64;
-  if (cached && cache[dev].load(std::memory_order_relaxed) > 0) {
-    blocks = cache[dev].load(std::memory_order_relaxed) - 1;
-    return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find({fn, dev});
+    if (it != cache.end()) {
+      blocks = it->second;
+      return cudaSuccess;
+    }
   }
-  cudaError_t e = chunked_smem_attr<Kern>(dev, bytes);
+  cudaError_t e = chunked_smem_attr(fn, dev, bytes);
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kern, threads, size_t(bytes));
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, size_t(bytes));
   if (e != cudaSuccess) {
     blocks = 0;
     return e;
   }
-  if (cached)
-    cache[dev].store(blocks + 1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu);
+  cache[{fn, dev}] = blocks;
   return cudaSuccess;
 }
 
+// One config's kernels, as handles, and what their sizes derive from (the
+// plain rules of chunked_rules.h and chunked_split.cuh): all the launches
+// below read. The precompiled instances fill it from their templates
+// (chunked_kernels); the runtime's NVRTC path (runtime/src/cuda_jit.cu) from
+// a compiled module. A null handle is a kernel that is not there (not
+// legal, or not compiled): the launches skip what is null.
+struct ChunkedKernels {
+  int var, K, V, elem, C, bv0, warps, stages;
+  const void* index;     // chunked_index_kernel<C>
+  const void* prep;      // chunked_prep_kernel
+  const void* scan[3];   // chunked_scan_kernel with V tiles bv0, bv0 / 2, bv0 / 4
+  const void* warp[2];   // chunked_scan_warp_kernel, V tile kChunkedWarpBVs[i]
+  const void* warp_o[2]; // the same with output warps (DELTAC_CHUNKED_WARP_OUTPUT)
+  const void* fold;      // chunked_fold_kernel<K, V, C>
+  const void* fix;       // chunked_fix_kernel, chunked_fix_cols(V) columns
+  const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
+};
+
 // Chunk slots to allocate: every chunk of every sequence fits.
-template <int C>
-int64_t chunked_max_chunks(const deltac_fwd_params& p) {
+inline int64_t chunked_max_chunks(const deltac_fwd_params& p, int C) {
   if (p.cu_seqlens)
     return (int64_t(p.B) * p.T + int64_t(p.N) * (C - 1)) / C;
   return int64_t(p.N) * ((int64_t(p.T) + C - 1) / C);
@@ -189,11 +220,11 @@ inline size_t chunked_round(size_t x) { return (x + 255) / 256 * 256; }
 
 // Workspace carve-up for `split` segments per sequence; returns the bytes
 // used (ws may be null to measure).
-template <class Tr>
-size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename Tr::Ts>* ws,
-                     int split) {
-  using Ts = typename Tr::Ts;
-  const int64_t slots = chunked_max_chunks<Tr::C>(p) * p.HV;
+template <class Ts>
+size_t chunked_carve(const ChunkedKernels& k, const deltac_fwd_params& p, void* base,
+                     ChunkedWs<Ts>* ws, int split) {
+  const int C = k.C, K = k.K;
+  const int64_t slots = chunked_max_chunks(p, C) * p.HV;
   char* b = static_cast<char*>(base);
   size_t off = 0;
   auto take = [&](size_t bytes) {
@@ -207,88 +238,293 @@ size_t chunked_carve(const deltac_fwd_params& p, void* base, ChunkedWs<typename 
   // (ready stays null: the scan waits on it only in the fused launch).
   w.tickets = reinterpret_cast<unsigned long long*>(take(16 + size_t(slots) * 4));
   w.ready = nullptr;
-  w.t = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
-  w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::C * sizeof(Ts)));
-  w.f = reinterpret_cast<float*>(take(size_t(slots) * 4 * Tr::C * 4));
-  w.gamma = reinterpret_cast<float*>(take(size_t(slots) * Tr::K * 4));
-  if (Tr::kKda) {
-    w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
-    w.kg = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
-    w.kd = reinterpret_cast<Ts*>(take(size_t(slots) * Tr::C * Tr::K * sizeof(Ts)));
+  w.t = reinterpret_cast<Ts*>(take(size_t(slots) * C * C * sizeof(Ts)));
+  w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * C * C * sizeof(Ts)));
+  w.f = reinterpret_cast<float*>(take(size_t(slots) * 4 * C * 4));
+  w.gamma = reinterpret_cast<float*>(take(size_t(slots) * K * 4));
+  if (k.var == DELTAC_VARIANT_KDA) {
+    w.qg = reinterpret_cast<Ts*>(take(size_t(slots) * C * K * sizeof(Ts)));
+    w.kg = reinterpret_cast<Ts*>(take(size_t(slots) * C * K * sizeof(Ts)));
+    w.kd = reinterpret_cast<Ts*>(take(size_t(slots) * C * K * sizeof(Ts)));
   }
   w.split = split;
   if (split > 1) {
     const size_t segs = size_t(p.N) * split * p.HV;
-    w.qt = reinterpret_cast<Ts*>(take(size_t(p.B) * p.T * p.HV * Tr::K * sizeof(Ts)));
-    w.cst = reinterpret_cast<float*>(take(segs * Tr::K * Tr::V * 4));
-    w.pst = reinterpret_cast<float*>(take(segs * Tr::K * Tr::K * 4));
+    w.qt = reinterpret_cast<Ts*>(take(size_t(p.B) * p.T * p.HV * K * sizeof(Ts)));
+    w.cst = reinterpret_cast<float*>(take(segs * K * k.V * 4));
+    w.pst = reinterpret_cast<float*>(take(segs * K * K * 4));
   }
-  w.max_chunks = chunked_max_chunks<Tr::C>(p);
+  w.max_chunks = chunked_max_chunks(p, C);
   if (ws)
     *ws = w;
   return off;
 }
 
-// The scan with V tiles of BVe columns (a legal width for Cfg's other knobs).
-template <deltac_variant Var, int K, int V, class InT, class Cfg, int BVe>
-cudaError_t chunked_scan_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
-                                cudaStream_t stream) {
-  using Tr = ChunkedTraits<Var, K, V, InT,
-                           ChunkedConfig<Cfg::kChunk, BVe, Cfg::kWarps, Cfg::kStages>>;
-  auto scan = chunked_scan_kernel<Var, Tr>;
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess)
-    e = chunked_smem_attr<chunked_scan_kernel<Var, Tr>>(dev, int(Tr::kScanSmem));
-  if (e != cudaSuccess)
-    return e;
-  // Split: K / BVe more V tiles (identity columns), split segments a sequence.
-  const unsigned tiles = V / BVe + (ws.split > 1 ? K / BVe : 0);
-  scan<<<dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)), Tr::kThreads,
-         Tr::kScanSmem, stream>>>(p, ws);
-  return cudaGetLastError();
+// Whether the block scan runs k's config with V tiles of bv columns instead
+// of its own (and the kernel is there).
+inline bool chunked_bv_runs(const ChunkedKernels& k, int bv) {
+  for (int i = 0; i < 3; ++i)
+    if (bv == k.bv0 >> i)
+      return k.scan[i] && bv >= 16 && k.V % bv == 0 &&
+             chunked_legal(k.var, k.K, k.V, k.elem, k.C, bv, k.warps, k.stages);
+  return false;
 }
 
-// The fused launch (chunked_fused.cuh) with V tiles of BVe columns, where it
-// fits: Cfg's chunk and warps with one stage are fusable, two blocks fit on
-// a multiprocessor and the scan's grid is at most one block per
-// multiprocessor. `done` says whether it launched (else nothing was).
-template <deltac_variant Var, int K, int V, class InT, class Cfg, int BVe>
-cudaError_t chunked_fused_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
-                                 float scale, cudaStream_t stream, bool& done) {
+// The V tile the scan runs: k's bv0 (the widest), halved (once or twice,
+// where legal) while the grid would leave more than 1/8 of the
+// multiprocessors idle. force_bv: that width if legal (tests), 0: choose.
+inline int chunked_pick_bv(const ChunkedKernels& k, const deltac_fwd_params& p, int force_bv) {
+  const int B0 = k.bv0;
+  const bool ok1 = chunked_bv_runs(k, B0 / 2), ok2 = ok1 && chunked_bv_runs(k, B0 / 4);
+  if (force_bv)
+    return (force_bv == B0 && chunked_bv_runs(k, B0)) || (force_bv == B0 / 2 && ok1) ||
+                   (force_bv == B0 / 4 && ok2)
+               ? force_bv
+               : 0;
+  if (!chunked_bv_runs(k, B0))
+    return 0;
+  ChunkedDevice d;
+  const int sms = chunked_device(d) == cudaSuccess ? d.sms : 0;
+  auto shrt = [&](int bv) { return chunked_grid_short(int64_t(k.V / bv) * p.HV * p.N, sms); };
+  int bv = B0;
+  if (ok1 && shrt(bv))
+    bv = B0 / 2;
+  if (ok2 && bv == B0 / 2 && shrt(bv))
+    bv = B0 / 4;
+  return bv;
+}
+
+// The warp scan's V tile for p (with output warps: split_o), 0 where it
+// cannot run on this device: force_bv where legal, else the widest of
+// kChunkedWarpBVs that divides V, halved while the grid would leave more
+// than 1/8 of the multiprocessors idle; det (batch-invariant): the widest
+// legal one whatever the grid.
+inline int chunked_warp_bv(const ChunkedKernels& k, const deltac_fwd_params& p, int force_bv,
+                           bool split_o, bool det) {
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    return 0;
+  auto ok = [&](int bv) {
+    for (int i = 0; i < 2; ++i)
+      if (bv == kChunkedWarpBVs[i] && (split_o ? k.warp_o[i] : k.warp[i]))
+        return chunked_warp_ok(k.var, k.K, k.V, k.elem, k.C, bv, size_t(d.smem), split_o);
+    return false;
+  };
+  if (force_bv && ok(force_bv))
+    return force_bv;
+  int bv = 0;
+  for (int w : {kChunkedWarpBVs[0], kChunkedWarpBVs[1]})
+    if (ok(w) && (bv == 0 || (!det && chunked_grid_short(int64_t(k.V / bv) * p.HV * p.N, d.sms))))
+      bv = w;
+  return bv;
+}
+
+struct ChunkedPlan {
+  int bv, split;  // the scan's V tile, segments per sequence (1: no split)
+};
+
+// The V tile and the sequence split. force_split: that many segments (1: no
+// split) where the split can run (a V tile that divides K too, the fold and
+// fix-up kernels there, sequences x segments <= 65535), else none; 0: the
+// rule of chunked_default_split (chunked_rules.h) on this device's
+// multiprocessors.
+inline ChunkedPlan chunked_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
+                                int force_bv, int force_split) {
+  ChunkedPlan pl{chunked_pick_bv(k, p, force_bv), 1};
+  if (pl.bv == 0 || force_split == 1 || p.N <= 0 || !k.fold || !k.fix)
+    return pl;
+  const int B0 = k.bv0;
+  int sbv = 0;  // the split's V tile: the widest legal one that divides K too
+  for (int b : {B0, B0 / 2, B0 / 4})
+    if (!sbv && b >= 16 && k.K % b == 0 && chunked_bv_runs(k, b) && (!force_bv || b == force_bv))
+      sbv = b;
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    d.sms = d.smem = 0;
+  const int sms = d.sms, smem = d.smem;
+  if (sbv == 0 || size_t(smem) < chunked_fix_smem(k.K, k.elem, k.C, chunked_fix_cols(k.V)))
+    return pl;
+  int split = force_split;
+  if (split == 0) {
+    const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
+    split = chunked_default_split(k.K, k.V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, sms);
+  }
+  if (split > 1 && int64_t(p.N) * split <= 65535)
+    pl = {sbv, split};
+  return pl;
+}
+
+// cudaLaunchKernel of fn, with its shared-memory attribute set where bytes
+// exceed the 48 KB every kernel may take.
+inline cudaError_t chunked_launch(const void* fn, int dev, dim3 grid, int threads, int smem,
+                                  cudaStream_t stream, void** args) {
+  cudaError_t e = smem > 48 * 1024 ? chunked_smem_attr(fn, dev, smem) : cudaSuccess;
+  if (e == cudaSuccess)
+    e = cudaLaunchKernel(fn, grid, dim3(unsigned(threads)), args, size_t(smem), stream);
+  return e;
+}
+
+// The fused launch (chunked_fused.cuh) with V tiles of k.bv0 >> i columns,
+// where it fits: the kernel is there, two blocks fit on a multiprocessor and
+// the scan's grid is at most one block per multiprocessor. `done` says
+// whether it launched (else nothing was).
+template <class Ts>
+cudaError_t chunked_fused_launch(const ChunkedKernels& k, int i, const deltac_fwd_params& p,
+                                 const ChunkedWs<Ts>& ws, float scale, cudaStream_t stream,
+                                 bool& done) {
   done = false;
-  if constexpr (chunked_legal(Var, K, V, sizeof(InT), Cfg::kChunk, BVe, Cfg::kWarps, 1)) {
-    using Tp = ChunkedTraits<Var, K, V, InT, Cfg>;
-    using Ts1 = ChunkedTraits<Var, K, V, InT, ChunkedConfig<Cfg::kChunk, BVe, Cfg::kWarps, 1>>;
-    if constexpr (chunked_fusable<Ts1>()) {
-      constexpr int kSmem = int(Tp::kPrepSmem > Ts1::kScanSmem ? Tp::kPrepSmem : Ts1::kScanSmem);
-      ChunkedDevice d;
-      cudaError_t e = chunked_device(d);
-      if (e != cudaSuccess)
+  const int bv = k.bv0 >> i;
+  if (!k.fused[i] || !chunked_fusable(k.var, k.K, k.V, k.elem, k.C, bv, k.warps))
+    return cudaSuccess;
+  const int smem = int(chunked_fused_smem(k.var, k.K, k.V, k.elem, k.C, bv));
+  ChunkedDevice d;
+  cudaError_t e = chunked_device(d);
+  if (e != cudaSuccess)
+    return e;
+  const int64_t nscan = int64_t(k.V / bv) * p.HV * p.N;
+  if (smem > d.smem || nscan > d.sms)
+    return cudaSuccess;
+  int occ = 0;
+  const int threads = 32 * k.warps;
+  if ((e = chunked_occupancy(k.fused[i], d.dev, threads, smem, occ)) != cudaSuccess)
+    return e;
+  if (occ < 2)
+    return cudaSuccess;
+  const int64_t items = ws.max_chunks * p.HV;
+  const int64_t workers =
+      std::max<int64_t>(1, std::min<int64_t>(items, int64_t(occ) * d.sms - nscan));
+  const size_t flags = 16 + size_t(items) * 4;
+  if ((e = cudaMemsetAsync(ws.tickets, 0, flags, stream)) != cudaSuccess)
+    return e;
+  ChunkedWs<Ts> wf = ws;
+  wf.ready = reinterpret_cast<int32_t*>(ws.tickets + 2);
+  deltac_fwd_params pp = p;
+  int nw = int(workers);
+  void* args[] = {&pp, &wf, &scale, &nw};
+  done = true;
+  return chunked_launch(k.fused[i], d.dev, dim3(unsigned(workers + nscan)), threads, smem,
+                        stream, args);
+}
+
+// The stages of k's config on p: see chunked_stages below (its arguments
+// after the workspace). Ts: the input type (the workspace's compute type).
+template <class Ts>
+cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params& p,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                               int stages, const int32_t* skip, int force_bv, int force_split,
+                               int fuse, int32_t route, int scan) {
+  if (!chunked_matches(p, k.var, k.K, k.V, chunked_dtype<Ts>()))
+    return cudaErrorInvalidValue;
+  if (p.N == 0)
+    return cudaSuccess;
+  if (route < 0 || (route > 0 && !p.cu_seqlens))
+    return cudaErrorInvalidValue;
+  if (route > 0)
+    force_split = 1, fuse = 0;
+  const bool warp_runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) &&
+                         (k.warp[0] || k.warp[1] || k.warp_o[0] || k.warp_o[1]);
+  const bool warp = warp_runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem,
+                                                                      k.C, scan, force_split,
+                                                                      fuse));
+  if (warp)
+    force_split = 1, fuse = 0;
+  const ChunkedPlan pl = chunked_plan(k, p, force_bv, force_split);
+  const int bv = pl.bv;
+  if (bv == 0)
+    return cudaErrorInvalidValue;
+  const size_t need = chunked_carve<Ts>(k, p, nullptr, nullptr, pl.split);
+  if (!workspace || workspace_bytes < need || !chunked_aligned(workspace, 256))
+    return cudaErrorInvalidValue;
+  ChunkedWs<Ts> ws;
+  chunked_carve<Ts>(k, p, workspace, &ws, pl.split);
+  ws.skip = skip;
+  ws.route = route;
+  if (ws.max_chunks > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(k.K));
+  deltac_fwd_params pp = p;
+
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess)
+    return e;
+  if (p.cu_seqlens && (stages & 1)) {
+    int64_t mc = ws.max_chunks;
+    void* args[] = {&pp, &ws.offsets, &mc, &route};
+    if ((e = chunked_launch(k.index, dev, dim3(1), 1024, 0, stream, args)) != cudaSuccess)
+      return e;
+  }
+  if (fuse == 1 && stages == 3 && pl.split == 1 && force_bv == 0 &&
+      (!p.cu_seqlens || p.N == 1) && ws.max_chunks > 0) {
+    bool done = false;
+    for (int i = 0; i < 3 && !done; ++i)
+      if (bv == k.bv0 >> i && (e = chunked_fused_launch<Ts>(k, i, p, ws, scale, stream, done)) !=
+                                  cudaSuccess)
         return e;
-      const int64_t nscan = int64_t(V / BVe) * p.HV * p.N;
-      if (size_t(kSmem) > size_t(d.smem) || nscan > d.sms)
+    if (done)
+      return cudaSuccess;
+  }
+  if (ws.max_chunks > 0 && (stages & 1)) {
+    void* args[] = {&pp, &ws, &scale};
+    if ((e = chunked_launch(k.prep, dev, dim3(unsigned(ws.max_chunks), unsigned(p.HV)),
+                            32 * kChunkedPrepWarps,
+                            int(chunked_prep_smem(k.var, k.K, k.V, k.elem, k.C)), stream,
+                            args)) != cudaSuccess)
+      return e;
+  }
+  if (!(stages & 6))
+    return cudaSuccess;
+  if (warp_runs) {
+    const bool so = scan == 2 && (k.warp_o[0] || k.warp_o[1]);
+    const int wbv = warp ? chunked_warp_bv(k, p, force_bv, so, force_bv != 0) : 0;
+    if (wbv) {
+      if (!(stages & 2))
         return cudaSuccess;
-      int occ = 0;
-      if ((e = chunked_occupancy<chunked_fused_kernel<Var, Tp, Ts1>>(d.dev, Ts1::kThreads, kSmem,
-                                                                     occ)) != cudaSuccess)
-        return e;
-      if (occ < 2)
-        return cudaSuccess;
-      const int64_t items = ws.max_chunks * p.HV;
-      const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(items, int64_t(occ) * d.sms - nscan));
-      const size_t flags = 16 + size_t(items) * 4;
-      if ((e = cudaMemsetAsync(ws.tickets, 0, flags, stream)) != cudaSuccess)
-        return e;
-      ChunkedWs<InT> wf = ws;
-      wf.ready = reinterpret_cast<int32_t*>(ws.tickets + 2);
-      chunked_fused_kernel<Var, Tp, Ts1><<<unsigned(workers + nscan), Ts1::kThreads, kSmem,
-                                           stream>>>(p, wf, scale, int(workers));
-      done = true;
-      return cudaGetLastError();
+      const int i = wbv == kChunkedWarpBVs[0] ? 0 : 1;
+      const int ws_stages = warp_scan_stages(k.var, k.K, k.C, wbv, so);
+      const int smem = int(warp_scan_smem(k.var, k.K, k.C, wbv, so, ws_stages));
+      void* args[] = {&pp, &ws};
+      return chunked_launch(so ? k.warp_o[i] : k.warp[i], dev,
+                            dim3(unsigned(k.V / wbv), unsigned(p.HV), unsigned(p.N)),
+                            32 * warp_scan_warps(k.K, wbv, so), smem, stream, args);
     }
   }
-  return cudaSuccess;
+  if (stages & 2) {
+    // Split: K / bv more V tiles (identity columns), split segments a sequence.
+    int i = 0;
+    while (i < 3 && bv != k.bv0 >> i)
+      ++i;
+    if (i == 3 || !k.scan[i])
+      return cudaErrorInvalidValue;
+    const unsigned tiles = k.V / bv + (ws.split > 1 ? k.K / bv : 0);
+    void* args[] = {&pp, &ws};
+    if ((e = chunked_launch(k.scan[i], dev,
+                            dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)),
+                            32 * k.warps,
+                            int(chunked_scan_smem(k.var, k.K, k.elem, k.C, bv, k.stages)),
+                            stream, args)) != cudaSuccess)
+      return e;
+  }
+  if (pl.split == 1)
+    return cudaSuccess;
+  // The split: fold the segments' states (and write ht), then correct the
+  // later segments' outputs.
+  {
+    int64_t mc = ws.max_chunks;
+    int split = pl.split;
+    const float* pst = ws.pst;
+    float* cst = ws.cst;
+    void* args[] = {&pp, &ws.offsets, &mc, &split, &pst, &cst, &skip};
+    if ((e = chunked_launch(k.fold, dev, dim3(k.V / 16, unsigned(p.HV), unsigned(p.N)), 256, 0,
+                            stream, args)) != cudaSuccess ||
+        ws.max_chunks == 0)
+      return e;
+  }
+  const int cv = chunked_fix_cols(k.V);
+  void* args[] = {&pp, &ws};
+  return chunked_launch(k.fix, dev, dim3(unsigned(ws.max_chunks), unsigned(p.HV), k.V / cv),
+                        k.C / 16 * 32, int(chunked_fix_smem(k.K, k.elem, k.C, cv)), stream,
+                        args);
 }
 
 // Whether the scan can run Cfg with V tiles of bv columns instead of Cfg's.
@@ -298,105 +534,60 @@ constexpr bool chunked_bv_ok(int bv) {
          chunked_legal(Var, K, V, sizeof(InT), Cfg::kChunk, bv, Cfg::kWarps, Cfg::kStages);
 }
 
-// The V tile the scan runs: Cfg's BV (the widest), halved (once or twice,
-// where legal) while the grid would leave more than 1/8 of the
-// multiprocessors idle. force_bv: that width if legal (tests), 0: choose.
+// The kernels of the precompiled config (Var, K, V, InT, Cfg), as
+// chunked_run_stages takes them (chunked_kernels: built once).
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
-int chunked_pick_bv(const deltac_fwd_params& p, int force_bv) {
-  constexpr int B0 = Cfg::kBV;
-  constexpr bool ok1 = chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 2);
-  constexpr bool ok2 = ok1 && chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4);
-  if (force_bv)
-    return force_bv == B0 || (force_bv == B0 / 2 && ok1) || (force_bv == B0 / 4 && ok2)
-               ? force_bv
-               : 0;
-  ChunkedDevice d;
-  const int sms = chunked_device(d) == cudaSuccess ? d.sms : 0;
-  auto shrt = [&](int bv) { return chunked_grid_short(int64_t(V / bv) * p.HV * p.N, sms); };
-  int bv = B0;
-  if (ok1 && shrt(bv))
-    bv = B0 / 2;
-  if (ok2 && bv == B0 / 2 && shrt(bv))
-    bv = B0 / 4;
-  return bv;
-}
-
-// The warp scan's V tile for p with Cfg's chunk (chunked_scan_warp.cuh; with
-// output warps: split_o), 0 where it cannot run on this device: force_bv
-// where legal, else the widest of kChunkedWarpBVs that divides V, halved
-// while the grid would leave more than 1/8 of the multiprocessors idle; det
-// (batch-invariant): the widest legal one whatever the grid.
-template <deltac_variant Var, int K, int V, class InT, class Cfg>
-int chunked_warp_bv(const deltac_fwd_params& p, int force_bv, bool split_o, bool det) {
-  ChunkedDevice d;
-  if (chunked_device(d) != cudaSuccess)
-    return 0;
-  auto ok = [&](int bv) {
-    return chunked_warp_ok(Var, K, V, int(sizeof(InT)), Cfg::kChunk, bv, size_t(d.smem),
-                           split_o);
-  };
-  if (force_bv && ok(force_bv))
-    return force_bv;
-  int bv = 0;
-  for (int w : {kChunkedWarpBVs[0], kChunkedWarpBVs[1]})
-    if (ok(w) && (bv == 0 || (!det && chunked_grid_short(int64_t(V / bv) * p.HV * p.N, d.sms))))
-      bv = w;
-  return bv;
-}
-
-// The warp scan with V tiles of BV columns (nothing launched where it
-// cannot run: cudaErrorInvalidValue).
-template <deltac_variant Var, int K, int V, class InT, int C, int BV, bool SplitO>
-cudaError_t chunked_warp_launch(const deltac_fwd_params& p, const ChunkedWs<InT>& ws,
-                                cudaStream_t stream) {
-  if constexpr (chunked_warp_ok(Var, K, V, int(sizeof(InT)), C, BV, kChunkedSmemSm90, SplitO)) {
-    using Tw = WarpScanTraits<Var, K, V, InT, C, BV, SplitO>;
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess)
-      e = chunked_smem_attr<chunked_scan_warp_kernel<Var, Tw>>(dev, int(Tw::kSmem));
-    if (e != cudaSuccess)
-      return e;
-    chunked_scan_warp_kernel<Var, Tw><<<dim3(V / BV, unsigned(p.HV), unsigned(p.N)),
-                                        Tw::kThreads, Tw::kSmem, stream>>>(p, ws);
-    return cudaGetLastError();
-  }
-  return cudaErrorInvalidValue;
-}
-
-struct ChunkedPlan {
-  int bv, split;  // the scan's V tile, segments per sequence (1: no split)
-};
-
-// The V tile and the sequence split. force_split: that many segments (1: no
-// split) where the split can run (a V tile that divides K too, sequences x
-// segments <= 65535), else none; 0: the rule of chunked_default_split
-// (chunked_rules.h) on this device's multiprocessors.
-template <deltac_variant Var, int K, int V, class InT, class Cfg>
-ChunkedPlan chunked_plan(const deltac_fwd_params& p, int force_bv, int force_split) {
+ChunkedKernels make_chunked_kernels() {
   using Tr = ChunkedTraits<Var, K, V, InT, Cfg>;
-  ChunkedPlan pl{chunked_pick_bv<Var, K, V, InT, Cfg>(p, force_bv), 1};
-  if (pl.bv == 0 || force_split == 1 || p.N <= 0)
-    return pl;
-  constexpr int B0 = Cfg::kBV;
-  int sbv = 0;  // the split's V tile: the widest legal one that divides K too
-  for (int b : {B0, B0 / 2, B0 / 4})
-    if (!sbv && K % b == 0 && chunked_bv_ok<Var, K, V, InT, Cfg>(b) && (!force_bv || b == force_bv))
-      sbv = b;
-  ChunkedDevice d;
-  if (chunked_device(d) != cudaSuccess)
-    d.sms = d.smem = 0;
-  const int sms = d.sms, smem = d.smem;
-  if (sbv == 0 || size_t(smem) < chunked_fix_smem<Tr, chunked_fix_cols<V>()>())
-    return pl;
-  int split = force_split;
-  if (split == 0) {
-    const int64_t max_chunks = (int64_t(p.T) + Tr::C - 1) / Tr::C;  // varlen: T bounds each
-    split = chunked_default_split(K, V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, sms);
+  constexpr int B0 = Cfg::kBV, C = Cfg::kChunk, E = int(sizeof(InT));
+  ChunkedKernels k{Var, K, V, E, C, B0, Cfg::kWarps, Cfg::kStages, nullptr, nullptr, {},
+                   {},  {}, nullptr, nullptr, {}};
+  k.index = reinterpret_cast<const void*>(&chunked_index_kernel<C>);
+  k.prep = reinterpret_cast<const void*>(&chunked_prep_kernel<Var, Tr>);
+  auto scan_at = [&](auto i) {
+    constexpr int I = decltype(i)::value, BVe = B0 >> I;
+    if constexpr (BVe >= 16 && chunked_bv_ok<Var, K, V, InT, Cfg>(BVe)) {
+      using Te = ChunkedTraits<Var, K, V, InT, ChunkedConfig<C, BVe, Cfg::kWarps, Cfg::kStages>>;
+      k.scan[I] = reinterpret_cast<const void*>(&chunked_scan_kernel<Var, Te>);
+    }
+    if constexpr (BVe >= 16 &&
+                  chunked_legal(Var, K, V, sizeof(InT), C, BVe, Cfg::kWarps, 1)) {
+      using Ts1 = ChunkedTraits<Var, K, V, InT, ChunkedConfig<C, BVe, Cfg::kWarps, 1>>;
+      static_assert(chunked_fusable<Ts1>() ==
+                        chunked_fusable(Var, K, V, E, C, BVe, Cfg::kWarps),
+                    "the fused launch's rule: traits and plain form agree");
+      if constexpr (chunked_fusable<Ts1>())
+        k.fused[I] = reinterpret_cast<const void*>(&chunked_fused_kernel<Var, Tr, Ts1>);
+    }
+  };
+  scan_at(std::integral_constant<int, 0>{});
+  scan_at(std::integral_constant<int, 1>{});
+  scan_at(std::integral_constant<int, 2>{});
+  auto warp_at = [&](auto i, auto so) {
+    constexpr int I = decltype(i)::value, BVw = kChunkedWarpBVs[I];
+    constexpr bool SO = decltype(so)::value;
+    if constexpr (chunked_warp_ok(Var, K, V, E, C, BVw, kChunkedSmemSm90, SO)) {
+      using Tw = WarpScanTraits<Var, K, V, InT, C, BVw, SO>;
+      (SO ? k.warp_o : k.warp)[I] =
+          reinterpret_cast<const void*>(&chunked_scan_warp_kernel<Var, Tw>);
+    }
+  };
+  if constexpr (chunked_warp_runs(Var, K, V, E, C)) {
+    warp_at(std::integral_constant<int, 0>{}, std::false_type{});
+    warp_at(std::integral_constant<int, 1>{}, std::false_type{});
+#if DELTAC_CHUNKED_WARP_OUTPUT
+    warp_at(std::integral_constant<int, 0>{}, std::true_type{});
+    warp_at(std::integral_constant<int, 1>{}, std::true_type{});
+#endif
   }
-  if (split > 1 && int64_t(p.N) * split <= 65535)
-    pl = {sbv, split};
-  return pl;
+  k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<K, V, C>);
+  k.fix = reinterpret_cast<const void*>(&chunked_fix_kernel<Tr, chunked_fix_cols(V)>);
+  return k;
+}
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+const ChunkedKernels& chunked_kernels() {
+  static const ChunkedKernels k = make_chunked_kernels<Var, K, V, InT, Cfg>();
+  return k;
 }
 
 // chunked() with a choice of launches, for benchmarks that time the stages
@@ -428,117 +619,9 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
                            cudaStream_t stream, int stages, const int32_t* skip = nullptr,
                            int force_bv = 0, int force_split = 0, int fuse = 0,
                            int32_t route = 0, int scan = 0) {
-  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
-  using Ts = typename Tr::Ts;
-  if (!detail::chunked_matches<Var, K, V, InT>(p))
-    return cudaErrorInvalidValue;
-  if (p.N == 0)
-    return cudaSuccess;
-  if (route < 0 || (route > 0 && !p.cu_seqlens))
-    return cudaErrorInvalidValue;
-  if (route > 0)
-    force_split = 1, fuse = 0;
-  constexpr bool kWarpRuns = chunked_warp_runs(Var, K, V, int(sizeof(InT)), Cfg::kChunk);
-  const bool warp =
-      kWarpRuns && (scan == 2 || chunked_uses_warp_scan(Var, K, V, int(sizeof(InT)),
-                                                         Cfg::kChunk, scan, force_split, fuse));
-  if (warp)
-    force_split = 1, fuse = 0;
-  const ChunkedPlan pl = chunked_plan<Var, K, V, InT, Cfg>(p, force_bv, force_split);
-  const int bv = pl.bv;
-  if (bv == 0)
-    return cudaErrorInvalidValue;
-  const size_t need = detail::chunked_carve<Tr>(p, nullptr, nullptr, pl.split);
-  if (!workspace || workspace_bytes < need || !detail::chunked_aligned(workspace, 256))
-    return cudaErrorInvalidValue;
-  detail::ChunkedWs<Ts> ws;
-  detail::chunked_carve<Tr>(p, workspace, &ws, pl.split);
-  ws.skip = skip;
-  ws.route = route;
-  if (ws.max_chunks > 0x7fffffff)
-    return cudaErrorInvalidValue;
-  const float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(K));
-
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess)
-    return e;
-  if (p.cu_seqlens && (stages & 1)) {
-    detail::chunked_index_kernel<Tr::C><<<1, 1024, 0, stream>>>(p, ws.offsets, ws.max_chunks,
-                                                                 route);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-      return e;
-  }
-  constexpr int B0 = Cfg::kBV;
-  if (fuse == 1 && stages == 3 && pl.split == 1 && force_bv == 0 &&
-      (!p.cu_seqlens || p.N == 1) && ws.max_chunks > 0) {
-    bool done = false;
-    if (bv == B0)
-      e = chunked_fused_launch<Var, K, V, InT, Cfg, B0>(p, ws, scale, stream, done);
-    if constexpr (B0 / 2 >= 16)
-      if (bv == B0 / 2)
-        e = chunked_fused_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, scale, stream, done);
-    if constexpr (B0 / 4 >= 16)
-      if (bv == B0 / 4)
-        e = chunked_fused_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, scale, stream, done);
-    if (e != cudaSuccess || done)
-      return e;
-  }
-  auto prep = detail::chunked_prep_kernel<Var, Tr>;
-  if ((e = chunked_smem_attr<detail::chunked_prep_kernel<Var, Tr>>(dev, int(Tr::kPrepSmem))) !=
-      cudaSuccess)
-    return e;
-  if (ws.max_chunks > 0 && (stages & 1)) {
-    prep<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV)), Tr::kPrepThreads, Tr::kPrepSmem,
-           stream>>>(p, ws, scale);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-      return e;
-  }
-  if (!(stages & 6))
-    return cudaSuccess;
-  if constexpr (kWarpRuns) {
-    const bool so = scan == 2 && DELTAC_CHUNKED_WARP_OUTPUT;
-    const int wbv = warp ? chunked_warp_bv<Var, K, V, InT, Cfg>(p, force_bv, so, force_bv != 0)
-                         : 0;
-    if (wbv) {
-      if (!(stages & 2))
-        return cudaSuccess;
-      constexpr int W0 = kChunkedWarpBVs[0], W1 = kChunkedWarpBVs[1], C = Cfg::kChunk;
-#if DELTAC_CHUNKED_WARP_OUTPUT
-      if (so)
-        return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, true>(p, ws, stream)
-                         : chunked_warp_launch<Var, K, V, InT, C, W1, true>(p, ws, stream);
-#endif
-      return wbv == W0 ? chunked_warp_launch<Var, K, V, InT, C, W0, false>(p, ws, stream)
-                       : chunked_warp_launch<Var, K, V, InT, C, W1, false>(p, ws, stream);
-    }
-  }
-  e = (stages & 2) ? cudaErrorInvalidValue : cudaSuccess;
-  if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 4))
-    if (bv == B0 / 4 && (stages & 2))
-      e = chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 4>(p, ws, stream);
-  if constexpr (chunked_bv_ok<Var, K, V, InT, Cfg>(B0 / 2))
-    if (bv == B0 / 2 && (stages & 2))
-      e = chunked_scan_launch<Var, K, V, InT, Cfg, B0 / 2>(p, ws, stream);
-  if (bv == B0 && (stages & 2))
-    e = chunked_scan_launch<Var, K, V, InT, Cfg, B0>(p, ws, stream);
-  if (e != cudaSuccess || pl.split == 1)
-    return e;
-  // The split: fold the segments' states (and write ht), then correct the
-  // later segments' outputs.
-  chunked_fold_kernel<K, V, Tr::C><<<dim3(V / 16, unsigned(p.HV), unsigned(p.N)), 256, 0,
-                                     stream>>>(p, ws.offsets, ws.max_chunks, pl.split, ws.pst,
-                                               ws.cst, skip);
-  if ((e = cudaGetLastError()) != cudaSuccess || ws.max_chunks == 0)
-    return e;
-  constexpr int CV = chunked_fix_cols<V>();
-  constexpr size_t kFixSmem = chunked_fix_smem<Tr, CV>();
-  auto fix = chunked_fix_kernel<Tr, CV>;
-  if ((e = chunked_smem_attr<chunked_fix_kernel<Tr, CV>>(dev, int(kFixSmem))) != cudaSuccess)
-    return e;
-  fix<<<dim3(unsigned(ws.max_chunks), unsigned(p.HV), V / CV), Tr::C / 16 * 32, kFixSmem,
-        stream>>>(p, ws);
-  return cudaGetLastError();
+  return chunked_run_stages<InT>(chunked_kernels<Var, K, V, InT, Cfg>(), p, workspace,
+                                 workspace_bytes, stream, stages, skip, force_bv, force_split,
+                                 fuse, route, scan);
 }
 
 }  // namespace detail
@@ -548,13 +631,12 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
 template <deltac_variant Var, int K, int V, class InT,
           class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
 size_t chunked_workspace_bytes(const deltac_fwd_params& p, int force_split = 0) {
-  using Tr = detail::ChunkedTraits<Var, K, V, InT, Cfg>;
   if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
     return 0;
-  const int split = detail::chunked_plan<Var, K, V, InT, Cfg>(p, 0, force_split).split;
-  return detail::chunked_carve<Tr>(p, nullptr, nullptr, split);
+  const detail::ChunkedKernels& k = detail::chunked_kernels<Var, K, V, InT, Cfg>();
+  const int split = detail::chunked_plan(k, p, 0, force_split).split;
+  return detail::chunked_carve<InT>(k, p, nullptr, nullptr, split);
 }
-
 // skip: see chunked_stages.
 template <deltac_variant Var, int K, int V, class InT,
           class Cfg = DefaultChunkedConfig<Var, K, V, InT>>

@@ -29,10 +29,28 @@ namespace deltac::cuda::detail {
 // at two blocks per multiprocessor: 16-bit types, 8 warps (the intra-chunk
 // block's threads), one stage, and a small enough state tile to stay within
 // 128 registers (K = V = 128: a V tile of 32 columns or fewer).
+// (var, K, V, input bytes, chunk C, V tile bv, warps): one-stage scans
+// only (the fused kernel's scan traits have one stage).
+constexpr bool chunked_fusable(int var, int K, int V, int elem, int C, int bv, int warps) {
+  if (elem != 2 || warps != kChunkedPrepWarps || bv < 8 || V % bv != 0 ||
+      !chunked_legal(var, K, V, elem, C, bv, warps, 1))
+    return false;
+  const int mw1 = chunked_detail::gcd(warps, C / 16), mw3 = chunked_detail::gcd(warps, K / 16);
+  const int mt1 = C / 16 / mw1, nt1 = bv / 8 / (warps / mw1);
+  const int mt3 = K / 16 / mw3, nt3 = bv / 8 / (warps / mw3);
+  return mt3 * nt3 <= 4 && mt1 * nt1 <= 2;
+}
 template <class TrS>
 __host__ __device__ constexpr bool chunked_fusable() {
   return TrS::kElem == 2 && TrS::kThreads == kChunkedPrepWarps * 32 && TrS::kStages == 1 &&
          TrS::MT3 * TrS::NT3 <= 4 && TrS::MT1 * TrS::NT1 <= 2;
+}
+// The fused launch's shared memory: the larger of the intra-chunk kernel's
+// and the one-stage scan's.
+constexpr size_t chunked_fused_smem(int var, int K, int V, int elem, int C, int bv) {
+  const size_t a = chunked_prep_smem(var, K, V, elem, C);
+  const size_t b = chunked_scan_smem(var, K, elem, C, bv, 1);
+  return a > b ? a : b;
 }
 
 __device__ __forceinline__ void set_ready(int32_t* flag) {

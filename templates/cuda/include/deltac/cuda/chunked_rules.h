@@ -214,6 +214,11 @@ constexpr bool chunked_warp_ok(int var, int K, int V, int in_bytes, int chunk, i
          warp_scan_smem(var, K, chunk, bv, split_o,
                         warp_scan_stages(var, K, chunk, bv, split_o)) <= smem;
 }
+// Warps of a warp-scan block: output warps beside the chain warps (split_o),
+// or the chain warps and one producer.
+constexpr int warp_scan_warps(int K, int bv, bool split_o) {
+  return split_o ? 2 * (bv / 16) : bv / 16 * warp_scan_key_split(K) + 1;
+}
 // With some V tile.
 constexpr bool chunked_warp_runs(int var, int K, int V, int in_bytes, int chunk,
                                  size_t smem = kChunkedSmemSm90) {

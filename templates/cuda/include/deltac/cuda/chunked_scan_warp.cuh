@@ -63,7 +63,7 @@ struct WarpScanTraits {
   // exchanging partial products through shared memory) and keys per warp.
   static constexpr int kKS = warp_scan_key_split(K), KW = K / kKS;
   static constexpr int kChains = kPairs * kKS;
-  static constexpr int kWarps = kSplitO ? 2 * kPairs : kChains + 1, kThreads = 32 * kWarps;
+  static constexpr int kWarps = warp_scan_warps(K, BV, kSplitO), kThreads = 32 * kWarps;
   static constexpr int kCopiers = kSplitO ? 32 * kPairs : 32;      // threads issuing copies
   static constexpr int kConsumers = 32 * (kSplitO ? 2 * kPairs : kChains);  // stage readers
   static constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
@@ -91,6 +91,7 @@ struct WarpScanTraits {
   static_assert(size_t(kStageBytes) == warp_scan_stage_bytes(Var, K, C, BV), "stage size");
   static_assert(kSmem == warp_scan_smem(Var, K, C, BV, kSplitO, kStages), "smem size");
   static_assert((2 * kStages + 6 * kPairs) * 8 <= int(kWarpScanBarBytes), "mbarriers");
+  static_assert(kWarps == (kSplitO ? 2 * kPairs : kChains + 1), "warps");
 };
 
 // Two floats as one register of two 16-bit values (the lower one first).

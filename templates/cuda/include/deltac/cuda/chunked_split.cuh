@@ -89,15 +89,12 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Columns per block of the fix kernel, and its shared memory.
-template <int V>
-constexpr int chunked_fix_cols() {
-  return V % 64 == 0 ? 64 : V % 32 == 0 ? 32 : 16;
-}
-template <class Tr, int CV>
-constexpr size_t chunked_fix_smem() {
-  return (size_t(Tr::C) * Tr::LK + size_t(Tr::kSplit ? 2 : 1) * Tr::K * (CV + Tr::kPad)) *
-         sizeof(typename Tr::Ts);
+// Columns per block of the fix kernel, and its shared memory (qt rows
+// padded by 16 bytes; h_in and, for 16-bit types, its remainder).
+constexpr int chunked_fix_cols(int V) { return V % 64 == 0 ? 64 : V % 32 == 0 ? 32 : 16; }
+constexpr size_t chunked_fix_smem(int K, int elem, int C, int CV) {
+  const int pad = 16 / elem;
+  return (size_t(C) * (K + pad) + size_t(elem == 2 ? 2 : 1) * K * (CV + pad)) * size_t(elem);
 }
 
 // o += qt h_in for one chunk of a later segment, CV columns of one value

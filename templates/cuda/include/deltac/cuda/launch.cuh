@@ -69,20 +69,54 @@ cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
 }
 
 // cuda_chunked with split, fuse and scan at run time (the values chunked_cfg's
-// Split, Fuse and Scan take). Batch-invariant (det): BV itself (the widest
-// tile; the warp scan's widest), no split, no fused launch; routed: no split,
-// no fused launch. chunked_run_workspace takes chunked_run's arguments in
-// its order and sizes what that call carves.
+// Split, Fuse and Scan take), for the kernels k (a precompiled config's,
+// detail::chunked_kernels, or the runtime's NVRTC ones). Batch-invariant
+// (det): k's widest tile (the warp scan's widest), no split, no fused
+// launch; routed: no split, no fused launch. chunked_run_workspace takes
+// chunked_run's arguments in its order and sizes what that call carves.
+namespace detail {
+template <class InT>
+size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
+                             int32_t route, int split, int fuse, int scan) {
+  if (det || route)
+    split = 1, fuse = 0;
+  if (chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan, split, fuse))
+    split = 1;
+  if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
+    return 0;
+  return chunked_carve<InT>(k, p, nullptr, nullptr, chunked_plan(k, p, 0, split).split);
+}
+
+template <class InT>
+cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p,
+                        cudaStream_t stream, void* workspace, size_t workspace_bytes,
+                        const int32_t* skip, bool det, int32_t route, int split, int fuse,
+                        int scan) {
+  const int force_bv = det ? k.bv0 : 0;
+  if (det || route)
+    split = 1, fuse = 0;
+  if (workspace)
+    return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
+                                   split, fuse, route, scan);
+  const size_t need = chunked_workspace_with<InT>(k, p, det, route, split, fuse, scan);
+  void* ws = nullptr;
+  cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
+  if (e != cudaSuccess)
+    return e;
+  e = chunked_run_stages<InT>(k, p, ws, need, stream, 3, skip, force_bv, split, fuse, route,
+                              scan);
+  const cudaError_t f = cudaFreeAsync(ws, stream);
+  return e != cudaSuccess ? e : f;
+}
+}  // namespace detail
+
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages>
 size_t chunked_run_workspace(const deltac_fwd_params& p, bool det, int32_t route, int split,
                              int fuse, int scan) {
-  if (det || route)
-    split = 1, fuse = 0;
-  if (chunked_uses_warp_scan(Var, K, V, sizeof(InT), Chunk, scan, split, fuse))
-    split = 1;
-  return chunked_workspace_bytes<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(
-      p, split);
+  return detail::chunked_workspace_with<InT>(
+      detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p, det,
+      route, split, fuse, scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
@@ -92,23 +126,9 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
                         int split, int fuse, int scan) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
-  using Cfg = ChunkedConfig<Chunk, BV, Warps, Stages>;
-  const int force_bv = det ? BV : 0;
-  if (det || route)
-    split = 1, fuse = 0;
-  if (workspace)
-    return detail::chunked_stages<Var, K, V, InT, Cfg>(p, workspace, workspace_bytes, stream, 3,
-                                                       skip, force_bv, split, fuse, route, scan);
-  const size_t need = chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(
-      p, det, route, split, fuse, scan);
-  void* ws = nullptr;
-  cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
-  if (e != cudaSuccess)
-    return e;
-  e = detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, need, stream, 3, skip, force_bv, split,
-                                                 fuse, route, scan);
-  const cudaError_t f = cudaFreeAsync(ws, stream);
-  return e != cudaSuccess ? e : f;
+  return detail::chunked_run_with<InT>(
+      detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p,
+      stream, workspace, workspace_bytes, skip, det, route, split, fuse, scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
