@@ -514,6 +514,35 @@ TEST(CudaPad, TooSmallWorkspaceIsAnErrorNamingIt) {
 
 // --- the NVRTC path ---------------------------------------------------------
 
+// A problem's params (host pointers into pr and the buffers) with input
+// dtype `in`, for building a program (nothing runs).
+struct ProgramCall {
+  test::Problem pr;
+  std::vector<float> o, ht;
+  deltac_fwd_params p;
+  ProgramCall(int variant, int K, int V, int T, int in) {
+    pr.variant = variant;
+    pr.B = 1, pr.T = T, pr.H = 1, pr.HV = 2, pr.K = K, pr.V = V;
+    pr.fill(1);
+    o.resize(pr.oCount()), ht.resize(pr.stateCount());
+    p = pr.params(o.data(), ht.data());
+    p.in_dtype = p.out_dtype = in;
+  }
+};
+
+// prog compiles for compute capability cc: a cubin and one lowered name per
+// kernel expression.
+void expectCompiles(const rt::jit::Program &prog, int cc) {
+  std::string why, cubin;
+  std::vector<std::string> lowered;
+  ASSERT_TRUE(rt::jit::compile(prog, cc, &cubin, &lowered, &why)) << why;
+  ASSERT_EQ(lowered.size(), prog.kernels.size());
+  for (const std::string &l : lowered)
+    EXPECT_FALSE(l.empty());
+  ASSERT_GE(cubin.size(), 4u);
+  EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "not an ELF cubin";
+}
+
 // Every recurrent kernel form compiles through NVRTC from the embedded
 // headers (no GPU needed: compile only, for sm_90a and sm_80), as the
 // runtime builds them for a call.
@@ -534,31 +563,20 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
       {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
   };
   for (const Row &r : rows) {
-    test::Problem pr;
-    pr.variant = r.variant;
-    pr.B = 1, pr.T = r.T, pr.H = 1, pr.HV = 2, pr.K = r.K, pr.V = r.V;
-    pr.fill(1);
-    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
-    deltac_fwd_params p = pr.params(o.data(), ht.data());
-    p.in_dtype = p.out_dtype = r.in;
+    ProgramCall call(r.variant, r.K, r.V, r.T, r.in);
+    deltac_fwd_params &p = call.p;
     p.state_dtype = r.state;
     if (r.steps)
-      p.state_steps = ht.data(); // only its presence matters here
+      p.state_steps = call.ht.data(); // only its presence matters here
     KernelConfig c;
     c.family = Family::CudaRecurrent, c.tile_v = r.tile_v, c.warps = r.warps;
     rt::RecurrentProgram rp;
     ASSERT_TRUE(rt::cuda_recurrent_program(p, c, false, &rp, &why)) << why;
     SCOPED_TRACE(rp.program.name);
     EXPECT_EQ(int(rp.choice.kernel), int(r.form));
-    for (int cc : {90, 80}) {
-      std::string cubin;
-      std::vector<std::string> lowered;
-      ASSERT_TRUE(rt::jit::compile(rp.program, cc, &cubin, &lowered, &why)) << why;
-      ASSERT_EQ(lowered.size(), 1u);
-      EXPECT_FALSE(lowered[0].empty());
-      ASSERT_GE(cubin.size(), 4u);
-      EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "not an ELF cubin";
-    }
+    EXPECT_EQ(rp.program.kernels.size(), 1u);
+    for (int cc : {90, 80})
+      expectCompiles(rp.program, cc);
   }
 }
 
@@ -578,34 +596,21 @@ TEST(CudaJitCompile, ChunkedConfigsCompile) {
       {2, 64, 64, DELTAC_F16, 16, 32, 4, 1, 5},
   };
   for (const Row &r : rows) {
-    test::Problem pr;
-    pr.variant = r.variant;
-    pr.B = 1, pr.T = 8, pr.H = 1, pr.HV = 2, pr.K = r.K, pr.V = r.V;
-    pr.fill(1);
-    std::vector<float> o(pr.oCount()), ht(pr.stateCount());
-    deltac_fwd_params p = pr.params(o.data(), ht.data());
-    p.in_dtype = p.out_dtype = r.dtype;
+    ProgramCall call(r.variant, r.K, r.V, 8, r.dtype);
     KernelConfig c;
     c.family = Family::CudaChunked, c.chunk = r.chunk, c.tile_v = r.tile_v;
     c.warps = r.warps, c.stages = r.stages;
     rt::jit::Program prog;
-    ASSERT_TRUE(rt::cuda_chunked_program(p, c, &prog, &why)) << why;
+    ASSERT_TRUE(rt::cuda_chunked_program(call.p, c, &prog, &why)) << why;
     SCOPED_TRACE(prog.name);
     EXPECT_EQ(prog.kernels.size(), r.kernels);
-    std::string cubin;
-    std::vector<std::string> lowered;
-    ASSERT_TRUE(rt::jit::compile(prog, 90, &cubin, &lowered, &why)) << why;
-    EXPECT_EQ(lowered.size(), prog.kernels.size());
-    EXPECT_EQ(cubin.compare(0, 4, "\x7f" "ELF"), 0) << "not an ELF cubin";
+    expectCompiles(prog, 90);
   }
   KernelConfig bad;
   bad.family = Family::CudaChunked, bad.chunk = 48, bad.tile_v = 64, bad.warps = 8, bad.stages = 2;
-  test::Problem pr;
-  pr.fill(1);
-  std::vector<float> o(pr.oCount()), ht(pr.stateCount());
-  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  ProgramCall call(1, 128, 128, 8, DELTAC_F32);
   rt::jit::Program prog;
-  EXPECT_FALSE(rt::cuda_chunked_program(p, bad, &prog, &why));
+  EXPECT_FALSE(rt::cuda_chunked_program(call.p, bad, &prog, &why));
   EXPECT_NE(why.find("not a legal cuda_chunked config"), std::string::npos) << why;
 }
 
