@@ -42,6 +42,18 @@ void add_chunked_one(std::vector<Instance> &out) {
       return deltac::cuda::chunked_run_workspace<Var, K, V, InT, Chunk, BV, W, S>(
           *p, false, 0, c->split, c->fuse, c->scan);
     };
+    in.kernels = [](const void **out, int max) {
+      const auto &k = deltac::cuda::detail::chunked_kernels<
+          Var, K, V, InT, deltac::cuda::ChunkedConfig<Chunk, BV, W, S>>();
+      const void *all[] = {k.index,    k.prep,     k.scan[0], k.scan[1],  k.scan[2],
+                           k.warp[0],  k.warp[1],  k.warp_o[0], k.warp_o[1], k.fold,
+                           k.fix,      k.fused[0], k.fused[1], k.fused[2]};
+      int n = 0;
+      for (const void *h : all)
+        if (h && n < max)
+          out[n++] = h;
+      return n;
+    };
     out.push_back(in);
   }
 }

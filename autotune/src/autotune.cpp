@@ -722,6 +722,14 @@ bool tune(const Spec &spec, const Settings &s, const std::string &db_path,
       m.cand = c;
       m.why = checker->check(c, &m.err_o, &m.err_ht);
       m.ok = m.why.empty();
+      if (!checker->resources(c, &m.regs, &m.spill))
+        m.regs = m.spill = -1;
+      if (m.ok && s.max_spill >= 0 && m.spill > s.max_spill && !c.is_default) {
+        m.pruned = true;
+        m.why = "pruned: spills " + std::to_string(m.spill) +
+                " bytes per thread (the compiler's resource report; --max-spill=" +
+                std::to_string(s.max_spill) + ")";
+      }
       auto it = prevRatio.find(candidate_string(c));
       if (m.ok && s.prune > 0 && !c.is_default && it != prevRatio.end() &&
           it->second > s.prune) {

@@ -56,6 +56,10 @@ public:
   virtual ~Checker() = default;
   // "" when c's output matches (errors in *eo, *eh).
   virtual std::string check(const Candidate &c, double *eo, double *eh) = 0;
+  // The compiler's resource report of c's kernels: the most registers and
+  // local (spill) bytes per thread of any of them; false when none (CPU,
+  // a family that does not report).
+  virtual bool resources(const Candidate &, int *regs, int *spill) { return false; }
 };
 
 // CUDA backend (cuda_bench.cu; cuda_bench_none.cpp without CUDA).

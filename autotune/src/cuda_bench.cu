@@ -199,6 +199,25 @@ public:
       return "does not run: " + cudaWhy(e);
     return judge(sp_, s_, c, &t_, o_, ht_, eo, eh);
   }
+  bool resources(const Candidate &c, int *regs, int *spill) override {
+    std::string err;
+    const cuda::Instance *in = run_.instance(c, &err);
+    if (!in || !in->kernels)
+      return false;
+    const void *h[32];
+    const int n = in->kernels(h, 32);
+    *regs = *spill = 0;
+    for (int i = 0; i < n; ++i) {
+      cudaFuncAttributes a{};
+      if (cudaFuncGetAttributes(&a, h[i]) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+      }
+      *regs = std::max(*regs, a.numRegs);
+      *spill = std::max(*spill, int(a.localSizeBytes));
+    }
+    return n > 0;
+  }
 
 private:
   const Spec &sp_;

@@ -87,7 +87,10 @@ int bucketSvg(std::ostringstream &o, const BucketResult &b, int y0) {
       }
       o << "<text x='" << labelW + w + 6 << "' y='" << y + 13 << "'>"
         << (cut ? "&gt;&gt; " : "") << timeStr(m.median_us) << " (round " << m.rounds
-        << (win ? ", picked" : "") << ")</text>\n";
+        << (win ? ", picked" : "");
+      if (m.regs >= 0) // the compiler's resource report
+        o << "; " << m.regs << " regs" << (m.spill > 0 ? ", " + std::to_string(m.spill) + " B spill" : "");
+      o << ")</text>\n";
     }
     y += row;
   }

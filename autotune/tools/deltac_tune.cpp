@@ -25,7 +25,7 @@ const char *kUsage =
     "                   [--families=cpu_recurrent,..]\n"
     "                   [--repeats=7] [--min-sample-ms=0.5]\n"
     "                   [--search=halving|exhaustive] [--compare-exhaustive]\n"
-    "                   [--min-gain=PERCENT (3)]\n"
+    "                   [--min-gain=PERCENT (3)] [--max-spill=BYTES]\n"
     "                   [--fast] [--seed=N] [--quiet] [--workers=N|all]\n"
     "       deltac-tune --merge A.json B.json ... -o OUT.json\n"
     "       deltac-tune --verify=DB.json SPEC FLAGS [--buckets=..]\n"
@@ -42,6 +42,8 @@ const char *kUsage =
     "--verify times each bucket through the runtime's own choice with DB.json\n"
     "loaded and without it (the default rule), interleaved.\n"
     "--corrupt=CONFIG (testing) corrupts that candidate's output.\n"
+    "--max-spill=BYTES (CUDA): candidates whose kernels spill more bytes per\n"
+    "thread than that (the compiler's resource report) are not timed.\n"
     "--target=cuda tunes on the GPU present the instances this build compiled\n"
     "(CMake -DDELTAC_TUNE_CUDA_SPECS=variant:K:V:dtype;..., every legal config\n"
     "of each; o takes the input dtype unless --out-dtype says otherwise);\n"
@@ -248,6 +250,7 @@ int main(int argc, char **argv) {
         s.worker = int32_t(toInt(key, val.substr(0, slash), 0, s.workers - 1));
       }
       else if (key == "--min-gain") s.min_gain = double(toInt(key, val, 0, 100)) / 100;
+      else if (key == "--max-spill") s.max_spill = int32_t(toInt(key, val, 0, 1 << 20));
       else die("unknown flag " + key + " (--help lists them)");
     }
   }

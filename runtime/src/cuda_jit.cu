@@ -66,28 +66,33 @@ std::string kernel_expr(const deltac_fwd_params &p, const KernelConfig &c,
 // The loaded kernels of prog on this device: compiled or read from the
 // disk cache once per process and device (the jit module keeps the library
 // loaded), or null with *error.
+// A program that failed is not compiled again in this process (its error
+// is kept). The lock is held while compiling: one compile at a time.
 const jit::Module *module_for(const jit::Program &prog, std::string *error) {
+  struct Entry {
+    const jit::Module *m;
+    std::string error;
+  };
   static std::mutex mu;
-  static std::map<std::pair<int, std::string>, const jit::Module *> cache; // (device, name)
+  static std::map<std::pair<int, std::string>, Entry> cache; // (device, name)
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess)
     dev = -1;
   std::lock_guard<std::mutex> lock(mu);
   const auto it = cache.find({dev, prog.name});
-  if (it != cache.end())
-    return it->second;
-  const jit::Module *m = jit::load(prog, error);
-  if (!m || m->kernels.size() != prog.kernels.size()) {
-    if (error->empty())
-      *error = "NVRTC gave no kernels for " + prog.name;
-    return nullptr;
+  if (it != cache.end()) {
+    *error = it->second.error;
+    return it->second.m;
   }
-  for (const void *k : m->kernels)
-    if (!k) {
-      *error = "NVRTC gave a null kernel for " + prog.name;
-      return nullptr;
-    }
-  cache[{dev, prog.name}] = m;
+  const jit::Module *m = jit::load(prog, error);
+  if (m && m->kernels.size() != prog.kernels.size())
+    m = nullptr, *error = "NVRTC gave no kernels for " + prog.name;
+  for (size_t i = 0; m && i < m->kernels.size(); ++i)
+    if (!m->kernels[i])
+      m = nullptr, *error = "NVRTC gave a null kernel for " + prog.name;
+  if (!m && error->empty())
+    *error = "NVRTC gave no module for " + prog.name;
+  cache[{dev, prog.name}] = {m, m ? std::string() : *error};
   return m;
 }
 
@@ -109,7 +114,7 @@ void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfi
   const int elem = dtype == DELTAC_F32 ? 4 : 2, C = c.chunk;
   ChunkedKernels &k = out->layout;
   k = ChunkedKernels{var, K, V, elem, C, c.tile_v, c.warps, c.stages, nullptr, nullptr, {},
-                     {},  {}, nullptr, nullptr, {}};
+                     {},  {}, nullptr, nullptr, {}, false};
   const std::string v = "(deltac_variant)" + std::to_string(var), in = type_name(dtype);
   const std::string ns = "deltac::cuda::detail::", kv = std::to_string(K) + ", " + std::to_string(V);
   auto traits = [&](int bv, int stages) {
@@ -213,22 +218,29 @@ bool cuda_jit_enabled(Family f, std::string *why) {
     w = "no usable CUDA device";
     return false;
   }
-  // Once per process: NVRTC loads and compiles the kernel headers for this
-  // device (else the padded or refused path runs, never a failing launch).
+  // Once per process: NVRTC loads and compiles a real recurrent kernel for
+  // this device (else decode at dims no instance has runs padded, as without
+  // NVRTC, and configs not shipped are refused or replaced by the default).
   static std::once_flag once;
   static bool ok = false;
   static std::string probe_why;
   std::call_once(once, [] {
     if (!jit::available(&probe_why))
       return;
-    jit::Program prog;
-    prog.name = "recurrent_probe";
-    prog.source = "#include \"deltac/cuda/recurrent_strip.cuh\"\n"
-                  "#include \"deltac/cuda/chunked_scan_warp.cuh\"\n"
-                  "#include \"deltac/cuda/chunked_split.cuh\"\n"
-                  "extern \"C\" __global__ void deltac_jit_probe() {}\n";
-    prog.kernels = {"&deltac_jit_probe"};
-    ok = jit::load(prog, &probe_why) != nullptr;
+    // A real kernel of the smallest shape (one-token form, K = V = 16),
+    // instantiated, compiled and loaded like any other.
+    static float dummy[4];
+    deltac_fwd_params p{};
+    p.variant = DELTAC_VARIANT_GATED;
+    p.B = p.N = p.T = 1, p.H = p.HV = 1, p.K = p.V = 16;
+    p.in_dtype = p.out_dtype = p.state_dtype = DELTAC_F32;
+    p.state_layout = DELTAC_STATE_KV;
+    p.q = p.k = p.v = dummy, p.g = p.beta = dummy, p.o = dummy;
+    KernelConfig c;
+    c.family = Family::CudaRecurrent, c.tile_v = 16, c.warps = 1;
+    RecurrentProgram rp;
+    ok = cuda_recurrent_program(p, c, false, &rp, &probe_why) &&
+         jit::load(rp.program, &probe_why) != nullptr;
   });
   if (!ok)
     w = "NVRTC cannot compile deltac's kernels here: " + probe_why;

@@ -445,6 +445,9 @@ TEST(TuneCuda, TunesACompiledSpecOnTheGpu) {
         EXPECT_NE(m.why.find("wrong answer"), std::string::npos) << m.why;
       }
     EXPECT_NE(candidate_string(b.all[b.winner].cand), s.corrupt);
+    for (const Measurement &m : b.all) // the compiler's resource report
+      if (m.cand.config.family == Family::CudaChunked)
+        EXPECT_GT(m.regs, 0) << candidate_string(m.cand);
     std::printf("bucket %lld: %zu candidates, default %.1f us, pick %s %.1f us\n",
                 (long long)b.tokens, b.all.size(), b.default_us,
                 candidate_string(b.all[b.winner].cand).c_str(), b.winner_us);
@@ -454,6 +457,23 @@ TEST(TuneCuda, TunesACompiledSpecOnTheGpu) {
   EXPECT_EQ(db.records.size(), 3u);
   for (const TuningRecord &rec : db.records)
     EXPECT_EQ(rec.env.at("device"), "cuda");
+
+  // --max-spill=0: exactly the non-default candidates whose kernels spill
+  // (the compiler's resource report) are not timed.
+  s.buckets = {64};
+  s.max_spill = 0;
+  s.corrupt.clear();
+  TempDir dir2;
+  std::vector<BucketResult> r2;
+  ASSERT_TRUE(tune(sp, s, dir2.file("db.json"), &r2, &err)) << err;
+  int spilling = 0;
+  for (const Measurement &m : r2[0].all) {
+    const bool spills = m.ok && m.spill > 0 && !m.cand.is_default;
+    spilling += spills;
+    EXPECT_EQ(spills, m.why.find("pruned: spills") != std::string::npos)
+        << candidate_string(m.cand) << ": " << m.why;
+  }
+  std::printf("--max-spill=0: %d of %zu candidates spill\n", spilling, r2[0].all.size());
 }
 
 } // namespace

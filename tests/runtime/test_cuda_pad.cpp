@@ -149,7 +149,7 @@ struct Dev {
 // ht and state_steps back into hp's buffers; expects nothing written past
 // their extent.
 int runDevice(const deltac_fwd_params &hp, deltac_options opt,
-              deltac_run_info *info, size_t ws_bytes = size_t(-1)) {
+              deltac_run_info *info, size_t ws_bytes = size_t(-1), bool needs_ws = false) {
   const Sizes s(hp);
   Dev q(hp.q, s.qk), k(hp.k, s.qk), v(hp.v, s.v), beta(hp.beta, s.beta),
       g(hp.g, s.g), cu(hp.cu_seqlens, s.cu), rs(hp.read_slots, s.slots),
@@ -176,6 +176,8 @@ int runDevice(const deltac_fwd_params &hp, deltac_options opt,
   opt.cuda_stream = stream;
   size_t need = 0;
   EXPECT_EQ(deltac_workspace_size(&d, &opt, &need), 0) << deltac_last_error();
+  if (needs_ws)
+    EXPECT_GT(need, 0u) << "deltac_workspace_size";
   void *ws = nullptr;
   if (ws_bytes == size_t(-1))
     ws_bytes = need;
@@ -561,6 +563,8 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
       {0, 256, 80, DELTAC_BF16, DELTAC_BF16, 16, 4, 3, false, cuda::RecurrentKernel::Strip},
       {1, 128, 128, DELTAC_BF16, DELTAC_F32, 16, 4, 1, false, cuda::RecurrentKernel::Split},
       {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
+      // the kernel cuda_jit_enabled's probe compiles
+      {1, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
   };
   for (const Row &r : rows) {
     ProgramCall call(r.variant, r.K, r.V, r.T, r.in);
@@ -674,7 +678,7 @@ TEST_P(CudaJitChunked, MatchesReference) {
     opt.config.stages = c.stages, opt.config.split = c.split, opt.config.scan = c.scan;
   }
   deltac_run_info info{};
-  ASSERT_EQ(runDevice(p, opt, &info), 0) << deltac_last_error();
+  ASSERT_EQ(runDevice(p, opt, &info, size_t(-1), true), 0) << deltac_last_error();
   EXPECT_STREQ(info.family, "cuda_chunked");
   EXPECT_NE(std::string(info.note).find(jitNote()), std::string::npos) << info.note;
   const double tol = half ? 5e-3 : 1e-4; // f32: three TF32 products

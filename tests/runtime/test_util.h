@@ -36,14 +36,27 @@ inline uint64_t freshSeed() { return test_seed(); }
 // (runtime/src/cuda_jit.cu), null leaves the default.
 struct JitEnv {
   explicit JitEnv(const char *value) {
+    const char *old = std::getenv("DELTAC_JIT");
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
     if (value)
       setenv("DELTAC_JIT", value, 1);
     else
       unsetenv("DELTAC_JIT");
   }
-  ~JitEnv() { unsetenv("DELTAC_JIT"); }
+  ~JitEnv() {
+    if (had_)
+      setenv("DELTAC_JIT", old_.c_str(), 1);
+    else
+      unsetenv("DELTAC_JIT");
+  }
   JitEnv(const JitEnv &) = delete;
   JitEnv &operator=(const JitEnv &) = delete;
+
+private:
+  bool had_ = false;
+  std::string old_;
 };
 
 // mkdtemp directory removed (recursively) on destruction.

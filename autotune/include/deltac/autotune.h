@@ -57,6 +57,10 @@ struct Settings {
   // bucket's best is not measured again (0: no pruning). The default never
   // is pruned; --compare-exhaustive measures pruned candidates too.
   double prune = 2.0;
+  // Static limit from the compiler's resource report (CUDA): a candidate
+  // whose kernels spill more than this many bytes per thread to local memory
+  // is not measured (-1: no limit). The default is never pruned.
+  int32_t max_spill = -1;
   uint64_t seed = 1;
   // Several worker processes (one per GPU, deltac-tune --workers): this
   // process tunes bucket i when i % workers == worker; the others are left
@@ -89,6 +93,9 @@ struct Measurement {
   int32_t samples = 0;    // in that round
   int32_t rounds = 0;     // halving rounds it survived (1 = only the first)
   double exhaustive_us = 0; // compare_exhaustive: its exhaustive median
+  // The compiler's resource report of its kernels (CUDA chunked; -1: none):
+  // the most registers and local (spill) bytes per thread of any of them.
+  int32_t regs = -1, spill = -1;
 };
 
 struct BucketResult {

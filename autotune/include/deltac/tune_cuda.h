@@ -29,6 +29,10 @@ struct Instance {
              size_t workspace_bytes, void *stream) = nullptr;
   // Workspace bytes for p and c (0: none).
   size_t (*workspace)(const deltac_fwd_params *p, const KernelConfig *c) = nullptr;
+  // The config's kernels (their host handles, for the compiler's resource
+  // report: cudaFuncGetAttributes): up to max into out, the count returned.
+  // Null: not reported (cuda_recurrent).
+  int (*kernels)(const void **out, int max) = nullptr;
 };
 
 // c with its run-time knobs cleared: the config of the instance that runs it.

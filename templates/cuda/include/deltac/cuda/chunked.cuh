@@ -207,6 +207,7 @@ struct ChunkedKernels {
   const void* fold;      // chunked_fold_kernel<K, V, C>
   const void* fix;       // chunked_fix_kernel, chunked_fix_cols(V) columns
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
+  bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -355,12 +356,16 @@ inline ChunkedPlan chunked_plan(const ChunkedKernels& k, const deltac_fwd_params
 }
 
 // cudaLaunchKernel of fn, with its shared-memory attribute set where bytes
-// exceed the 48 KB every kernel may take.
+// exceed the 48 KB every kernel may take (these kernels hold no static shared
+// memory beside their dynamic bytes; the fused one's 8 static bytes are
+// covered by chunked_occupancy, which always sets it).
 inline cudaError_t chunked_launch(const void* fn, int dev, dim3 grid, int threads, int smem,
                                   cudaStream_t stream, void** args) {
   cudaError_t e = smem > 48 * 1024 ? chunked_smem_attr(fn, dev, smem) : cudaSuccess;
   if (e == cudaSuccess)
     e = cudaLaunchKernel(fn, grid, dim3(unsigned(threads)), args, size_t(smem), stream);
+  if (e != cudaSuccess)
+    cudaGetLastError();  // returned here, not left pending for a later check
   return e;
 }
 
@@ -422,7 +427,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (route > 0)
     force_split = 1, fuse = 0;
   const bool warp_runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) &&
-                         (k.warp[0] || k.warp[1] || k.warp_o[0] || k.warp_o[1]);
+                         (k.warp[0] || k.warp[1]);
   const bool warp = warp_runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem,
                                                                       k.C, scan, force_split,
                                                                       fuse));
@@ -475,7 +480,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (!(stages & 6))
     return cudaSuccess;
   if (warp_runs) {
-    const bool so = scan == 2 && (k.warp_o[0] || k.warp_o[1]);
+    const bool so = scan == 2 && k.split_o;
     const int wbv = warp ? chunked_warp_bv(k, p, force_bv, so, force_bv != 0) : 0;
     if (wbv) {
       if (!(stages & 2))
@@ -541,7 +546,7 @@ ChunkedKernels make_chunked_kernels() {
   using Tr = ChunkedTraits<Var, K, V, InT, Cfg>;
   constexpr int B0 = Cfg::kBV, C = Cfg::kChunk, E = int(sizeof(InT));
   ChunkedKernels k{Var, K, V, E, C, B0, Cfg::kWarps, Cfg::kStages, nullptr, nullptr, {},
-                   {},  {}, nullptr, nullptr, {}};
+                   {},  {}, nullptr, nullptr, {}, DELTAC_CHUNKED_WARP_OUTPUT != 0};
   k.index = reinterpret_cast<const void*>(&chunked_index_kernel<C>);
   k.prep = reinterpret_cast<const void*>(&chunked_prep_kernel<Var, Tr>);
   auto scan_at = [&](auto i) {
