@@ -264,12 +264,16 @@ std::vector<PadCase> jitCases() {
 
 std::string jitNote() { return "compiled at run time by NVRTC"; }
 
-// Skips the test where NVRTC cannot run the recurrent family here.
+// Skips the test where NVRTC cannot run the recurrent family here; fails
+// instead with DELTAC_TEST_REQUIRE_JIT=1 (GPU runs that must test it).
 #define SKIP_WITHOUT_JIT()                                                     \
   do {                                                                         \
     std::string why_;                                                          \
-    if (!rt::cuda_jit_enabled(Family::CudaRecurrent, &why_))                   \
+    if (!rt::cuda_jit_enabled(Family::CudaRecurrent, &why_)) {                 \
+      if (std::getenv("DELTAC_TEST_REQUIRE_JIT"))                              \
+        FAIL() << why_;                                                        \
       GTEST_SKIP() << why_;                                                    \
+    }                                                                          \
   } while (0)
 
 class CudaPadPrompt : public ::testing::TestWithParam<PadCase> {};
@@ -640,11 +644,7 @@ TEST_P(CudaJitChunked, MatchesReference) {
   if (!gpu())
     GTEST_SKIP() << "no CUDA device";
   JitEnv env(nullptr);
-  {
-    std::string why;
-    if (!rt::cuda_jit_enabled(Family::CudaChunked, &why))
-      GTEST_SKIP() << why;
-  }
+  SKIP_WITHOUT_JIT();
   const ChunkedJitCase c = GetParam();
   const uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
