@@ -65,9 +65,11 @@ std::string kernel_expr(const deltac_fwd_params &p, const KernelConfig &c,
 
 // The loaded kernels of prog on this device: compiled or read from the
 // disk cache once per process and device (the jit module keeps the library
-// loaded), or null with *error.
-// A program that failed is not compiled again in this process (its error
-// is kept). The lock is held while compiling: one compile at a time.
+// loaded), or null with *error. A program that failed is not compiled again
+// in this process (its error is kept). The lock is not held while compiling,
+// so calls of kernels already loaded never wait behind a compile (two
+// threads that first meet one program may both compile it; one result is
+// kept).
 const jit::Module *module_for(const jit::Program &prog, std::string *error) {
   struct Entry {
     const jit::Module *m;
@@ -78,11 +80,13 @@ const jit::Module *module_for(const jit::Program &prog, std::string *error) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess)
     dev = -1;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto it = cache.find({dev, prog.name});
-  if (it != cache.end()) {
-    *error = it->second.error;
-    return it->second.m;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find({dev, prog.name});
+    if (it != cache.end()) {
+      *error = it->second.error;
+      return it->second.m;
+    }
   }
   const jit::Module *m = jit::load(prog, error);
   if (m && m->kernels.size() != prog.kernels.size())
@@ -92,8 +96,10 @@ const jit::Module *module_for(const jit::Program &prog, std::string *error) {
       m = nullptr, *error = "NVRTC gave a null kernel for " + prog.name;
   if (!m && error->empty())
     *error = "NVRTC gave no module for " + prog.name;
-  cache[{dev, prog.name}] = {m, m ? std::string() : *error};
-  return m;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto ins = cache.insert({{dev, prog.name}, Entry{m, m ? std::string() : *error}});
+  *error = ins.first->second.error;
+  return ins.first->second.m;
 }
 
 // Stand-in handle of a kernel a chunked program holds, for sizing before
