@@ -12,9 +12,11 @@
 
 #include "deltac/cuda/launch.cuh"
 #include "deltac/cuda/recurrent.cuh"
+#include "deltac/tuning_db.h" // variant_name, dtype_name
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -32,12 +34,6 @@ using cuda::RecurrentKernel;
 
 const char *type_name(int32_t dtype) {
   return dtype == DELTAC_BF16 ? "__nv_bfloat16" : dtype == DELTAC_F16 ? "__half" : "float";
-}
-const char *var_name(int32_t v) {
-  return v == DELTAC_VARIANT_DELTA ? "delta" : v == DELTAC_VARIANT_GATED ? "gated" : "kda";
-}
-const char *short_name(int32_t dtype) {
-  return dtype == DELTAC_BF16 ? "bf16" : dtype == DELTAC_F16 ? "f16" : "f32";
 }
 
 // The name expression of the kernel of choice ch (recurrent_strip.cuh,
@@ -154,8 +150,8 @@ void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfi
   add(&k.fold, "&" + ns + "chunked_fold_kernel<" + kv + ", " + std::to_string(C) + ">");
   add(&k.fix, "&" + ns + "chunked_fix_kernel<" + tr + ", " +
                   std::to_string(cuda::detail::chunked_fix_cols(V)) + ">");
-  prog.name = std::string("chunked_") + var_name(var) + "_k" + std::to_string(K) + "_v" +
-              std::to_string(V) + "_" + short_name(dtype) + "_c" + std::to_string(C) + "_bv" +
+  prog.name = std::string("chunked_") + variant_name(var) + "_k" + std::to_string(K) + "_v" +
+              std::to_string(V) + "_" + dtype_name(dtype) + "_c" + std::to_string(C) + "_bv" +
               std::to_string(c.tile_v) + "_w" + std::to_string(c.warps) + "_s" +
               std::to_string(c.stages);
   prog.source = "#include \"deltac/cuda/chunked_prep.cuh\"\n"
@@ -176,10 +172,11 @@ bool chunked_config_ok(int32_t var, int K, int V, int32_t dtype, const KernelCon
   return true;
 }
 
-} // namespace
-
-bool cuda_recurrent_program(const deltac_fwd_params &p, const KernelConfig &c, bool det,
-                            RecurrentProgram *out, std::string *error) {
+// The kernel form p runs with c (no strings: every call of the NVRTC path
+// makes it) and whether that form writes per-token states; false with
+// *error where p does not match a recurrent kernel or c has no form for it.
+bool recurrent_form(const deltac_fwd_params &p, const KernelConfig &c, bool det,
+                    RecurrentChoice *ch, bool *steps, std::string *error) {
   if (!cuda::detail::recurrent_matches(p, p.variant, p.K, p.V, p.in_dtype) ||
       (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16) || c.tile_v <= 0 ||
       c.warps <= 0 || p.V % c.tile_v != 0) {
@@ -187,20 +184,26 @@ bool cuda_recurrent_program(const deltac_fwd_params &p, const KernelConfig &c, b
              "match a recurrent kernel of " + config_string(c);
     return false;
   }
-  const bool per_token = p.state_steps || p.accepted;
-  const bool one = !per_token && cuda::recurrent_one_token(p, det);
-  out->choice = cuda::recurrent_choice(p.K, c.tile_v, c.warps,
-                                       p.state_dtype == DELTAC_BF16 ? 2 : 4, one,
-                                       cuda::detail::Form::Auto);
-  if (out->choice.kernel == RecurrentKernel::None) {
+  *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, p.state_dtype == DELTAC_BF16 ? 2 : 4,
+                               cuda::recurrent_one_token(p, det), cuda::detail::Form::Auto);
+  if (ch->kernel == RecurrentKernel::None) {
     *error = config_string(c) + " has no recurrent kernel form for this call";
     return false;
   }
-  const bool pt = per_token && out->choice.kernel != RecurrentKernel::StripOne;
+  *steps = (p.state_steps || p.accepted) && ch->kernel != RecurrentKernel::StripOne;
+  return true;
+}
+} // namespace
+
+bool cuda_recurrent_program(const deltac_fwd_params &p, const KernelConfig &c, bool det,
+                            RecurrentProgram *out, std::string *error) {
+  bool pt = false;
+  if (!recurrent_form(p, c, det, &out->choice, &pt, error))
+    return false;
   jit::Program &prog = out->program;
-  prog.name = std::string("recurrent_") + var_name(p.variant) + "_k" + std::to_string(p.K) +
-              "_v" + std::to_string(p.V) + "_" + short_name(p.in_dtype) + "_state_" +
-              short_name(p.state_dtype) + "_bv" + std::to_string(c.tile_v) + "_w" +
+  prog.name = std::string("recurrent_") + variant_name(p.variant) + "_k" + std::to_string(p.K) +
+              "_v" + std::to_string(p.V) + "_" + dtype_name(p.in_dtype) + "_state_" +
+              dtype_name(p.state_dtype) + "_bv" + std::to_string(c.tile_v) + "_w" +
               std::to_string(c.warps) + "_form" + std::to_string(int(out->choice.kernel)) +
               "_vec" + std::to_string(out->choice.vec) + (pt ? "_steps" : "");
   prog.source = "#include \"deltac/cuda/recurrent_strip.cuh\"\n";
@@ -256,8 +259,9 @@ bool cuda_jit_enabled(Family f, std::string *why) {
 bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaStream_t s,
                         const Launch &l, std::string *error) {
   using namespace cuda::detail;
-  RecurrentProgram rp;
-  if (!cuda_recurrent_program(p, c, l.deterministic, &rp, error))
+  RecurrentChoice ch;
+  bool steps = false;
+  if (!recurrent_form(p, c, l.deterministic, &ch, &steps, error))
     return false;
   if (p.N == 0)
     return true;
@@ -267,14 +271,37 @@ bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaS
     *error = "cuda_recurrent: " + std::to_string(blocks) + " blocks exceed the grid limit";
     return false;
   }
-  const jit::Module *m = module_for(rp.program, error);
-  if (!m)
-    return false;
-  const void *fn = m->kernels[0];
+  // The kernel handle by what its program depends on (ints: a decode call
+  // builds no program text once its kernel is loaded).
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess)
+    dev = -1;
+  const std::array<int, 11> key = {dev,     p.variant, p.K,          p.V,    p.in_dtype,
+                                   p.state_dtype, c.tile_v, c.warps, int(ch.kernel), ch.vec,
+                                   int(steps)};
+  static std::mutex mu;
+  static std::map<std::array<int, 11>, const void *> handles;
+  const void *fn = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto it = handles.find(key);
+    if (it != handles.end())
+      fn = it->second;
+  }
+  if (!fn) {
+    RecurrentProgram rp;
+    if (!cuda_recurrent_program(p, c, l.deterministic, &rp, error))
+      return false;
+    const jit::Module *m = module_for(rp.program, error);
+    if (!m)
+      return false;
+    fn = m->kernels[0];
+    std::lock_guard<std::mutex> lock(mu);
+    handles.emplace(key, fn);
+  }
   float scale;
   bool vec_io, vec_state;
   call_setup(p, p.in_dtype == DELTAC_F32 ? 4 : 2, &scale, &vec_io, &vec_state);
-  const RecurrentChoice ch = rp.choice;
   const RecurrentFlags f = recurrent_flags(p, p.variant);
   const int32_t *skip = l.skip;
   int32_t route = l.route;

@@ -552,10 +552,14 @@ void expectCompiles(const rt::jit::Program &prog, int cc) {
 // Every recurrent kernel form compiles through NVRTC from the embedded
 // headers (no GPU needed: compile only, for sm_90a and sm_80), as the
 // runtime builds them for a call.
+// Skips a compile-only test where NVRTC does not load here.
+#define SKIP_WITHOUT_NVRTC(why)                                                \
+  if (!rt::jit::available(&why))                                               \
+  GTEST_SKIP() << why
+
 TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
   std::string why;
-  if (!rt::jit::available(&why))
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC(why);
   struct Row {
     int variant, K, V, in, state, tile_v, warps, T;
     bool steps;
@@ -593,8 +597,7 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
 // f32 at dims no instance has, kda f16 (compile only).
 TEST(CudaJitCompile, ChunkedConfigsCompile) {
   std::string why;
-  if (!rt::jit::available(&why))
-    GTEST_SKIP() << why;
+  SKIP_WITHOUT_NVRTC(why);
   struct Row {
     int variant, K, V, dtype, chunk, tile_v, warps, stages;
     size_t kernels; // index, prep, fold, fix, the legal block and warp scans

@@ -125,7 +125,7 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   constexpr int kVec = strip_vec(K, BV, Warps, kBf16, false);     // several tokens
   constexpr int kVecOne = strip_vec(K, BV, Warps, kBf16, true);   // one token
   constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
-  const bool one = !PerToken && recurrent_one_token(p, det);
+  const bool one = recurrent_one_token(p, det);  // false with state_steps / accepted
   const RecurrentFlags f = recurrent_flags(p, Var);
   const int32_t* sk = Guarded ? skip : nullptr;
   const RecurrentKernel rk =
