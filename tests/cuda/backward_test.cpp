@@ -45,6 +45,7 @@ struct Case {
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
   bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the warp scans' guard)
+  bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (grad16's guard)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -196,8 +197,22 @@ Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
   };
   p.q = dev(in_ptr(c, d.q16, d.q32), nqk * in);
   p.k = dev(in_ptr(c, d.k16, d.k32), nqk * in);
-  p.v = dev(in_ptr(c, d.v16, d.v32), nv * in);
-  p.dout = dev(in_ptr(c, d.dout16, d.dout32), nv * in);
+  // src at 8 bytes past a 16-byte boundary of a fresh buffer
+  auto dev8 = [&](const void* src, size_t bytes) -> const void* {
+    if (cpu) return src;
+    char* x = nullptr;
+    if (cudaMalloc(reinterpret_cast<void**>(&x), bytes + 16) != cudaSuccess) return nullptr;
+    bufs.push_back(x);
+    cudaMemcpy(x + 8, src, bytes, cudaMemcpyHostToDevice);
+    return x + 8;
+  };
+  if (c.v_unaligned) {
+    p.v = dev8(in_ptr(c, d.v16, d.v32), nv * in);
+    p.dout = dev8(in_ptr(c, d.dout16, d.dout32), nv * in);
+  } else {
+    p.v = dev(in_ptr(c, d.v16, d.v32), nv * in);
+    p.dout = dev(in_ptr(c, d.dout16, d.dout32), nv * in);
+  }
   p.g = dev(d.g32.data(), ng * 4);
   p.beta = dev(d.beta32.data(), nb * 4);
   p.h0 = dev(d.h032.data(), ns * 4);
@@ -478,6 +493,9 @@ std::vector<Case> chunked_cases() {
     c.var = var;
     c.name = std::string(vname(var)) + "_bf16_T130_dv_unaligned";
     c.dtype = DELTAC_BF16, c.T = 130, c.dv_unaligned = true;
+    cs.push_back(c);
+    c.name = std::string(vname(var)) + "_bf16_T130_v_unaligned";
+    c.dv_unaligned = false, c.v_unaligned = true;
     cs.push_back(c);
   }
   // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)

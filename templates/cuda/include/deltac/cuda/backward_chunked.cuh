@@ -72,7 +72,7 @@ struct Ws {
   float *hs, *dhs;       // [slot][HV][K][V]: state at the chunk start, dL/d(state at its end)
   float *us, *drs;       // [slot][HV][C][V]
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
-  int atomic;            // dq^, dk^ summed over value heads (atomicAdd), else stored
+  int atomic;            // grad_kernel: dq^, dk^ summed over value heads (atomicAdd), else stored
   int rows64;            // prep's T solve row by row over all 64 rows (measurement), else by blocks
 };
 
@@ -1119,8 +1119,12 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.rows64 = ts && std::strcmp(ts, "rows") == 0;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
+  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");  // measurement: =tf32
+  const bool g16 = W && !(gk && std::strcmp(gk, "tf32") == 0);
   cudaError_t e;
-  if (w.atomic || p.cu_seqlens) {  // every row summed into, or not every token in a sequence
+  // grad_kernel sums every row over value heads (atomics); grad16 stores
+  // them (a block per q/k head); varlen: not every token is in a sequence
+  if ((w.atomic && !g16) || p.cu_seqlens) {
     const size_t acc = size_t(rows) * K * sizeof(float);
     if ((e = cudaMemsetAsync(w.dqa, 0, acc, st)) != cudaSuccess) return e;
     if ((e = cudaMemsetAsync(w.dka, 0, acc, st)) != cudaSuccess) return e;
@@ -1159,11 +1163,11 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
     fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
     rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
   }
-  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");
-  if (W && !(gk && std::strcmp(gk, "tf32") == 0)) {
+  if (g16) {
     using G16 = Grad16Smem<K>;
     if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
-    grad16_kernel<Var, K><<<chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
+    const dim3 qk_chunks(unsigned(l.slots), unsigned(p.H));
+    grad16_kernel<Var, K><<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
   } else {
     if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
     grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
@@ -1189,9 +1193,10 @@ cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream
   if (mode == 1)
     return run<Var, K, false, true>(p, l, ws, st);
   // the warp scans write dv as 16-byte rows and read / write h0, dht, dh0
-  // (VK layout) as float pairs
+  // (VK layout) as float pairs; grad16 copies v, dO rows 16 bytes at a time
   auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
-  const bool aligned = al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8);
+  const bool aligned = al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
+                       al(p.v, 16) && al(p.dout, 16);
   if (p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && !block && aligned)
     return run<Var, K, true, true, true>(p, l, ws, st);
   return run<Var, K, true, true>(p, l, ws, st);

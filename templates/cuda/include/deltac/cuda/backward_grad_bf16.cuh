@@ -6,6 +6,8 @@
 // C x C terms M, N split into bf16 hi + lo (~2^-17; a product of two split
 // operands is hi·hi + lo·hi + hi·lo). The L2 norm's 1/|x| multiply the rows
 // or columns of results and of the M, N tiles instead of the raw rows.
+// A block per (chunk, q/k head) takes the value heads sharing it in turn
+// and sums their dq^, dk^ by plain stores (no atomics, no zeroed buffer).
 // Included by backward_chunked.cuh (its Ws, Tile, Bg, units, each, locate).
 #ifndef DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
 #define DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
@@ -68,6 +70,17 @@ __device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, uint32_t Alo, i
   }
 }
 
+// f(e) for e = threadIdx.x + i NTH < E, i = 0, 1, ... (unrolled)
+template <int E, int NTH, class F>
+__device__ __forceinline__ void spread(F&& f) {
+#pragma unroll
+  for (int i = 0; i < (E + NTH - 1) / NTH; ++i) {
+    const int e = int(threadIdx.x) + i * NTH;
+    if (E % NTH == 0 || e < E)
+      f(e);
+  }
+}
+
 __device__ __forceinline__ uint32_t saddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -104,44 +117,47 @@ __device__ __forceinline__ void put_b16(const Tile<ROWS, COLS, NTH>& t, b16* hi,
 // Shared memory (bf16 tiles with rows padded by 8 elements, f32 with 4).
 template <int K>
 struct Grad16Smem {
-  static constexpr int BV = 32, LB = BV + 8, LK = K + 8, LF = K + 4, LC8 = C + 8;
-  // bytes: raw K, Q [C][LK]; f32 dQ, dK [C][LF], dAq, dA [C][LC]; then the
-  // union of the V step's tiles (H hi, lo, DH hi, lo [K][LB]; U hi, lo, DR
-  // hi, lo, DO, VV [C][LB]) and the M1, M2, P hi / lo tiles [C][LC8]; then
-  // the f32 vectors.
+  static constexpr int BV = 32, LB = BV + 8, LK = K + 8, LF = K + 4, LC8 = C + 8, LS = BV + 4;
+  // bytes: raw K, Q [C][LK]; f32 dQ, dK [C][LF], dAq, dA [C][LC] (after the
+  // V steps; during them the staging of a V step's fetch: f32 h, dh [K][LS],
+  // u, dr [C][LS], bf16 dO, v [C][LB]); then the union of the V step's
+  // tiles (H hi, lo, DH hi, lo [K][LB]; U hi, lo, DR hi, lo, DO [C][LB]) and
+  // the M1, M2, P hi / lo tiles [C][LC8]; then the f32 vectors.
   static constexpr size_t kb = 0, qb = kb + C * LK * 2, dQ = qb + C * LK * 2;
   static constexpr size_t dK = dQ + C * LF * 4, dAq = dK + C * LF * 4, dA = dAq + C * LC * 4;
   static constexpr size_t uni = dA + C * LC * 4;
-  static constexpr size_t step = (4 * size_t(K) * LB + 6 * size_t(C) * LB) * 2;
+  static constexpr size_t sh = dQ, sdh = sh + size_t(K) * LS * 4, su = sdh + size_t(K) * LS * 4;
+  static constexpr size_t sdr = su + C * LS * 4, sdo = sdr + C * LS * 4, sv = sdo + C * LB * 2;
+  static_assert(sv + C * LB * 2 <= uni, "the staging fits in dQ .. dA");
+  static constexpr size_t step = (4 * size_t(K) * LB + 5 * size_t(C) * LB) * 2;
   static constexpr size_t mtiles = 6 * size_t(C) * LC8 * 2;
   static constexpr size_t vec = uni + (step > mtiles ? step : mtiles);
-  // vectors (floats): b, G (double), Gx, Ex, db, dGd, dG, tt, rk, rq, misc
-  static constexpr size_t bytes = vec + (12 * C + 4) * 4;
+  // vectors (floats): b, G (double), Gx, Ex, db, dGd, dG, tt, rk, rq, kc2,
+  // rdv, clamped, misc
+  static constexpr size_t bytes = vec + (14 * C + 4) * 4;
 };
 
 template <deltac_variant Var, int K>
 __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __grid_constant__ Ws w) {
   constexpr int GT = bwd_threads<true, K>(), GW = GT / 32;
-  constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2, NY = 2;
+  constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
   using L = Grad16Smem<K>;
   constexpr int BV = L::BV, LB = L::LB, LK = L::LK, LF = L::LF, LC8 = L::LC8;
   extern __shared__ __align__(16) unsigned char sg[];
   const deltac_bwd_params& p = w.p;
   const int64_t s = blockIdx.x;
-  const int j = blockIdx.y;
+  const int hk = blockIdx.y, R = p.HV / p.H, tid = threadIdx.x;
   int n, len;
   int64_t ts;
   if (!locate(p, s, n, ts, len))
     return;
-  const int hk = j / (p.HV / p.H), tid = threadIdx.x;
-  const int64_t slot = s * p.HV + j;
   b16 *kb = reinterpret_cast<b16*>(sg + L::kb), *qb = reinterpret_cast<b16*>(sg + L::qb);
   float *dQ = reinterpret_cast<float*>(sg + L::dQ), *dK = reinterpret_cast<float*>(sg + L::dK);
   float *dAq = reinterpret_cast<float*>(sg + L::dAq), *dA = reinterpret_cast<float*>(sg + L::dA);
   b16* Hh = reinterpret_cast<b16*>(sg + L::uni);
   b16 *Hl = Hh + K * LB, *DHh = Hl + K * LB, *DHl = DHh + K * LB;
   b16 *Uh = DHl + K * LB, *Ul = Uh + C * LB, *DRh = Ul + C * LB, *DRl = DRh + C * LB;
-  b16 *DO = DRl + C * LB, *VV = DO + C * LB;
+  b16* DO = DRl + C * LB;
   b16* M1h = reinterpret_cast<b16*>(sg + L::uni);  // after the V steps
   b16 *M1l = M1h + C * LC8, *M2h = M1l + C * LC8, *M2l = M2h + C * LC8;
   b16 *Ph = M2l + C * LC8, *Pl = Ph + C * LC8;
@@ -150,255 +166,309 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   double* G = reinterpret_cast<double*>(vf + C);
   float *Gx = vf + 3 * C, *Ex = vf + 4 * C, *db = vf + 5 * C, *dGd = vf + 6 * C;
   float *dG = vf + 7 * C, *tt = vf + 8 * C, *rk = vf + 9 * C, *rq = vf + 10 * C;
-  float* misc = vf + 12 * C;  // [0]: Σ h ∘ dh
-  {
+  float *kc2 = vf + 11 * C, *rdv = vf + 12 * C, *clamped = vf + 13 * C;
+  float* misc = vf + 14 * C;  // [0]: Σ h ∘ dh
+  {  // the q/k head's rows, once for its value heads
     Tile<C, K, GT> tk, tq;
-    Bg bg;
     fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
     fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
-    bg.fetch<Var>(p, ts, len, j);
-    for (int e = tid; e < C * LF; e += GT) dQ[e] = dK[e] = 0.f;
-    for (int e = tid; e < C * LC; e += GT) dAq[e] = dA[e] = 0.f;
     if (tid < C) {
-      db[tid] = dGd[tid] = dG[tid] = 0.f;
       const bool in = tid < len;
       const int64_t ri = (ts + tid) * p.H + hk;
       rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
       rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
     }
-    if (tid < 4)
-      misc[tid] = 0.f;
     put_b16(tk, kb, nullptr, LK);
     put_b16(tq, qb, nullptr, LK);
-    bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
-  const uint32_t skb = saddr(kb), sqb = saddr(qb);
-  const uint32_t sHh = saddr(Hh), sHl = saddr(Hl), sDHh = saddr(DHh), sDHl = saddr(DHl);
-  const uint32_t sUh = saddr(Uh), sUl = saddr(Ul), sDRh = saddr(DRh), sDRl = saddr(DRl);
-  const uint32_t sDO = saddr(DO);
-  const float* hg = w.hs + slot * K * p.V;
-  const float* dhg = w.dhs + slot * K * p.V;
-  const float* ug = w.us + slot * C * p.V;
-  const float* drg = w.drs + slot * C * p.V;
-  Tile<K, BV, GT> th, tdh;
-  Tile<C, BV, GT> tu, tdr, tdo, tv;
-  auto fetch = [&](int v0) {
-    th.fetch(hg, DELTAC_F32, v0, p.V, K);
-    tdh.fetch(dhg, DELTAC_F32, v0, p.V, K);
-    tu.fetch(ug, DELTAC_F32, v0, p.V, C);
-    tdr.fetch(drg, DELTAC_F32, v0, p.V, C);
-    fetch_v<BV>(tdo, p.dout, p.out_dtype, p, ts, len, j, v0);
-    fetch_v<BV>(tv, p.v, p.in_dtype, p, ts, len, j, v0);
-  };
-  fetch(0);
-  for (int v0 = 0; v0 < p.V; v0 += BV) {
-    put_b16(th, Hh, Hl, LB);
-    put_b16(tdh, DHh, DHl, LB);
-    put_b16(tu, Uh, Ul, LB);
-    put_b16(tdr, DRh, DRl, LB);
-    put_b16(tdo, DO, nullptr, LB);
-    put_b16(tv, VV, nullptr, LB);
-    __syncthreads();
-    if (v0 + BV < p.V)
-      fetch(v0 + BV);
-    // dAqk += dO uᵀ, dA -= dr uᵀ
-    units<C, C, NC, GW>([&](int m0, int n0) {
-      float a[NC][4], c2[NC][4];
-      zero<NC>(a);
-      zero<NC>(c2);
-      mmb<false, false, NC, false, true>(a, sDO, 0, LB, sUh, sUl, LB, m0, n0, BV);
-      mmb<false, false, NC, true, true>(c2, sDRh, sDRl, LB, sUh, sUl, LB, m0, n0, BV);
-      each<NC>(m0, n0, [&](int r, int c, int x, int e) {
-        dAq[r * LC + c] += a[x][e];
-        dA[r * LC + c] -= c2[x][e];
+  // The value heads sharing q/k head hk, in turn: the first stores dq^, dk^,
+  // the others add to them (each element by the same thread: no race).
+  for (int jr = 0; jr < R; ++jr) {
+    const int j = hk * R + jr;
+    const int64_t slot = s * p.HV + j;
+    if (jr > 0)
+      __syncthreads();  // the previous head's last reads of shared memory
+    {
+      Bg bg;
+      bg.fetch<Var>(p, ts, len, j);
+      if (tid < C) {
+        dG[tid] = kc2[tid] = 0.f;
+        clamped[tid] = Var == DELTAC_VARIANT_GATED && tid < len &&
+                       static_cast<const float*>(p.g)[(ts + tid) * p.HV + j] < kGateFloor;
+      }
+      if (tid < 4)
+        misc[tid] = 0.f;
+      bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+    }
+    const uint32_t skb = saddr(kb), sqb = saddr(qb);
+    const uint32_t sHh = saddr(Hh), sHl = saddr(Hl), sDHh = saddr(DHh), sDHl = saddr(DHl);
+    const uint32_t sUh = saddr(Uh), sUl = saddr(Ul), sDRh = saddr(DRh), sDRl = saddr(DRl);
+    const uint32_t sDO = saddr(DO);
+    const float* hg = w.hs + slot * K * p.V;
+    const float* dhg = w.dhs + slot * K * p.V;
+    const float* ug = w.us + slot * C * p.V;
+    const float* drg = w.drs + slot * C * p.V;
+    float *hS = reinterpret_cast<float*>(sg + L::sh), *dhS = reinterpret_cast<float*>(sg + L::sdh);
+    float *uS = reinterpret_cast<float*>(sg + L::su), *drS = reinterpret_cast<float*>(sg + L::sdr);
+    b16 *doS = reinterpret_cast<b16*>(sg + L::sdo), *vS = reinterpret_cast<b16*>(sg + L::sv);
+    // A V step's rows into the staging by cp.async (rows of dO, v past the
+    // sequence zero-filled), 16 bytes a copy.
+    auto issue = [&](int v0) {
+      using namespace deltac::cuda::detail;
+      spread<K * (BV / 4), GT>([&](int e) {
+        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
+        cp_async16(hS + r * LS + c, hg + int64_t(r) * p.V + v0 + c);
+        cp_async16(dhS + r * LS + c, dhg + int64_t(r) * p.V + v0 + c);
       });
-    });
-    // dQ += dO hᵀ, dK += -βΓ dr hᵀ + e u dhᵀ
-    units<C, K, NK, GW>([&](int m0, int n0) {
-      float a[NK][4], c2[NK][4], c3[NK][4];
-      zero<NK>(a);
-      zero<NK>(c2);
-      zero<NK>(c3);
-      mmb<false, false, NK, false, true>(a, sDO, 0, LB, sHh, sHl, LB, m0, n0, BV);
-      mmb<false, false, NK, true, true>(c2, sDRh, sDRl, LB, sHh, sHl, LB, m0, n0, BV);
-      mmb<false, false, NK, true, true>(c3, sUh, sUl, LB, sDHh, sDHl, LB, m0, n0, BV);
-      each<NK>(m0, n0, [&](int r, int c, int x, int e) {
-        dQ[r * LF + c] += a[x][e];
-        dK[r * LF + c] += -b[r] * Gx[r] * c2[x][e] + Ex[r] * c3[x][e];
+      spread<C * (BV / 4), GT>([&](int e) {
+        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
+        cp_async16(uS + r * LS + c, ug + int64_t(r) * p.V + v0 + c);
+        cp_async16(drS + r * LS + c, drg + int64_t(r) * p.V + v0 + c);
       });
+      spread<C * (BV / 8), GT>([&](int e) {
+        const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
+        const int64_t o = ((ts + r) * p.HV + j) * p.V + v0 + c;
+        const bool in = r < len;
+        cp_async16_zfill(doS + r * LB + c, static_cast<const b16*>(p.dout) + (in ? o : 0), in);
+        cp_async16_zfill(vS + r * LB + c, static_cast<const b16*>(p.v) + (in ? o : 0), in);
+      });
+      cp_async_commit();
+    };
+    // f32 staged rows as bf16 hi + lo (4 elements)
+    auto split4 = [](const float4 x, b16* hi, b16* lo) {
+      const float v[4] = {x.x, x.y, x.z, x.w};
+      b16 h[4], l[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) split_b16(v[i], h[i], l[i]);
+      *reinterpret_cast<uint2*>(hi) = *reinterpret_cast<const uint2*>(h);
+      *reinterpret_cast<uint2*>(lo) = *reinterpret_cast<const uint2*>(l);
+    };
+    // Each warp's unit of the C x C and C x K products is the same in every
+    // V step, so the sums over V stay in its accumulators: aq = dO uᵀ, ad =
+    // dr uᵀ, a = dO hᵀ, c2 = dr hᵀ, c3 = u dhᵀ. Σ h ∘ dh and the rows of
+    // Σ dr ∘ v are summed from the staged f32 rows.
+    static_assert((C / 16) * (C / (8 * NC)) == GW && (C / 16) * (K / (8 * NK)) == GW,
+                  "one unit per warp");
+    constexpr int NR = C * (BV / 4) / GT;  // dr, v quads of a thread
+    static_assert(C * (BV / 4) % GT == 0 && NR >= 1, "rows of dr, v");
+    const int wid = tid / 32;
+    const int cm0 = (wid / (C / (8 * NC))) * 16, cn0 = (wid % (C / (8 * NC))) * 8 * NC;
+    const int km0 = (wid / (K / (8 * NK))) * 16, kn0 = (wid % (K / (8 * NK))) * 8 * NK;
+    float aq[NC][4], ad[NC][4], a[NK][4], c2[NK][4], c3[NK][4];
+    zero<NC>(aq);
+    zero<NC>(ad);
+    zero<NK>(a);
+    zero<NK>(c2);
+    zero<NK>(c3);
+    float hdh = 0.f, drv[NR] = {};
+    issue(0);
+#pragma unroll 1
+    for (int v0 = 0; v0 < p.V; v0 += BV) {
+      deltac::cuda::detail::cp_async_wait_all();
+      __syncthreads();  // the staging landed; the last step's products are done
+      spread<K * (BV / 4), GT>([&](int e) {
+        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
+        const float4 x = *reinterpret_cast<const float4*>(hS + r * LS + c);
+        const float4 y = *reinterpret_cast<const float4*>(dhS + r * LS + c);
+        hdh += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+        split4(x, Hh + r * LB + c, Hl + r * LB + c);
+        split4(y, DHh + r * LB + c, DHl + r * LB + c);
+      });
+#pragma unroll
+      for (int m = 0; m < NR; ++m) {
+        const int e = tid + m * GT, r = e / (BV / 4), c = (e % (BV / 4)) * 4;
+        const float4 x = *reinterpret_cast<const float4*>(drS + r * LS + c);
+        const uint2 vv = *reinterpret_cast<const uint2*>(vS + r * LB + c);
+        drv[m] += x.x * __uint_as_float(vv.x << 16) + x.y * __uint_as_float(vv.x & 0xffff0000u) +
+                  x.z * __uint_as_float(vv.y << 16) + x.w * __uint_as_float(vv.y & 0xffff0000u);
+        split4(x, DRh + r * LB + c, DRl + r * LB + c);
+        split4(*reinterpret_cast<const float4*>(uS + r * LS + c), Uh + r * LB + c, Ul + r * LB + c);
+      }
+      spread<C * (BV / 8), GT>([&](int e) {
+        const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
+        *reinterpret_cast<uint4*>(DO + r * LB + c) = *reinterpret_cast<const uint4*>(doS + r * LB + c);
+      });
+      __syncthreads();  // the tiles are ready, the staging is free
+      if (v0 + BV < p.V)
+        issue(v0 + BV);
+      mmb<false, false, NC, false, true>(aq, sDO, 0, LB, sUh, sUl, LB, cm0, cn0, BV);
+      mmb<false, false, NC, true, true>(ad, sDRh, sDRl, LB, sUh, sUl, LB, cm0, cn0, BV);
+      mmb<false, false, NK, false, true>(a, sDO, 0, LB, sHh, sHl, LB, km0, kn0, BV);
+      mmb<false, false, NK, true, true>(c2, sDRh, sDRl, LB, sHh, sHl, LB, km0, kn0, BV);
+      mmb<false, false, NK, true, true>(c3, sUh, sUl, LB, sDHh, sDHl, LB, km0, kn0, BV);
+    }
+    // dAqk = dO uᵀ, dA = -dr uᵀ; dQ = dO hᵀ, dK = -βΓ dr hᵀ + e u dhᵀ; and
+    // the rows' k·(dr hᵀ) (= Σ dr ∘ (K h) over V) for dβ, dGd, into kc2
+    each<NC>(cm0, cn0, [&](int r, int c, int x, int e) {
+      dAq[r * LC + c] = aq[x][e];
+      dA[r * LC + c] = -ad[x][e];
     });
-    // Y = K^ h: dβ += Σ dr (v - Γ Y), dGd += -β Σ dr Γ Y
-    units<C, BV, NY, GW>([&](int m0, int n0) {
-      float a[NY][4];
-      zero<NY>(a);
-      mmb<false, true, NY, false, true>(a, skb, 0, LK, sHh, sHl, LB, m0, n0, K);
-      float sb[2] = {0.f, 0.f}, sgm[2] = {0.f, 0.f};
-      each<NY>(m0, n0, [&](int r, int c, int x, int e) {
-        const float y = Gx[r] * rk[r] * a[x][e];
-        const float dr = __bfloat162float(DRh[r * LB + c]) + __bfloat162float(DRl[r * LB + c]);
-        sb[e >> 1] += dr * (__bfloat162float(VV[r * LB + c]) - y);
-        sgm[e >> 1] += -b[r] * dr * y;
+    {
+      float kr[2] = {0.f, 0.f};
+      each<NK>(km0, kn0, [&](int r, int c, int x, int e) {
+        dQ[r * LF + c] = a[x][e];
+        dK[r * LF + c] = -b[r] * Gx[r] * c2[x][e] + Ex[r] * c3[x][e];
+        kr[e >> 1] += __bfloat162float(kb[r * LK + c]) * c2[x][e];
       });
       const int g = (tid & 31) >> 2;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // over the row's 4 lanes, then one atomic
-#pragma unroll
-        for (int o = 1; o < 4; o <<= 1) {
-          sb[h] += __shfl_xor_sync(0xffffffffu, sb[h], o);
-          sgm[h] += __shfl_xor_sync(0xffffffffu, sgm[h], o);
-        }
-        if ((tid & 3) == 0) {
-          atomicAdd(db + m0 + g + 8 * h, sb[h]);
-          atomicAdd(dGd + m0 + g + 8 * h, sgm[h]);
-        }
+        kr[h] += __shfl_xor_sync(0xffffffffu, kr[h], 1);
+        kr[h] += __shfl_xor_sync(0xffffffffu, kr[h], 2);
+        if ((tid & 3) == 0)
+          atomicAdd(kc2 + km0 + g + 8 * h, kr[h]);
       }
-    });
-    // Σ h ∘ dh
-    {
-      float acc = 0.f;
-      for (int e = tid; e < K * BV; e += GT) {
-        const int r = e / BV, c = e % BV, o = r * LB + c;
-        acc += (__bfloat162float(Hh[o]) + __bfloat162float(Hl[o])) *
-               (__bfloat162float(DHh[o]) + __bfloat162float(DHl[o]));
-      }
+    }
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-      if ((tid & 31) == 0)
-        atomicAdd(misc, acc);
+    for (int m = 0; m < NR; ++m) {  // over the row's 8 threads
+      drv[m] += __shfl_xor_sync(0xffffffffu, drv[m], 1);
+      drv[m] += __shfl_xor_sync(0xffffffffu, drv[m], 2);
+      drv[m] += __shfl_xor_sync(0xffffffffu, drv[m], 4);
+      if ((tid & 7) == 0)
+        rdv[(tid + m * GT) / 8] = drv[m];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) hdh += __shfl_xor_sync(0xffffffffu, hdh, o);
+    if ((tid & 31) == 0)
+      atomicAdd(misc, hdh);
+    __syncthreads();
+    // dβ = Σ dr ∘ (v - Γ K^ h) (+ N's terms below), dGd = -β Σ dr ∘ Γ K^ h
+    if (tid < C) {
+      const float y = Gx[tid] * rk[tid] * kc2[tid];
+      db[tid] = rdv[tid] - y;
+      dGd[tid] = -b[tid] * y;
     }
     __syncthreads();
-  }
-  // Row terms (as grad_kernel): dG_i = scale Γ q^·dQ + dGd; t_i = k^·dK - dGd
-  for (int r = tid / 32; r < C; r += GW) {
-    float a = 0.f, kc = 0.f;
-    for (int c = tid & 31; c < K; c += 32) {
-      a += __bfloat162float(qb[r * LK + c]) * dQ[r * LF + c];
-      kc += __bfloat162float(kb[r * LK + c]) * dK[r * LF + c];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      a += __shfl_xor_sync(0xffffffffu, a, o);
-      kc += __shfl_xor_sync(0xffffffffu, kc, o);
-    }
-    if ((tid & 31) == 0) {
-      dG[r] = w.scale * Gx[r] * rq[r] * a + dGd[r];
-      tt[r] = r < len ? rk[r] * kc - dGd[r] : 0.f;
-    }
-  }
-  __syncthreads();
-  // M = dAqk ∘ scale e^(G_i - G_j) (lower), N = dA ∘ β_i e^(G_i - G_j)
-  // (strictly lower), with their dG, dβ terms (as grad_kernel).
-  units<C, C, NC, GW>([&](int m0, int n0) {
-    float aq[NC][4], ak[NC][4];
-    zero<NC>(aq);
-    zero<NC>(ak);
-    mmb<false, false, NC, false, false>(aq, sqb, 0, LK, skb, 0, LK, m0, n0, K);
-    mmb<false, false, NC, false, false>(ak, skb, 0, LK, skb, 0, LK, m0, n0, K);
-    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
-    each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
-      const float d = decay(G, i, jj);
-      const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
-      const float P = M * rq[i] * rk[jj] * aq[x][e];
-      dAq[i * LC + jj] = M;
-      const float da = jj < i ? dA[i * LC + jj] : 0.f;
-      const float Pa = da * d * rk[i] * rk[jj] * ak[x][e];
-      dA[i * LC + jj] = da * b[i] * d;
-      if (jj < i) {
-        rg[e >> 1] += P + b[i] * Pa;
-        rb[e >> 1] += Pa;
-        cg[x][e & 1] -= P + b[i] * Pa;
+    // Row terms (as grad_kernel): dG_i = scale Γ q^·dQ + dGd; t_i = k^·dK - dGd
+    for (int r = tid / 32; r < C; r += GW) {
+      float a = 0.f, kc = 0.f;
+      for (int c = tid & 31; c < K; c += 32) {
+        a += __bfloat162float(qb[r * LK + c]) * dQ[r * LF + c];
+        kc += __bfloat162float(kb[r * LK + c]) * dK[r * LF + c];
       }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        kc += __shfl_xor_sync(0xffffffffu, kc, o);
+      }
+      if ((tid & 31) == 0) {
+        dG[r] = w.scale * Gx[r] * rq[r] * a + dGd[r];
+        tt[r] = r < len ? rk[r] * kc - dGd[r] : 0.f;
+      }
+    }
+    __syncthreads();
+    // M = dAqk ∘ scale e^(G_i - G_j) (lower), N = dA ∘ β_i e^(G_i - G_j)
+    // (strictly lower), with their dG, dβ terms (as grad_kernel).
+    units<C, C, NC, GW>([&](int m0, int n0) {
+      float aq[NC][4], ak[NC][4];
+      zero<NC>(aq);
+      zero<NC>(ak);
+      mmb<false, false, NC, false, false>(aq, sqb, 0, LK, skb, 0, LK, m0, n0, K);
+      mmb<false, false, NC, false, false>(ak, skb, 0, LK, skb, 0, LK, m0, n0, K);
+      float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
+      each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
+        const float d = decay(G, i, jj);
+        const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
+        const float P = M * rq[i] * rk[jj] * aq[x][e];
+        dAq[i * LC + jj] = M;
+        const float da = jj < i ? dA[i * LC + jj] : 0.f;
+        const float Pa = da * d * rk[i] * rk[jj] * ak[x][e];
+        dA[i * LC + jj] = da * b[i] * d;
+        if (jj < i) {
+          rg[e >> 1] += P + b[i] * Pa;
+          rb[e >> 1] += Pa;
+          cg[x][e & 1] -= P + b[i] * Pa;
+        }
+      });
+      const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+          rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
+        }
+        if (t == 0) {
+          atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+          atomicAdd(db + m0 + g + 8 * h, rb[h]);
+        }
+      }
+#pragma unroll
+      for (int x = 0; x < NC; ++x)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+          if (g == 0)
+            atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+        }
     });
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int o = 1; o < 4; o <<= 1) {
-        rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
-        rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
-      }
-      if (t == 0) {
-        atomicAdd(dG + m0 + g + 8 * h, rg[h]);
-        atomicAdd(db + m0 + g + 8 * h, rb[h]);
-      }
+    __syncthreads();
+    // The operands of the last products (hi + lo): M1 = M diag(rk) ([i][j]),
+    // M2 = diag(rq) M ([j][i], read transposed), P = (N + Nᵀ) diag(rk).
+    for (int e = tid; e < C * C; e += GT) {
+      const int r = e / C, c = e % C, o = r * LC8 + c;
+      const float m = dAq[r * LC + c];
+      split_b16(m * rk[c], M1h[o], M1l[o]);
+      split_b16(m * rq[r], M2h[o], M2l[o]);
+      split_b16((dA[r * LC + c] + dA[c * LC + r]) * rk[c], Ph[o], Pl[o]);
     }
-#pragma unroll
-    for (int x = 0; x < NC; ++x)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-        if (g == 0)
-          atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-      }
-  });
-  __syncthreads();
-  // The operands of the last products (hi + lo): M1 = M diag(rk) ([i][j]),
-  // M2 = diag(rq) M ([j][i], read transposed), P = (N + Nᵀ) diag(rk).
-  for (int e = tid; e < C * C; e += GT) {
-    const int r = e / C, c = e % C, o = r * LC8 + c;
-    const float m = dAq[r * LC + c];
-    split_b16(m * rk[c], M1h[o], M1l[o]);
-    split_b16(m * rq[r], M2h[o], M2l[o]);
-    split_b16((dA[r * LC + c] + dA[c * LC + r]) * rk[c], Ph[o], Pl[o]);
-  }
-  __syncthreads();
-  // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
-  const uint32_t sM1h = saddr(M1h), sM1l = saddr(M1l), sM2h = saddr(M2h), sM2l = saddr(M2l);
-  const uint32_t sPh = saddr(Ph), sPl = saddr(Pl);
-  units<C, K, NK, GW>([&](int m0, int n0) {
-    float a[NK][4], c2[NK][4];
-    zero<NK>(a);
-    zero<NK>(c2);
-    mmb<false, true, NK, true, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
-    mmb<true, true, NK, true, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
-    mmb<false, true, NK, true, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
-    each<NK>(m0, n0, [&](int r, int c, int x, int e) {
-      if (r >= len)
-        return;
-      const int64_t o = ((ts + r) * p.H + hk) * K + c;
-      const float dq = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
-      const float dk = dK[r * LF + c] + c2[x][e];
-      if (w.atomic) {
-        atomicAdd(w.dqa + o, dq);
-        atomicAdd(w.dka + o, dk);
-      } else {
-        w.dqa[o] = dq;
-        w.dka[o] = dk;
-      }
+    __syncthreads();
+    // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
+    const uint32_t sM1h = saddr(M1h), sM1l = saddr(M1l), sM2h = saddr(M2h), sM2l = saddr(M2l);
+    const uint32_t sPh = saddr(Ph), sPl = saddr(Pl);
+    units<C, K, NK, GW>([&](int m0, int n0) {
+      float a[NK][4], c2[NK][4];
+      zero<NK>(a);
+      zero<NK>(c2);
+      mmb<false, true, NK, true, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
+      mmb<true, true, NK, true, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
+      mmb<false, true, NK, true, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
+      each<NK>(m0, n0, [&](int r, int c, int x, int e) {
+        if (r >= len)
+          return;
+        const int64_t o = ((ts + r) * p.H + hk) * K + c;
+        const float dq = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
+        const float dk = dK[r * LF + c] + c2[x][e];
+        if (jr) {  // after this thread's own store of the first head
+          atomicAdd(w.dqa + o, dq);
+          atomicAdd(w.dka + o, dk);
+        } else {
+          w.dqa[o] = dq;
+          w.dka[o] = dk;
+        }
+      });
     });
-  });
-  // dg and dβ (as grad_kernel)
-  if (tid < 32) {
-    const int r0 = 2 * tid, r1 = r0 + 1;
-    const float last = expf(float(G[C - 1])) * misc[0];
-    const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
-    const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
-    const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
-    float sx = d0 + d1, px = t0 + t1;
+    // dg and dβ (as grad_kernel)
+    if (tid < 32) {
+      const int r0 = 2 * tid, r1 = r0 + 1;
+      const float last = expf(float(G[C - 1])) * misc[0];
+      const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
+      const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
+      const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
+      float sx = d0 + d1, px = t0 + t1;
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float ys = __shfl_down_sync(0xffffffffu, sx, o);
-      const float yp = __shfl_up_sync(0xffffffffu, px, o);
-      if (tid + o < 32) sx += ys;
-      if (tid >= o) px += yp;
-    }
-    float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
-    se = tid == 31 ? 0.f : se;
-    pe = tid == 0 ? 0.f : pe;
-    const float run1 = d1 + se, run0 = d0 + run1;
+      for (int o = 1; o < 32; o <<= 1) {
+        const float ys = __shfl_down_sync(0xffffffffu, sx, o);
+        const float yp = __shfl_up_sync(0xffffffffu, px, o);
+        if (tid + o < 32) sx += ys;
+        if (tid >= o) px += yp;
+      }
+      float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
+      se = tid == 31 ? 0.f : se;
+      pe = tid == 0 ? 0.f : pe;
+      const float run1 = d1 + se, run0 = d0 + run1;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = h ? r1 : r0;
-      if (r >= len) continue;
-      const int64_t th = (ts + r) * p.HV + j;
-      if constexpr (Var == DELTAC_VARIANT_GATED)
-        static_cast<float*>(p.dg)[th] = static_cast<const float*>(p.g)[th] < kGateFloor
-                                            ? 0.f
-                                            : (h ? run1 + pe + t0 : run0 + pe);
-      static_cast<float*>(p.dbeta)[th] = db[r];
+      for (int h = 0; h < 2; ++h) {
+        const int r = h ? r1 : r0;
+        if (r >= len) continue;
+        const int64_t th = (ts + r) * p.HV + j;
+        if constexpr (Var == DELTAC_VARIANT_GATED)
+          static_cast<float*>(p.dg)[th] = clamped[r] != 0.f ? 0.f : (h ? run1 + pe + t0 : run0 + pe);
+        static_cast<float*>(p.dbeta)[th] = db[r];
+      }
     }
-  }
+  }  // value heads
 }
 
 }  // namespace deltac::cuda::bwdc
