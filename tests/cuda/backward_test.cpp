@@ -303,6 +303,12 @@ double tol_of(const Case& c) {
   if (c.tol > 0) return c.tol;
   return c.dtype == DELTAC_BF16 ? 5e-3 : c.dtype == DELTAC_F16 ? 2e-3 : 1e-5;
 }
+// The chunked path's bf16 gradient kernel rounds its f32 operands (states,
+// u, dr, the C x C terms) to bf16, as fla's bf16 states: issue 11's bound
+// for bf16 gradients, 1e-2 (measured worst 4.3e-3, beta near 2).
+double chunked_tol(const Case& c) {
+  return c.tol > 0 || c.dtype != DELTAC_BF16 ? tol_of(c) : 1e-2;
+}
 
 class Backward : public ::testing::TestWithParam<Case> {};
 
@@ -359,13 +365,13 @@ TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
     got = run(c, d, false, &err);
   }
   ASSERT_EQ(err, "");
-  expect_close(got, reference(c, d), tol_of(c), "chunked vs f64");
+  expect_close(got, reference(c, d), chunked_tol(c), "chunked vs f64");
   {
     ForcePath f("recurrent");
     rec = run(c, d, false, &err);
   }
   ASSERT_EQ(err, "");
-  expect_close(got, rec, tol_of(c), "chunked vs recurrent");
+  expect_close(got, rec, chunked_tol(c), "chunked vs recurrent");
 }
 
 const char* vname(deltac_variant v) {

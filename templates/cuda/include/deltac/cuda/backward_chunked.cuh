@@ -32,7 +32,7 @@
 // For bf16 inputs both scans are instead the chains per warp of
 // backward_scan_warp.cuh (prep then writes T and Aqk as bf16 hi + lo and
 // the row factors F) and the gradient kernel that of backward_grad_bf16.cuh
-// (bf16 hi + lo operands by ldmatrix). The workspace holds f32 states and
+// (bf16 operands by ldmatrix). The workspace holds f32 states and
 // chunk data.
 #ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 #define DELTAC_CUDA_BACKWARD_CHUNKED_CUH
@@ -1119,8 +1119,11 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.rows64 = ts && std::strcmp(ts, "rows") == 0;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
-  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");  // measurement: =tf32
+  // measurement: DELTAC_CUDA_BWD_GRAD=tf32 (grad_kernel), =hilo (grad16 on
+  // bf16 hi + lo operands)
+  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");
   const bool g16 = W && !(gk && std::strcmp(gk, "tf32") == 0);
+  const bool hilo = gk && std::strcmp(gk, "hilo") == 0;
   cudaError_t e;
   // grad_kernel sums every row over value heads (atomics); grad16 stores
   // them (a block per q/k head); varlen: not every token is in a sequence
@@ -1165,9 +1168,10 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   }
   if (g16) {
     using G16 = Grad16Smem<K>;
-    if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
+    const auto kern = hilo ? grad16_kernel<Var, K, true> : grad16_kernel<Var, K, false>;
+    if ((e = allow(kern, G16::bytes)) != cudaSuccess) return e;
     const dim3 qk_chunks(unsigned(l.slots), unsigned(p.H));
-    grad16_kernel<Var, K><<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
+    kern<<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
   } else {
     if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
     grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
@@ -1180,7 +1184,8 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
 // the warp scans where they are all bf16. Measurement only:
 // DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and the block scans, =all
 // everywhere; DELTAC_CUDA_BWD_SCAN=block the block scans (one TF32 product);
-// DELTAC_CUDA_BWD_GRAD=tf32 the one-TF32 gradient kernel with the warp scans;
+// DELTAC_CUDA_BWD_GRAD=tf32 the one-TF32 gradient kernel with the warp scans,
+// =hilo the bf16 one on hi + lo operands;
 // DELTAC_CUDA_BWD_TSOLVE=rows prep's T solve over all 64 rows.
 template <deltac_variant Var, int K>
 cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {

@@ -1,13 +1,16 @@
 // The chunked backward's gradient kernel for bf16 inputs (with the warp
-// scans of backward_scan_warp.cuh): the same math and the same order of
-// sums as backward_chunked.cuh's grad_kernel, with every product a bf16
-// m16n8k16 mma.sync on operands loaded by ldmatrix from bf16 shared tiles:
-// q, k, v, dO raw (exact), h, dh, u, dr (f32 in the workspace) and the
-// C x C terms M, N split into bf16 hi + lo (~2^-17; a product of two split
-// operands is hi·hi + lo·hi + hi·lo). The L2 norm's 1/|x| multiply the rows
-// or columns of results and of the M, N tiles instead of the raw rows.
+// scans of backward_scan_warp.cuh): the math of backward_chunked.cuh's
+// grad_kernel with every product a bf16 m16n8k16 mma.sync on operands
+// loaded by ldmatrix from bf16 shared tiles: q, k, v, dO raw (exact); h,
+// dh, u, dr (f32 in the workspace) and the C x C terms M, N rounded to bf16
+// (as fla's bf16 states), or split into hi + lo (Lo: ~2^-17, a product of
+// two split operands hi·hi + lo·hi + hi·lo). The L2 norm's 1/|x| multiply
+// the rows or columns of results and of the M, N tiles.
 // A block per (chunk, q/k head) takes the value heads sharing it in turn
-// and sums their dq^, dk^ by plain stores (no atomics, no zeroed buffer).
+// and sums their dq^, dk^ in place (the first stores, the others add). Per
+// value head, the V steps' rows arrive by cp.async into a staging area and
+// are converted to the bf16 tiles; each warp owns one unit of each product
+// for all V steps, so the sums over V stay in its accumulators.
 // Included by backward_chunked.cuh (its Ws, Tile, Bg, units, each, locate).
 #ifndef DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
 #define DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
@@ -137,7 +140,10 @@ struct Grad16Smem {
   static constexpr size_t bytes = vec + (14 * C + 4) * 4;
 };
 
-template <deltac_variant Var, int K>
+// Lo: the f32 operands (h, dh, u, dr and the M, N tiles) as bf16 hi + lo
+// (~f32 products, three mma each), else rounded to bf16 (one mma; ~2^-9
+// relative per operand, as fla's bf16 states).
+template <deltac_variant Var, int K, bool Lo>
 __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __grid_constant__ Ws w) {
   constexpr int GT = bwd_threads<true, K>(), GW = GT / 32;
   constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
@@ -241,7 +247,8 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
 #pragma unroll
       for (int i = 0; i < 4; ++i) split_b16(v[i], h[i], l[i]);
       *reinterpret_cast<uint2*>(hi) = *reinterpret_cast<const uint2*>(h);
-      *reinterpret_cast<uint2*>(lo) = *reinterpret_cast<const uint2*>(l);
+      if constexpr (Lo)
+        *reinterpret_cast<uint2*>(lo) = *reinterpret_cast<const uint2*>(l);
     };
     // Each warp's unit of the C x C and C x K products is the same in every
     // V step, so the sums over V stay in its accumulators: aq = dO uᵀ, ad =
@@ -291,11 +298,11 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       __syncthreads();  // the tiles are ready, the staging is free
       if (v0 + BV < p.V)
         issue(v0 + BV);
-      mmb<false, false, NC, false, true>(aq, sDO, 0, LB, sUh, sUl, LB, cm0, cn0, BV);
-      mmb<false, false, NC, true, true>(ad, sDRh, sDRl, LB, sUh, sUl, LB, cm0, cn0, BV);
-      mmb<false, false, NK, false, true>(a, sDO, 0, LB, sHh, sHl, LB, km0, kn0, BV);
-      mmb<false, false, NK, true, true>(c2, sDRh, sDRl, LB, sHh, sHl, LB, km0, kn0, BV);
-      mmb<false, false, NK, true, true>(c3, sUh, sUl, LB, sDHh, sDHl, LB, km0, kn0, BV);
+      mmb<false, false, NC, false, Lo>(aq, sDO, 0, LB, sUh, sUl, LB, cm0, cn0, BV);
+      mmb<false, false, NC, Lo, Lo>(ad, sDRh, sDRl, LB, sUh, sUl, LB, cm0, cn0, BV);
+      mmb<false, false, NK, false, Lo>(a, sDO, 0, LB, sHh, sHl, LB, km0, kn0, BV);
+      mmb<false, false, NK, Lo, Lo>(c2, sDRh, sDRl, LB, sHh, sHl, LB, km0, kn0, BV);
+      mmb<false, false, NK, Lo, Lo>(c3, sUh, sUl, LB, sDHh, sDHl, LB, km0, kn0, BV);
     }
     // dAqk = dO uᵀ, dA = -dr uᵀ; dQ = dO hᵀ, dK = -βΓ dr hᵀ + e u dhᵀ; and
     // the rows' k·(dr hᵀ) (= Σ dr ∘ (K h) over V) for dβ, dGd, into kc2
@@ -409,9 +416,16 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
     for (int e = tid; e < C * C; e += GT) {
       const int r = e / C, c = e % C, o = r * LC8 + c;
       const float m = dAq[r * LC + c];
-      split_b16(m * rk[c], M1h[o], M1l[o]);
-      split_b16(m * rq[r], M2h[o], M2l[o]);
-      split_b16((dA[r * LC + c] + dA[c * LC + r]) * rk[c], Ph[o], Pl[o]);
+      const float x1 = m * rk[c], x2 = m * rq[r], x3 = (dA[r * LC + c] + dA[c * LC + r]) * rk[c];
+      if constexpr (Lo) {
+        split_b16(x1, M1h[o], M1l[o]);
+        split_b16(x2, M2h[o], M2l[o]);
+        split_b16(x3, Ph[o], Pl[o]);
+      } else {
+        M1h[o] = __float2bfloat16_rn(x1);
+        M2h[o] = __float2bfloat16_rn(x2);
+        Ph[o] = __float2bfloat16_rn(x3);
+      }
     }
     __syncthreads();
     // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
@@ -421,9 +435,9 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       float a[NK][4], c2[NK][4];
       zero<NK>(a);
       zero<NK>(c2);
-      mmb<false, true, NK, true, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
-      mmb<true, true, NK, true, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
-      mmb<false, true, NK, true, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
+      mmb<false, true, NK, Lo, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
+      mmb<true, true, NK, Lo, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
+      mmb<false, true, NK, Lo, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
       each<NK>(m0, n0, [&](int r, int c, int x, int e) {
         if (r >= len)
           return;
