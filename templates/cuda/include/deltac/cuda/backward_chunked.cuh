@@ -397,9 +397,79 @@ struct PrepSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
-// W: for the warp scans (bf16 inputs): T and Aqk as bf16 hi, lo pairs
-// ([C][C] hi then [C][C] lo, in the f32 arrays' place) and the factors F.
-template <deltac_variant Var, int K, bool F, bool W>
+// T = (I + A)^-1 into Tf (both [C][LC]) by 16 x 16 blocks: the diagonal
+// blocks by forward substitution (column c by the 4 lanes 4c .. 4c + 3 of
+// one warp, each summing every 4th term of a row; 16 dependent rows, not
+// 64), then block row bi from the rows above: T_bi,bj = -T_bi,bi Σ_bk
+// A_bi,bk T_bk,bj (X: 3 x 256 floats of scratch). rows64: the substitution
+// over all 64 rows (measurement). Every thread of the block calls it;
+// barriers inside.
+__device__ __forceinline__ void solve_t(const float* A, float* Tf, float* X, bool rows64) {
+  static_assert(kThreads == 4 * C && C == 64, "4 threads per column, 4 blocks");
+  {
+    for (int e = threadIdx.x; e < C * C; e += kThreads) {
+      const int r = e / C, c = e % C;
+      if ((c >> 4) > (r >> 4))
+        Tf[r * LC + c] = 0.f;
+    }
+    const int c = threadIdx.x >> 2, q = threadIdx.x & 3, c0 = rows64 ? 0 : c & ~15;
+    for (int i = c0; i < (rows64 ? C : c0 + 16); ++i) {
+      float x = 0.f;
+      for (int jj = c + q; jj < i; jj += 4) x = fmaf(A[i * LC + jj], Tf[jj * LC + c], x);
+      x += __shfl_xor_sync(0xffffffffu, x, 1);
+      x += __shfl_xor_sync(0xffffffffu, x, 2);
+      if (q == 0)
+        Tf[i * LC + c] = i < c ? 0.f : (i == c ? 1.f : 0.f) - x;
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  if (!rows64) {  // X: [bj][16][16]
+    const int r = threadIdx.x >> 4, cc = threadIdx.x & 15;
+    for (int bi = 1; bi < 4; ++bi) {
+      for (int bj = 0; bj < bi; ++bj) {
+        float x = 0.f;
+        for (int m = bj * 16; m < bi * 16; ++m)
+          x = fmaf(A[(bi * 16 + r) * LC + m], Tf[m * LC + bj * 16 + cc], x);
+        X[bj * 256 + r * 16 + cc] = x;
+      }
+      __syncthreads();
+      for (int bj = 0; bj < bi; ++bj) {
+        float x = 0.f;
+#pragma unroll
+        for (int m = 0; m < 16; ++m)
+          x = fmaf(Tf[(bi * 16 + r) * LC + bi * 16 + m], X[bj * 256 + m * 16 + cc], x);
+        Tf[(bi * 16 + r) * LC + bj * 16 + cc] = -x;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// prep's outputs for the warp scans: T as bf16 hi + lo and the row factors
+// fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past
+// len: 0), from b, G, Gx, Ex of the chunk (Bg::put) and T in Tf.
+__device__ __forceinline__ void store_w(const Ws& w, int64_t slot, int64_t ts, int len, int hk,
+                                        const float* b, const double* G, const float* Gx,
+                                        const float* Ex, const float* Tf) {
+  const deltac_bwd_params& p = w.p;
+  store_hilo(w.T + slot * C * C, Tf);
+  const int r = threadIdx.x;
+  if (r < C) {
+    float* f = w.F + slot * kWF * C;
+    const bool in = r < len;
+    const int64_t ri = (ts + r) * p.H + hk;
+    const float rk = in && w.rk ? w.rk[ri] : 1.f, rq = in && w.rq ? w.rq[ri] : 1.f;
+    f[r] = in ? b[r] * Gx[r] * rk : 0.f;
+    f[C + r] = in ? b[r] : 0.f;
+    f[2 * C + r] = in ? Ex[r] * rk : 0.f;
+    f[3 * C + r] = in ? w.scale * Gx[r] * rq : 0.f;
+    f[4 * C + r] = r == 0 ? expf(float(G[C - 1])) : 0.f;
+  }
+}
+
+// (The warp scans' prep, bf16 T and Aqk and the factors F: prep16_kernel.)
+template <deltac_variant Var, int K, bool F>
 __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ Ws w) {
   using O = Ops<F>;
   using L = PrepSmem<Var, K>;
@@ -437,83 +507,12 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj);
       A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
-      const float y = jj <= i ? w.scale * d * aq[x][e] : 0.f;
-      if constexpr (W)
-        Tf[i * LC + jj] = y;  // staged (Tf is free until the solve)
-      else
-        aqk[i * C + jj] = y;
+      aqk[i * C + jj] = jj <= i ? w.scale * d * aq[x][e] : 0.f;
     });
   });
   __syncthreads();
-  if constexpr (W) {
-    store_hilo(aqk, Tf);
-    __syncthreads();
-  }
-  // T = (I + A)^-1 by 16 x 16 blocks: the diagonal blocks by forward
-  // substitution (column c by the 4 lanes 4c .. 4c + 3 of one warp, each
-  // summing every 4th term of a row; 16 dependent rows, not 64), then block
-  // row bi from the rows above: T_bi,bj = -T_bi,bi Σ_bk A_bi,bk T_bk,bj
-  // (X in qn's place, free after the products).
-  static_assert(kThreads == 4 * C && C == 64, "4 threads per column, 4 blocks");
-  {
-    for (int e = threadIdx.x; e < C * C; e += kThreads) {
-      const int r = e / C, c = e % C;
-      if ((c >> 4) > (r >> 4))
-        Tf[r * LC + c] = 0.f;
-    }
-    const int c = threadIdx.x >> 2, q = threadIdx.x & 3, c0 = w.rows64 ? 0 : c & ~15;
-    for (int i = c0; i < (w.rows64 ? C : c0 + 16); ++i) {
-      float x = 0.f;
-      for (int jj = c + q; jj < i; jj += 4) x = fmaf(A[i * LC + jj], Tf[jj * LC + c], x);
-      x += __shfl_xor_sync(0xffffffffu, x, 1);
-      x += __shfl_xor_sync(0xffffffffu, x, 2);
-      if (q == 0)
-        Tf[i * LC + c] = i < c ? 0.f : (i == c ? 1.f : 0.f) - x;
-      __syncwarp();
-    }
-  }
-  __syncthreads();
-  if (!w.rows64) {
-    float* X = qn;  // [bj][16][16]
-    const int r = threadIdx.x >> 4, cc = threadIdx.x & 15;
-    for (int bi = 1; bi < 4; ++bi) {
-      for (int bj = 0; bj < bi; ++bj) {
-        float x = 0.f;
-        for (int m = bj * 16; m < bi * 16; ++m)
-          x = fmaf(A[(bi * 16 + r) * LC + m], Tf[m * LC + bj * 16 + cc], x);
-        X[bj * 256 + r * 16 + cc] = x;
-      }
-      __syncthreads();
-      for (int bj = 0; bj < bi; ++bj) {
-        float x = 0.f;
-#pragma unroll
-        for (int m = 0; m < 16; ++m)
-          x = fmaf(Tf[(bi * 16 + r) * LC + bi * 16 + m], X[bj * 256 + m * 16 + cc], x);
-        Tf[(bi * 16 + r) * LC + bj * 16 + cc] = -x;
-      }
-      __syncthreads();
-    }
-  }
-  if constexpr (!W) {
-    store_f4(w.T + slot * C * C, C, Tf, C, C);
-  } else {
-    store_hilo(w.T + slot * C * C, Tf);
-    // fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past len: 0)
-    const int r = threadIdx.x;
-    if (r < C) {
-      float* f = w.F + slot * kWF * C;
-      const bool in = r < len;
-      const int64_t ri = (ts + r) * p.H + hk;
-      const float rk = in && w.rk ? w.rk[ri] : 1.f, rq = in && w.rq ? w.rq[ri] : 1.f;
-      const float* Gx = sm + L::Gx;
-      const float* Ex = sm + L::Ex;
-      f[r] = in ? b[r] * Gx[r] * rk : 0.f;
-      f[C + r] = in ? b[r] : 0.f;
-      f[2 * C + r] = in ? Ex[r] * rk : 0.f;
-      f[3 * C + r] = in ? w.scale * Gx[r] * rq : 0.f;
-      f[4 * C + r] = r == 0 ? expf(float(G[C - 1])) : 0.f;
-    }
-  }
+  solve_t(A, Tf, qn, w.rows64);  // (X in qn's place, free after the products)
+  store_f4(w.T + slot * C * C, C, Tf, C, C);
 }
 
 // ---- forward scan: chunk-start states and u per (V tile, value head, seq) --
@@ -1154,9 +1153,15 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   using FS = FwdSmem<Var, K>;
   using SS = ScanSmem<Var, K>;
   using GS = GradSmem<Var, K>;
-  if ((e = allow(prep_kernel<Var, K, F, W>, PS::bytes)) != cudaSuccess) return e;
   const dim3 chunks(unsigned(l.slots), unsigned(p.HV));
-  prep_kernel<Var, K, F, W><<<chunks, kThreads, PS::bytes, st>>>(w);
+  if constexpr (W) {
+    using P16 = Prep16Smem<K>;
+    if ((e = allow(prep16_kernel<Var, K>, P16::bytes)) != cudaSuccess) return e;
+    prep16_kernel<Var, K><<<chunks, kThreads, P16::bytes, st>>>(w);
+  } else {
+    if ((e = allow(prep_kernel<Var, K, F>, PS::bytes)) != cudaSuccess) return e;
+    prep_kernel<Var, K, F><<<chunks, kThreads, PS::bytes, st>>>(w);
+  }
   if constexpr (W) {
     if ((e = wscans<K>(w, N, st)) != cudaSuccess) return e;
   } else {

@@ -140,6 +140,77 @@ struct Grad16Smem {
   static constexpr size_t bytes = vec + (14 * C + 4) * 4;
 };
 
+// prep for the warp scans (bf16 inputs), per (chunk slot, value head): A =
+// K^ K^ᵀ and Aqk = Q^ K^ᵀ as bf16 mma on the raw rows (exact products, the
+// L2 norm's 1/|x| on the results), T by solve_t; T and Aqk out as bf16 hi +
+// lo ([C][C] hi then [C][C] lo, in the f32 arrays' place), the factors F by
+// store_w.
+template <int K>
+struct Prep16Smem {
+  static constexpr int LK = K + 8;
+  // bytes: raw k, q [C][LK] (q's place: solve_t's scratch after the
+  // products); f32 A, Tf [C][LC]; then b, G (double), Gx, Ex, rk, rq [C]
+  static constexpr size_t kb = 0, qb = C * LK * 2, A = qb + C * LK * 2, Tf = A + C * LC * 4;
+  static constexpr size_t b = Tf + C * LC * 4, G = b + C * 4, Gx = G + C * 8, Ex = Gx + C * 4;
+  static constexpr size_t rk = Ex + C * 4, rq = rk + C * 4, bytes = rq + C * 4;
+  static_assert(3 * 256 * 4 <= C * LK * 2, "solve_t's scratch in q's place");
+};
+
+template <deltac_variant Var, int K>
+__global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_constant__ Ws w) {
+  using L = Prep16Smem<K>;
+  extern __shared__ __align__(16) unsigned char sp[];
+  const deltac_bwd_params& p = w.p;
+  const int64_t s = blockIdx.x;
+  const int j = blockIdx.y, tid = threadIdx.x;
+  int n, len;
+  int64_t ts;
+  if (!locate(p, s, n, ts, len))
+    return;
+  const int hk = j / (p.HV / p.H);
+  b16 *kb = reinterpret_cast<b16*>(sp + L::kb), *qb = reinterpret_cast<b16*>(sp + L::qb);
+  float *A = reinterpret_cast<float*>(sp + L::A), *Tf = reinterpret_cast<float*>(sp + L::Tf);
+  float *b = reinterpret_cast<float*>(sp + L::b), *Gx = reinterpret_cast<float*>(sp + L::Gx);
+  float *Ex = reinterpret_cast<float*>(sp + L::Ex), *rk = reinterpret_cast<float*>(sp + L::rk);
+  float* rq = reinterpret_cast<float*>(sp + L::rq);
+  double* G = reinterpret_cast<double*>(sp + L::G);
+  {
+    Tile<C, K> tk, tq;
+    Bg bg;
+    fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
+    fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
+    bg.fetch<Var>(p, ts, len, j);
+    if (tid < C) {
+      const bool in = tid < len;
+      const int64_t ri = (ts + tid) * p.H + hk;
+      rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
+      rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
+    }
+    put_b16(tk, kb, nullptr, L::LK);
+    put_b16(tq, qb, nullptr, L::LK);
+    bg.put<Var>(b, G, Gx, Ex);  // (barriers)
+  }
+  const int64_t slot = s * p.HV + j;
+  const uint32_t skb = saddr(kb), sqb = saddr(qb);
+  units<C, C, 4>([&](int m0, int n0) {
+    float ak[4][4], aq[4][4];
+    zero<4>(ak);
+    zero<4>(aq);
+    mmb<false, false, 4, false, false>(ak, skb, 0, L::LK, skb, 0, L::LK, m0, n0, K);
+    mmb<false, false, 4, false, false>(aq, sqb, 0, L::LK, skb, 0, L::LK, m0, n0, K);
+    each<4>(m0, n0, [&](int i, int jj, int x, int e) {
+      const float d = decay(G, i, jj) * rk[jj];
+      A[i * LC + jj] = jj < i ? b[i] * d * rk[i] * ak[x][e] : 0.f;
+      Tf[i * LC + jj] = jj <= i ? w.scale * d * rq[i] * aq[x][e] : 0.f;  // Aqk, staged
+    });
+  });
+  __syncthreads();
+  store_hilo(w.Aqk + slot * C * C, Tf);
+  __syncthreads();
+  solve_t(A, Tf, reinterpret_cast<float*>(qb), w.rows64);
+  store_w(w, slot, ts, len, hk, b, G, Gx, Ex, Tf);
+}
+
 // Lo: the f32 operands (h, dh, u, dr and the M, N tiles) as bf16 hi + lo
 // (~f32 products, three mma each), else rounded to bf16 (one mma; ~2^-9
 // relative per operand, as fla's bf16 states).
