@@ -21,6 +21,7 @@ suspect).
 """
 import statistics
 import sys
+import types
 
 import torch
 
@@ -64,6 +65,26 @@ def time_fn(fn, reps):
     return statistics.median(times), how
 
 
+def make_inputs(var, D, H, HV, B, T, dev="cuda"):
+    """A row's leaf inputs (bf16 q, k, v; f32 g, beta, h0; K = V = D), the
+    loss gradients do, dht, and ins: the leaves a step differentiates."""
+    K = V = D
+
+    def leaf(x):
+        return x.detach().requires_grad_()
+    x = types.SimpleNamespace()
+    x.q = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
+    x.k = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
+    x.v = leaf(torch.randn(B, T, HV, V, device=dev, dtype=torch.bfloat16))
+    x.beta = leaf(torch.rand(B, T, HV, device=dev, dtype=torch.float32))
+    x.g = leaf(-0.1 * torch.rand(B, T, HV, device=dev)) if var == "gated" else None
+    x.h0 = leaf(0.1 * torch.randn(B, HV, K, V, device=dev, dtype=torch.float32))
+    x.do = torch.randn(B, T, HV, V, device=dev, dtype=torch.bfloat16)
+    x.dht = torch.randn(B, HV, K, V, device=dev, dtype=torch.float32)
+    x.ins = [t for t in (x.q, x.k, x.v, x.g, x.beta, x.h0) if t is not None]
+    return x
+
+
 def rel(a, b):
     a, b = a.detach().double(), b.detach().double()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
@@ -88,20 +109,9 @@ def main():
     reps = 5 if quick else 20
     torch.manual_seed(0)
     for name, var, D, H, HV, B, T in rows:
-        dev = "cuda"
-        K = V = D
-
-        def leaf(x):
-            return x.detach().requires_grad_()
-        q = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
-        k = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
-        v = leaf(torch.randn(B, T, HV, V, device=dev, dtype=torch.bfloat16))
-        beta = leaf(torch.rand(B, T, HV, device=dev, dtype=torch.float32))
-        g = leaf(-0.1 * torch.rand(B, T, HV, device=dev)) if var == "gated" else None
-        h0 = leaf(0.1 * torch.randn(B, HV, K, V, device=dev, dtype=torch.float32))
-        do = torch.randn(B, T, HV, V, device=dev, dtype=torch.bfloat16)
-        dht = torch.randn(B, HV, K, V, device=dev, dtype=torch.float32)
-        ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
+        x = make_inputs(var, D, H, HV, B, T)
+        q, k, v, g, beta, h0, do, dht = x.q, x.k, x.v, x.g, x.beta, x.h0, x.do, x.dht
+        ins = x.ins
         names = ["q", "k", "v"] + (["g"] if g is not None else []) + ["beta", "h0"]
         kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
 

@@ -11,7 +11,7 @@ import sys
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from backward_bench import ROWS  # noqa: E402
+from backward_bench import ROWS, make_inputs  # noqa: E402
 
 
 def main():
@@ -22,27 +22,15 @@ def main():
             row = int(a[6:])
     name, var, D, H, HV, B, T = ROWS[row]
     torch.manual_seed(0)
-    dev, K = "cuda", D
-
-    def leaf(x):
-        return x.detach().requires_grad_()
-    q = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
-    k = leaf(torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16))
-    v = leaf(torch.randn(B, T, HV, K, device=dev, dtype=torch.bfloat16))
-    beta = leaf(torch.rand(B, T, HV, device=dev, dtype=torch.float32))
-    g = leaf(-0.1 * torch.rand(B, T, HV, device=dev)) if var == "gated" else None
-    h0 = leaf(0.1 * torch.randn(B, HV, K, K, device=dev, dtype=torch.float32))
-    do = torch.randn(B, T, HV, K, device=dev, dtype=torch.bfloat16)
-    dht = torch.randn(B, HV, K, K, device=dev, dtype=torch.float32)
-    ins = [t for t in (q, k, v, g, beta, h0) if t is not None]
-    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
+    x = make_inputs(var, D, H, HV, B, T)
+    kw = dict(initial_state=x.h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
 
     def step():
         if var == "gated":
-            o, ht = ops.chunk_gated_delta_rule(q, k, v, g, beta, **kw)
+            o, ht = ops.chunk_gated_delta_rule(x.q, x.k, x.v, x.g, x.beta, **kw)
         else:
-            o, ht = ops.chunk_delta_rule(q, k, v, beta, **kw)
-        return torch.autograd.grad((o, ht), ins, (do, dht))
+            o, ht = ops.chunk_delta_rule(x.q, x.k, x.v, x.beta, **kw)
+        return torch.autograd.grad((o, ht), x.ins, (x.do, x.dht))
 
     step()
     torch.cuda.synchronize()

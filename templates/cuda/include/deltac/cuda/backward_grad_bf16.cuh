@@ -1,5 +1,6 @@
-// The chunked backward's gradient kernel for bf16 inputs (with the warp
-// scans of backward_scan_warp.cuh): the math of backward_chunked.cuh's
+// The chunked backward's prep (prep16_kernel, below) and gradient kernel
+// for bf16 inputs (with the warp scans of backward_scan_warp.cuh). The
+// gradient kernel (grad16_kernel): the math of backward_chunked.cuh's
 // grad_kernel with every product a bf16 m16n8k16 mma.sync on operands
 // loaded by ldmatrix from bf16 shared tiles: q, k, v, dO raw (exact); h,
 // dh, u, dr (f32 in the workspace) and the C x C terms M, N rounded to bf16
