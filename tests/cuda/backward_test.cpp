@@ -45,7 +45,8 @@ struct Case {
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
   bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the warp scans' guard)
-  bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (grad16's guard)
+  bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the runtime's guard:
+                              // the chunked kernels copy 16-byte rows; the sweep runs)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -303,11 +304,12 @@ double tol_of(const Case& c) {
   if (c.tol > 0) return c.tol;
   return c.dtype == DELTAC_BF16 ? 5e-3 : c.dtype == DELTAC_F16 ? 2e-3 : 1e-5;
 }
-// The chunked path's bf16 gradient kernel rounds its f32 operands (states,
-// u, dr, the C x C terms) to bf16, as fla's bf16 states: issue 11's bound
-// for bf16 gradients, 1e-2 (measured worst 4.3e-3, beta near 2).
+// Where the bf16 gradient kernel runs (bf16, aligned), it rounds its f32
+// operands (states, u, dr, the C x C terms) to bf16, as fla's bf16 states:
+// issue 11's bound for bf16 gradients, 1e-2 (measured worst 4.4e-3).
 double chunked_tol(const Case& c) {
-  return c.tol > 0 || c.dtype != DELTAC_BF16 ? tol_of(c) : 1e-2;
+  const bool grad16 = c.dtype == DELTAC_BF16 && !c.dv_unaligned && !c.v_unaligned;
+  return c.tol > 0 || !grad16 ? tol_of(c) : 1e-2;
 }
 
 class Backward : public ::testing::TestWithParam<Case> {};

@@ -25,8 +25,9 @@
 // Kernels: (qk_l2norm) 1/|x| per row (backward.cuh); prep per (chunk,
 // value head): T, Aqk; the forward scan per (sequence, value head, V
 // tile): chunk-start states h and u; the reverse scan: dh per chunk end, dr,
-// dv, dh0; the gradient kernel per (chunk, value head): dq^, dk^ (into the
-// f32 accumulators), dβ, dg; backward.cuh's finish kernel: L2 norm backward.
+// dv, dh0; the gradient kernel per (chunk, value head; bf16: per chunk and
+// q/k head): dq^, dk^ (into the f32 accumulators), dβ, dg; backward.cuh's
+// finish kernel: L2 norm backward.
 // Every product runs on tensor cores from f32 shared memory: three TF32
 // products (f32 accuracy) for f32 inputs, one for 16-bit ones (Tf32 below).
 // For bf16 inputs both scans are instead the chains per warp of
