@@ -735,6 +735,95 @@ struct GradSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
+// dg_r = (the reverse cumsum of dG)_r + (the exclusive prefix sum of t)_r
+// (0 where clamped(r, th): the gate was below kGateFloor) and dβ_r = db_r out
+// for the chunk's rows of value head j: warp 0, lane l rows 2l and 2l + 1,
+// shuffle scans over the lanes; misc[0] = Σ h ∘ dh (the last row's term).
+template <deltac_variant Var, class Clamped>
+__device__ __forceinline__ void dg_dbeta(const deltac_bwd_params& p, int j, int64_t ts, int len,
+                                         const double* G, const float* misc, const float* dG,
+                                         const float* tt, const float* db, Clamped clamped) {
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    const int r0 = 2 * tid, r1 = r0 + 1;
+    const float last = expf(float(G[C - 1])) * misc[0];
+    const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
+    const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
+    const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
+    float sx = d0 + d1, px = t0 + t1;  // suffix (over lanes > l) and prefix scans
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float ys = __shfl_down_sync(0xffffffffu, sx, o);
+      const float yp = __shfl_up_sync(0xffffffffu, px, o);
+      if (tid + o < 32) sx += ys;
+      if (tid >= o) px += yp;
+    }
+    float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
+    se = tid == 31 ? 0.f : se;
+    pe = tid == 0 ? 0.f : pe;
+    const float run1 = d1 + se, run0 = d0 + run1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      if (r >= len) continue;
+      const int64_t th = (ts + r) * p.HV + j;
+      if constexpr (Var == DELTAC_VARIANT_GATED)
+        static_cast<float*>(p.dg)[th] = clamped(r, th) ? 0.f : (h ? run1 + pe + t0 : run0 + pe);
+      static_cast<float*>(p.dbeta)[th] = db[r];
+    }
+  }
+}
+
+// M = dAqk ∘ scale e^(G_i - G_j) (lower) and N = dA ∘ β_i e^(G_i - G_j)
+// (strictly lower), in place over the unit (m0, n0) of 16 x 8 NC, with their
+// dG, dβ terms (the diagonal's cancel exactly: skipped): row and column sums
+// reduced over the lanes that share a row (4) or a column (8) before one
+// shared atomic each into dG, db. aq, ak: the unit's Q^ Kᵀ^ and K^ K^ᵀ;
+// sq(x, i, j), sk(x, i, j) give x times element (i, j)'s factor of them (the
+// L2 norm's 1/|x| where the products were of raw rows).
+template <int NC, class SQ, class SK>
+__device__ __forceinline__ void mn_unit(int m0, int n0, const float (*aq)[4], const float (*ak)[4],
+                                        float* dAq, float* dA, const double* G, const float* b,
+                                        float scale, float* dG, float* db, SQ sq, SK sk) {
+  float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
+  each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
+    const float d = decay(G, i, jj);
+    const float M = jj <= i ? dAq[i * LC + jj] * scale * d : 0.f;
+    const float P = sq(M, i, jj) * aq[x][e];
+    dAq[i * LC + jj] = M;
+    const float da = jj < i ? dA[i * LC + jj] : 0.f;
+    const float Pa = sk(da * d, i, jj) * ak[x][e];
+    dA[i * LC + jj] = da * b[i] * d;
+    if (jj < i) {
+      rg[e >> 1] += P + b[i] * Pa;
+      rb[e >> 1] += Pa;
+      cg[x][e & 1] -= P + b[i] * Pa;
+    }
+  });
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+      rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
+    }
+    if (t == 0) {
+      atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+      atomicAdd(db + m0 + g + 8 * h, rb[h]);
+    }
+  }
+#pragma unroll
+  for (int x = 0; x < NC; ++x)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+      if (g == 0)
+        atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+    }
+}
+
 template <deltac_variant Var, int K, bool F>
 __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_constant__ Ws w) {
   using O = Ops<F>;
@@ -905,45 +994,8 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_
     zero<NC>(ak);
     mm<O, false, false, NC>(aq, qn, LK, kn, LK, m0, n0, K);
     mm<O, false, false, NC>(ak, kn, LK, kn, LK, m0, n0, K);
-    // Row and column sums of the dG, dβ terms, reduced over the lanes that
-    // share a row (4) or a column (8) before one shared atomic each.
-    float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
-    each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
-      const float d = decay(G, i, jj);
-      const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
-      const float P = M * aq[x][e];
-      dAq[i * LC + jj] = M;
-      const float da = jj < i ? dA[i * LC + jj] : 0.f;
-      const float Pa = da * d * ak[x][e];
-      dA[i * LC + jj] = da * b[i] * d;
-      if (jj < i) {
-        rg[e >> 1] += P + b[i] * Pa;
-        rb[e >> 1] += Pa;
-        cg[x][e & 1] -= P + b[i] * Pa;
-      }
-    });
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int o = 1; o < 4; o <<= 1) {
-        rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
-        rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
-      }
-      if (t == 0) {
-        atomicAdd(dG + m0 + g + 8 * h, rg[h]);
-        atomicAdd(db + m0 + g + 8 * h, rb[h]);
-      }
-    }
-#pragma unroll
-    for (int x = 0; x < NC; ++x)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-        if (g == 0)
-          atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-      }
+    mn_unit<NC>(m0, n0, aq, ak, dAq, dA, G, b, w.scale, dG, db,
+                [](float x, int, int) { return x; }, [](float x, int, int) { return x; });
   });
   __syncthreads();
   // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
@@ -970,38 +1022,9 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_
       }
     });
   });
-  // dg_r = (the reverse cumsum of dG)_r + (the exclusive prefix sum of t)_r:
-  // warp 0, lane l rows 2l and 2l + 1, shuffle scans over the lanes.
-  if (tid < 32) {
-    const int r0 = 2 * tid, r1 = r0 + 1;
-    const float last = expf(float(G[C - 1])) * misc[0];
-    const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
-    const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
-    const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
-    float sx = d0 + d1, px = t0 + t1;  // suffix (over lanes > l) and prefix scans
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float ys = __shfl_down_sync(0xffffffffu, sx, o);
-      const float yp = __shfl_up_sync(0xffffffffu, px, o);
-      if (tid + o < 32) sx += ys;
-      if (tid >= o) px += yp;
-    }
-    float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
-    se = tid == 31 ? 0.f : se;
-    pe = tid == 0 ? 0.f : pe;
-    const float run1 = d1 + se, run0 = d0 + run1;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = h ? r1 : r0;
-      if (r >= len) continue;
-      const int64_t th = (ts + r) * p.HV + j;
-      if constexpr (Var == DELTAC_VARIANT_GATED)
-        static_cast<float*>(p.dg)[th] = static_cast<const float*>(p.g)[th] < kGateFloor
-                                            ? 0.f
-                                            : (h ? run1 + pe + t0 : run0 + pe);
-      static_cast<float*>(p.dbeta)[th] = db[r];
-    }
-  }
+  dg_dbeta<Var>(p, j, ts, len, G, misc, dG, tt, db, [&](int, int64_t th) {
+    return static_cast<const float*>(p.g)[th] < kGateFloor;
+  });
 }
 
 }  // namespace deltac::cuda::bwdc

@@ -444,43 +444,10 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       zero<NC>(ak);
       mmb<false, false, NC, false, false>(aq, sqb, 0, LK, skb, 0, LK, m0, n0, K);
       mmb<false, false, NC, false, false>(ak, skb, 0, LK, skb, 0, LK, m0, n0, K);
-      float rg[2] = {0.f, 0.f}, rb[2] = {0.f, 0.f}, cg[NC][2] = {};
-      each<NC>(m0, n0, [&](int i, int jj, int x, int e) {
-        const float d = decay(G, i, jj);
-        const float M = jj <= i ? dAq[i * LC + jj] * w.scale * d : 0.f;
-        const float P = M * rq[i] * rk[jj] * aq[x][e];
-        dAq[i * LC + jj] = M;
-        const float da = jj < i ? dA[i * LC + jj] : 0.f;
-        const float Pa = da * d * rk[i] * rk[jj] * ak[x][e];
-        dA[i * LC + jj] = da * b[i] * d;
-        if (jj < i) {
-          rg[e >> 1] += P + b[i] * Pa;
-          rb[e >> 1] += Pa;
-          cg[x][e & 1] -= P + b[i] * Pa;
-        }
-      });
-      const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int o = 1; o < 4; o <<= 1) {
-          rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
-          rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
-        }
-        if (t == 0) {
-          atomicAdd(dG + m0 + g + 8 * h, rg[h]);
-          atomicAdd(db + m0 + g + 8 * h, rb[h]);
-        }
-      }
-#pragma unroll
-      for (int x = 0; x < NC; ++x)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-#pragma unroll
-          for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-          if (g == 0)
-            atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-        }
+      mn_unit<NC>(
+          m0, n0, aq, ak, dAq, dA, G, b, w.scale, dG, db,
+          [&](float x, int i, int jj) { return x * rq[i] * rk[jj]; },
+          [&](float x, int i, int jj) { return x * rk[i] * rk[jj]; });
     });
     __syncthreads();
     // The operands of the last products (hi + lo): M1 = M diag(rk) ([i][j]),
@@ -525,35 +492,8 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
         }
       });
     });
-    // dg and dβ (as grad_kernel)
-    if (tid < 32) {
-      const int r0 = 2 * tid, r1 = r0 + 1;
-      const float last = expf(float(G[C - 1])) * misc[0];
-      const float d0 = r0 < len ? dG[r0] + (r0 == len - 1 ? last : 0.f) : 0.f;
-      const float d1 = r1 < len ? dG[r1] + (r1 == len - 1 ? last : 0.f) : 0.f;
-      const float t0 = r0 < len ? tt[r0] : 0.f, t1 = r1 < len ? tt[r1] : 0.f;
-      float sx = d0 + d1, px = t0 + t1;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float ys = __shfl_down_sync(0xffffffffu, sx, o);
-        const float yp = __shfl_up_sync(0xffffffffu, px, o);
-        if (tid + o < 32) sx += ys;
-        if (tid >= o) px += yp;
-      }
-      float se = __shfl_down_sync(0xffffffffu, sx, 1), pe = __shfl_up_sync(0xffffffffu, px, 1);
-      se = tid == 31 ? 0.f : se;
-      pe = tid == 0 ? 0.f : pe;
-      const float run1 = d1 + se, run0 = d0 + run1;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = h ? r1 : r0;
-        if (r >= len) continue;
-        const int64_t th = (ts + r) * p.HV + j;
-        if constexpr (Var == DELTAC_VARIANT_GATED)
-          static_cast<float*>(p.dg)[th] = clamped[r] != 0.f ? 0.f : (h ? run1 + pe + t0 : run0 + pe);
-        static_cast<float*>(p.dbeta)[th] = db[r];
-      }
-    }
+    dg_dbeta<Var>(p, j, ts, len, G, misc, dG, tt, db,
+                  [&](int r, int64_t) { return clamped[r] != 0.f; });
   }  // value heads
 }
 
