@@ -93,28 +93,33 @@ __device__ __forceinline__ void split_b16(float x, b16& hi, b16& lo) {
   lo = __float2bfloat16_rn(x - __bfloat162float(hi));
 }
 
-// A fetched Tile (backward_chunked.cuh) into bf16 shared rows (stride ld):
-// f32 sources as hi (+ lo when lo is given), bf16 sources as they are.
-template <int ROWS, int COLS, int NTH>
-__device__ __forceinline__ void put_b16(const Tile<ROWS, COLS, NTH>& t, b16* hi, b16* lo, int ld) {
-  using Tl = Tile<ROWS, COLS, NTH>;
+// A chunk's raw bf16 k, q rows of q/k head hk into shared rows kb, qb
+// (stride ld; rows past len zero) and their 1/|x| (1 without the L2 norm, 0
+// past len) into rk, rq [C]; no barrier.
+template <int K, int NTH>
+__device__ __forceinline__ void stage_qk(const Ws& w, int64_t ts, int len, int hk, b16* kb,
+                                         b16* qb, int ld, float* rk, float* rq) {
+  const deltac_bwd_params& p = w.p;
+  Tile<C, K, NTH> tk, tq;
+  fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
+  fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
+  const int tid = threadIdx.x;
+  if (tid < C) {
+    const bool in = tid < len;
+    const int64_t ri = (ts + tid) * p.H + hk;
+    rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
+    rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
+  }
+  using Tl = Tile<C, K, NTH>;
 #pragma unroll
-  for (int m = 0; m < Tl::N; ++m) {
-    const int e = int(threadIdx.x) + m * NTH, r = e / Tl::Q, c = (e % Tl::Q) * 4;
+  for (int m = 0; m < Tl::N; ++m) {  // the tiles hold the 16-bit rows as they are
+    const int e = tid + m * NTH, r = e / Tl::Q, c = (e % Tl::Q) * 4;
     if (Tl::kPart && e >= Tl::E)
       continue;
-    if (t.dt != DELTAC_F32) {
-      *reinterpret_cast<uint2*>(hi + r * ld + c) =
-          make_uint2(__float_as_uint(t.x[m].x), __float_as_uint(t.x[m].y));
-      continue;
-    }
-    const float v[4] = {t.x[m].x, t.x[m].y, t.x[m].z, t.x[m].w};
-    b16 h[4], l[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) split_b16(v[i], h[i], l[i]);
-    *reinterpret_cast<uint2*>(hi + r * ld + c) = *reinterpret_cast<const uint2*>(h);
-    if (lo)
-      *reinterpret_cast<uint2*>(lo + r * ld + c) = *reinterpret_cast<const uint2*>(l);
+    *reinterpret_cast<uint2*>(kb + r * ld + c) =
+        make_uint2(__float_as_uint(tk.x[m].x), __float_as_uint(tk.x[m].y));
+    *reinterpret_cast<uint2*>(qb + r * ld + c) =
+        make_uint2(__float_as_uint(tq.x[m].x), __float_as_uint(tq.x[m].y));
   }
 }
 
@@ -163,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   extern __shared__ __align__(16) unsigned char sp[];
   const deltac_bwd_params& p = w.p;
   const int64_t s = blockIdx.x;
-  const int j = blockIdx.y, tid = threadIdx.x;
+  const int j = blockIdx.y;
   int n, len;
   int64_t ts;
   if (!locate(p, s, n, ts, len))
@@ -176,19 +181,9 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   float* rq = reinterpret_cast<float*>(sp + L::rq);
   double* G = reinterpret_cast<double*>(sp + L::G);
   {
-    Tile<C, K> tk, tq;
     Bg bg;
-    fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
-    fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
     bg.fetch<Var>(p, ts, len, j);
-    if (tid < C) {
-      const bool in = tid < len;
-      const int64_t ri = (ts + tid) * p.H + hk;
-      rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
-      rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
-    }
-    put_b16(tk, kb, nullptr, L::LK);
-    put_b16(tq, qb, nullptr, L::LK);
+    stage_qk<K, kThreads>(w, ts, len, hk, kb, qb, L::LK, rk, rq);
     bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
   const int64_t slot = s * p.HV + j;
@@ -246,19 +241,7 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   float *dG = vf + 7 * C, *tt = vf + 8 * C, *rk = vf + 9 * C, *rq = vf + 10 * C;
   float *kc2 = vf + 11 * C, *rdv = vf + 12 * C, *clamped = vf + 13 * C;
   float* misc = vf + 14 * C;  // [0]: Σ h ∘ dh
-  {  // the q/k head's rows, once for its value heads
-    Tile<C, K, GT> tk, tq;
-    fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
-    fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
-    if (tid < C) {
-      const bool in = tid < len;
-      const int64_t ri = (ts + tid) * p.H + hk;
-      rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
-      rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
-    }
-    put_b16(tk, kb, nullptr, LK);
-    put_b16(tq, qb, nullptr, LK);
-  }
+  stage_qk<K, GT>(w, ts, len, hk, kb, qb, LK, rk, rq);  // once for its value heads
   // The value heads sharing q/k head hk, in turn: the first stores dq^, dk^,
   // the others add to them (each element by the same thread: no race).
   for (int jr = 0; jr < R; ++jr) {
