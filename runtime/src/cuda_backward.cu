@@ -112,12 +112,13 @@ bool chunked_by_rule(const deltac_bwd_params &p) {
 }
 
 // Whether the chunked backward runs p: the rule, and rows aligned for its
-// 16-byte tile loads (else the sweep, whose workspace the query covers).
+// 16-byte tile loads and its bf16 path (bwdc::aligned); else the sweep,
+// whose workspace the query covers.
 bool chunked(const deltac_bwd_params &p) {
   if (!chunked_by_rule(p)) return false;
   for (const void *x : {p.q, p.k, p.v, p.dout})
     if (reinterpret_cast<uintptr_t>(x) % 16) return false;
-  return true;
+  return cuda::bwdc::aligned(p);
 }
 
 // Enough for either path where the rule picks the chunked one (the pointers'

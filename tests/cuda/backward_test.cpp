@@ -44,7 +44,8 @@ struct Case {
   double tol = 0;         // 0: by dtype
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
-  bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the warp scans' guard)
+  bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the bf16 path's guard,
+                              // bwdc::aligned: the sweep runs)
   bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the runtime's guard:
                               // the chunked kernels copy 16-byte rows; the sweep runs)
 };
@@ -304,8 +305,8 @@ double tol_of(const Case& c) {
   if (c.tol > 0) return c.tol;
   return c.dtype == DELTAC_BF16 ? 5e-3 : c.dtype == DELTAC_F16 ? 2e-3 : 1e-5;
 }
-// Where the bf16 gradient kernel runs (bf16, aligned), it rounds its f32
-// operands (states, u, dr, the C x C terms) to bf16, as fla's bf16 states:
+// Where the bf16 gradient kernel runs (bf16, aligned), its operands (the
+// states, u, dr, the C x C terms) are rounded to bf16, as fla's states:
 // issue 11's bound for bf16 gradients, 1e-2 (measured worst 4.4e-3).
 double chunked_tol(const Case& c) {
   const bool grad16 = c.dtype == DELTAC_BF16 && !c.dv_unaligned && !c.v_unaligned;
@@ -497,7 +498,7 @@ std::vector<Case> chunked_cases() {
     push_edge_cases(cs, mk, gated, gated, 300);
   }
   for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
-    Case c;  // the block scans run where dv is not 16-byte aligned
+    Case c;  // the sweep runs where dv or v, dO are not 16-byte aligned
     c.var = var;
     c.name = std::string(vname(var)) + "_bf16_T130_dv_unaligned";
     c.dtype = DELTAC_BF16, c.T = 130, c.dv_unaligned = true;
@@ -551,20 +552,27 @@ TEST(BackwardRule, WorkspaceSizeFollowsTheBound) {
   deltac_bwd_params p{};
   p.variant = DELTAC_VARIANT_GATED;
   p.B = 1, p.N = 1, p.H = 16, p.HV = 32, p.K = p.V = 128, p.qk_l2norm = 1;
-  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  p.in_dtype = p.out_dtype = DELTAC_F32;  // f32 states in the workspace
   void* x = reinterpret_cast<void*>(uintptr_t(1) << 20);  // never read by the query
   p.q = p.k = p.v = p.dout = p.g = p.beta = x;
   p.dq = p.dk = p.dv = p.dg = p.dbeta = x;
   deltac_options opt = deltac_default_options();
   opt.device_pointers = 1;
-  size_t small = 0, huge = 0;
+  size_t small = 0, huge = 0, small16 = 0;
   p.T = 32768;
   ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &small), 0) << deltac_last_error();
   p.T = 1 << 20;
   ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &huge), 0) << deltac_last_error();
-  std::printf("workspace: %.2f GB at T = 32768, %.2f GB at T = 2^20\n", small / 1e9, huge / 1e9);
+  // bf16 inputs: the warp scans' bf16 states (h, dh, u, dr half the bytes;
+  // the whole workspace 0.63x here)
+  p.T = 32768;
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &small16), 0) << deltac_last_error();
+  std::printf("workspace: %.2f GB at T = 32768 (bf16: %.2f GB), %.2f GB at T = 2^20\n",
+              small / 1e9, small16 / 1e9, huge / 1e9);
   EXPECT_GT(small, size_t(4.0e9));
   EXPECT_LT(huge, size_t(60e9));
+  EXPECT_LT(small16, small * 65 / 100);
 }
 
 TEST(BackwardErrors, NamesTheField) {

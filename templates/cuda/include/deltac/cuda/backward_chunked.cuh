@@ -25,16 +25,16 @@
 // Kernels: (qk_l2norm) 1/|x| per row (backward.cuh); prep per (chunk,
 // value head): T, Aqk; the forward scan per (sequence, value head, V
 // tile): chunk-start states h and u; the reverse scan: dh per chunk end, dr,
-// dv, dh0; the gradient kernel per (chunk, value head; bf16: per chunk and
-// q/k head): dq^, dk^ (into the f32 accumulators), dβ, dg; backward.cuh's
-// finish kernel: L2 norm backward.
+// dv, dh0; the gradient kernel per (chunk, value head): dq^, dk^ (into the
+// f32 accumulators), dβ, dg, then backward.cuh's finish kernel: the L2
+// norm backward (bf16: one gradient kernel per chunk and q/k head does all).
 // Every product runs on tensor cores from f32 shared memory: three TF32
 // products (f32 accuracy) for f32 inputs, one for 16-bit ones (Tf32 below).
 // For bf16 inputs both scans are instead the chains per warp of
 // backward_scan_warp.cuh (prep then writes T and Aqk as bf16 hi + lo and
 // the row factors F) and the gradient kernel that of backward_grad_bf16.cuh
-// (bf16 operands by ldmatrix). The workspace holds f32 states and
-// chunk data.
+// (bf16 operands by ldmatrix). The workspace holds the chunk data and the
+// states h, dh, u, dr: bf16 on the warp-scan path (states16), else f32.
 #ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 #define DELTAC_CUDA_BACKWARD_CHUNKED_CUH
 
@@ -70,8 +70,10 @@ struct Ws {
   const float *rq, *rk;  // 1/|x| rows, or null (no L2 norm)
   float *dqa, *dka;      // [tokens][H][K]
   float *T, *Aqk;        // [slot][HV][C][C]
-  float *hs, *dhs;       // [slot][HV][K][V]: state at the chunk start, dL/d(state at its end)
-  float *us, *drs;       // [slot][HV][C][V]
+  // [slot][HV] of: f32 [K][V], [C][V] (block scans, grad_kernel) or bf16
+  // transposed, [V][K], [V][C] (warp scans, grad16: states16)
+  void *hs, *dhs;        // the state at the chunk start, dL/d(the state at its end)
+  void *us, *drs;        // u, dr of the chunk's tokens
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
   int atomic;            // grad_kernel: dq^, dk^ summed over value heads (atomicAdd), else stored
   int rows64;            // prep's T solve row by row over all 64 rows (measurement), else by blocks
@@ -574,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
       tt.fetch(w.T + slot * C * C, DELTAC_F32, 0, C, C);
       fetch_v<kSV>(tv, p.v, p.in_dtype, p, ts, len, j, v0);
       bg.fetch<Var>(p, ts, len, j);
-      store_f4(w.hs + slot * K * p.V + v0, p.V, S, K, kSV);
+      store_f4(static_cast<float*>(w.hs) + slot * K * p.V + v0, p.V, S, K, kSV);
       tk.put(kn);
       tt.put(T);
       tv.put(U);
@@ -591,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
     });
     __syncthreads();
     // u = T R; U = e ∘ u
-    float* ug = w.us + slot * C * p.V + v0;
+    float* ug = static_cast<float*>(w.us) + slot * C * p.V + v0;
     units<C, kSV, 2>([&](int m0, int n0) {
       float a[2][4];
       zero<2>(a);
@@ -650,7 +652,7 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) rev_scan_kernel(const __g
     const int64_t ts = t0 + ci * C, slot = (s0 + ci) * p.HV + j;
     const int len = int(t1 - ts < C ? t1 - ts : C);
     __syncthreads();
-    store_f4<RT>(w.dhs + slot * K * p.V + v0, p.V, DH, K, kSV);
+    store_f4<RT>(static_cast<float*>(w.dhs) + slot * K * p.V + v0, p.V, DH, K, kSV);
     {
       Tile<C, K, RT> tk, tq;
       fetch_qk<K>(tk, p.k, w.rk, p, ts, len, hk);
@@ -684,7 +686,7 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) rev_scan_kernel(const __g
     });
     __syncthreads();
     // dr = Tᵀ du; dv = β dr; DO <- scale Γ dO, DR <- -β Γ dr
-    float* drg = w.drs + slot * C * p.V + v0;
+    float* drg = static_cast<float*>(w.drs) + slot * C * p.V + v0;
     units<C, kSV, NU, RW>([&](int m0, int n0) {
       float a[NU][4];
       zero<NU>(a);
@@ -866,10 +868,10 @@ __global__ void __launch_bounds__(bwd_threads<F, K>()) grad_kernel(const __grid_
     tk.put(kn);
     bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
-  const float* hg = w.hs + slot * K * p.V;
-  const float* dhg = w.dhs + slot * K * p.V;
-  const float* ug = w.us + slot * C * p.V;
-  const float* drg = w.drs + slot * C * p.V;
+  const float* hg = static_cast<const float*>(w.hs) + slot * K * p.V;
+  const float* dhg = static_cast<const float*>(w.dhs) + slot * K * p.V;
+  const float* ug = static_cast<const float*>(w.us) + slot * C * p.V;
+  const float* drg = static_cast<const float*>(w.drs) + slot * C * p.V;
   // The V steps: the next step's tiles are fetched into registers while
   // this one computes.
   Tile<K, BV, GT> th, tdh;
@@ -1041,29 +1043,57 @@ struct Layout {
   int64_t slots = 0;
 };
 
+// Measurement overrides (environment): DELTAC_CUDA_BWD_EXACT=scans keeps
+// three TF32 products in prep and the block scans (1), =all everywhere (2);
+// DELTAC_CUDA_BWD_SCAN=block the block scans for bf16.
+inline int exact_mode() {
+  const char* ex = std::getenv("DELTAC_CUDA_BWD_EXACT");
+  return !ex ? 0 : std::strcmp(ex, "scans") == 0 ? 1 : std::strcmp(ex, "all") == 0 ? 2 : 0;
+}
+
+// Whether the warp scans and grad16 run p (bf16 in and out, no override):
+// then the workspace states are bf16, else f32. Dtypes and environment only,
+// so a size query and its call agree.
+inline bool states16(const deltac_bwd_params& p) {
+  const char* sc = std::getenv("DELTAC_CUDA_BWD_SCAN");
+  return p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && exact_mode() == 0 &&
+         !(sc && std::strcmp(sc, "block") == 0);
+}
+
+// Whether p's pointers suit its path: the warp scans write dv as 16-byte rows
+// and read / write h0, dht, dh0 (VK layout) as float pairs; grad16 copies v,
+// dO rows 16 bytes at a time. (The runtime sends other calls to the sweep.)
+inline bool aligned(const deltac_bwd_params& p) {
+  auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
+  return !states16(p) || (al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
+                          al(p.v, 16) && al(p.dout, 16));
+}
+
 inline Layout layout(const deltac_bwd_params& p, int K) {
   Layout l;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T;
   l.slots = tokens / C + N + 1;
-  const size_t sh = size_t(l.slots) * p.HV;
+  const size_t sh = size_t(l.slots) * p.HV, es = states16(p) ? 2 : 4;
   size_t o = 0;
-  auto take = [&](size_t& at, size_t floats) {
+  auto take = [&](size_t& at, size_t elems, size_t size = 4) {
     at = o;
-    o += bwd::align256(floats * sizeof(float));
+    o += bwd::align256(elems * size);
   };
   if (p.qk_l2norm) {
     take(l.rq, size_t(tokens) * p.H);
     take(l.rk, size_t(tokens) * p.H);
   }
-  take(l.dqa, size_t(tokens) * p.H * K);
-  take(l.dka, size_t(tokens) * p.H * K);
+  // dq^, dk^: grad_kernel's sums, grad16's between value heads (GVA)
+  const size_t acc = !states16(p) || p.HV != p.H ? size_t(tokens) * p.H * K : 0;
+  take(l.dqa, acc);
+  take(l.dka, acc);
   take(l.T, sh * C * C);
   take(l.Aqk, sh * C * C);
-  take(l.hs, sh * K * p.V);
-  take(l.dhs, sh * K * p.V);
-  take(l.us, sh * C * p.V);
-  take(l.drs, sh * C * p.V);
+  take(l.hs, sh * K * p.V, es);
+  take(l.dhs, sh * K * p.V, es);
+  take(l.us, sh * C * p.V, es);
+  take(l.drs, sh * C * p.V, es);
   take(l.F, sh * kWF * C);
   l.total = o;
   return l;
@@ -1136,21 +1166,20 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.slots = l.slots;
   auto at = [&](size_t o) { return reinterpret_cast<float*>(ws + o); };
   w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
-  w.hs = at(l.hs), w.dhs = at(l.dhs), w.us = at(l.us), w.drs = at(l.drs), w.F = at(l.F);
+  w.hs = ws + l.hs, w.dhs = ws + l.dhs, w.us = ws + l.us, w.drs = ws + l.drs, w.F = at(l.F);
   w.atomic = p.HV != p.H;
   const char* ts = std::getenv("DELTAC_CUDA_BWD_TSOLVE");  // measurement: =rows
   w.rows64 = ts && std::strcmp(ts, "rows") == 0;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
-  // measurement: DELTAC_CUDA_BWD_GRAD=tf32 (grad_kernel), =hilo (grad16 on
-  // bf16 hi + lo operands)
-  const char* gk = std::getenv("DELTAC_CUDA_BWD_GRAD");
-  const bool g16 = W && !(gk && std::strcmp(gk, "tf32") == 0);
-  const bool hilo = gk && std::strcmp(gk, "hilo") == 0;
   cudaError_t e;
-  // grad_kernel sums every row over value heads (atomics); grad16 stores
-  // them (a block per q/k head); varlen: not every token is in a sequence
-  if ((w.atomic && !g16) || p.cu_seqlens) {
+  // grad_kernel sums every row over value heads (atomics); grad16 writes dq,
+  // dk itself (a block per q/k head); varlen: not every token is in a sequence
+  if (W && p.cu_seqlens) {
+    const size_t out = size_t(rows) * K * 2;
+    if ((e = cudaMemsetAsync(p.dq, 0, out, st)) != cudaSuccess) return e;
+    if ((e = cudaMemsetAsync(p.dk, 0, out, st)) != cudaSuccess) return e;
+  } else if (!W && (w.atomic || p.cu_seqlens)) {
     const size_t acc = size_t(rows) * K * sizeof(float);
     if ((e = cudaMemsetAsync(w.dqa, 0, acc, st)) != cudaSuccess) return e;
     if ((e = cudaMemsetAsync(w.dka, 0, acc, st)) != cudaSuccess) return e;
@@ -1195,44 +1224,33 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
     fwd_scan_kernel<Var, K, F><<<scans, kThreads, FS::bytes, st>>>(w);
     rev_scan_kernel<Var, K, F><<<scans, bwd_threads<F, K>(), SS::bytes, st>>>(w);
   }
-  if (g16) {
+  if constexpr (W) {  // grad16 reads the warp scans' bf16 states
     using G16 = Grad16Smem<K>;
-    const auto kern = hilo ? grad16_kernel<Var, K, true> : grad16_kernel<Var, K, false>;
-    if ((e = allow(kern, G16::bytes)) != cudaSuccess) return e;
+    if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
     const dim3 qk_chunks(unsigned(l.slots), unsigned(p.H));
-    kern<<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
+    grad16_kernel<Var, K><<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
   } else {
     if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
     grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
   }
-  bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
+  if constexpr (!W)
+    bwd::finish_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, rows);
   return cudaGetLastError();
 }
 
 // One TF32 product per step where every input (q, k, v) and dO are 16-bit;
-// the warp scans where they are all bf16. Measurement only:
-// DELTAC_CUDA_BWD_EXACT=scans keeps three in prep and the block scans, =all
-// everywhere; DELTAC_CUDA_BWD_SCAN=block the block scans (one TF32 product);
-// DELTAC_CUDA_BWD_GRAD=tf32 the one-TF32 gradient kernel with the warp scans,
-// =hilo the bf16 one on hi + lo operands;
-// DELTAC_CUDA_BWD_TSOLVE=rows prep's T solve over all 64 rows.
+// the warp scans and grad16 where they are all bf16 (states16). Measurement
+// only: exact_mode, DELTAC_CUDA_BWD_SCAN=block; DELTAC_CUDA_BWD_TSOLVE=rows
+// prep's T solve over all 64 rows.
 template <deltac_variant Var, int K>
 cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
-  const char* ex = std::getenv("DELTAC_CUDA_BWD_EXACT");
-  const int mode = !ex ? 0 : std::strcmp(ex, "scans") == 0 ? 1 : std::strcmp(ex, "all") == 0 ? 2 : 0;
-  const char* sc = std::getenv("DELTAC_CUDA_BWD_SCAN");
-  const bool block = sc && std::strcmp(sc, "block") == 0;
+  const int mode = exact_mode();
   if (p.in_dtype == DELTAC_F32 || p.out_dtype == DELTAC_F32 || mode == 2)
     return run<Var, K, false, false>(p, l, ws, st);
   if (mode == 1)
     return run<Var, K, false, true>(p, l, ws, st);
-  // the warp scans write dv as 16-byte rows and read / write h0, dht, dh0
-  // (VK layout) as float pairs; grad16 copies v, dO rows 16 bytes at a time
-  auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
-  const bool aligned = al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
-                       al(p.v, 16) && al(p.dout, 16);
-  if (p.in_dtype == DELTAC_BF16 && p.out_dtype == DELTAC_BF16 && !block && aligned)
-    return run<Var, K, true, true, true>(p, l, ws, st);
+  if (states16(p))
+    return aligned(p) ? run<Var, K, true, true, true>(p, l, ws, st) : cudaErrorMisalignedAddress;
   return run<Var, K, true, true>(p, l, ws, st);
 }
 

@@ -3,15 +3,16 @@
 // gradient kernel (grad16_kernel): the math of backward_chunked.cuh's
 // grad_kernel with every product a bf16 m16n8k16 mma.sync on operands
 // loaded by ldmatrix from bf16 shared tiles: q, k, v, dO raw (exact); h,
-// dh, u, dr (f32 in the workspace) and the C x C terms M, N rounded to bf16
-// (as fla's bf16 states), or split into hi + lo (Lo: ~2^-17, a product of
-// two split operands hi·hi + lo·hi + hi·lo). The L2 norm's 1/|x| multiply
-// the rows or columns of results and of the M, N tiles.
-// A block per (chunk, q/k head) takes the value heads sharing it in turn
-// and sums their dq^, dk^ in place (the first stores, the others add). Per
-// value head, the V steps' rows arrive by cp.async into a staging area and
-// are converted to the bf16 tiles; each warp owns one unit of each product
-// for all V steps, so the sums over V stay in its accumulators.
+// dh, u, dr as the warp scans stored them (bf16, as fla's states) and the
+// C x C terms M, N rounded to bf16. The L2 norm's 1/|x| multiply the rows
+// or columns of results and of the M, N tiles.
+// A block per (chunk, q/k head) takes the value heads sharing it in turn,
+// sums their dq^, dk^ (in the workspace between heads) and writes dq, dk
+// with the L2 norm's backward (no finish kernel). Per
+// value head, each V step's bf16 rows arrive by cp.async straight into one
+// of two sets of operand tiles while the other set's products run; each
+// warp owns one unit of each product for all V steps, so the sums over V
+// stay in its accumulators.
 // Included by backward_chunked.cuh (its Ws, Tile, Bg, units, each, locate).
 #ifndef DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
 #define DELTAC_CUDA_BACKWARD_GRAD_BF16_CUH
@@ -30,11 +31,10 @@ using b16 = __nv_bfloat16;
 // acc[NT][4] += op(A)[m0 + 16) op(B)[n0 + 8 NT)ᵀ over kd (multiple of 16),
 // operands in bf16 shared memory at byte addresses (row strides lda, ldb
 // elements, 16-byte aligned rows). TA: A stored [k][m] (else [m][k]); TB: B
-// stored [k][n] (else [n][k]). AL / BL: the operand has a lo tile at Alo /
-// Blo (then hi·hi + lo·hi + hi·lo). NT even.
-template <bool TA, bool TB, int NT, bool AL, bool BL>
-__device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, uint32_t Alo, int lda, uint32_t B,
-                                    uint32_t Blo, int ldb, int m0, int n0, int kd) {
+// stored [k][n] (else [n][k]). NT even.
+template <bool TA, bool TB, int NT>
+__device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, int lda, uint32_t B, int ldb,
+                                    int m0, int n0, int kd) {
   using namespace deltac::cuda::detail;
   static_assert(NT % 2 == 0, "n-tiles in pairs");
   const int lane = threadIdx.x & 31;
@@ -47,11 +47,8 @@ __device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, uint32_t Alo, i
 #pragma unroll 2
   for (int k0 = 0; k0 < kd; k0 += 16) {
     const uint32_t ka = aoff + uint32_t(TA ? k0 * lda * 2 : k0 * 2);
-    uint32_t ah[4], al[4];
+    uint32_t ah[4];
     if constexpr (TA) ldsm4t(ah, A + ka); else ldsm4(ah, A + ka);
-    if constexpr (AL) {
-      if constexpr (TA) ldsm4t(al, Alo + ka); else ldsm4(al, Alo + ka);
-    }
 #pragma unroll
     for (int np = 0; np < NT / 2; ++np) {
       const uint32_t kb =
@@ -60,16 +57,6 @@ __device__ __forceinline__ void mmb(float (*acc)[4], uint32_t A, uint32_t Alo, i
       if constexpr (TB) ldsm4t(bh, B + kb); else ldsm4(bh, B + kb);
       wmma16<b16>(acc[2 * np], ah, bh[0], bh[1]);
       wmma16<b16>(acc[2 * np + 1], ah, bh[2], bh[3]);
-      if constexpr (AL) {
-        wmma16<b16>(acc[2 * np], al, bh[0], bh[1]);
-        wmma16<b16>(acc[2 * np + 1], al, bh[2], bh[3]);
-      }
-      if constexpr (BL) {
-        uint32_t bl[4];
-        if constexpr (TB) ldsm4t(bl, Blo + kb); else ldsm4(bl, Blo + kb);
-        wmma16<b16>(acc[2 * np], ah, bl[0], bl[1]);
-        wmma16<b16>(acc[2 * np + 1], ah, bl[2], bl[3]);
-      }
     }
   }
 }
@@ -88,9 +75,10 @@ __device__ __forceinline__ void spread(F&& f) {
 __device__ __forceinline__ uint32_t saddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void split_b16(float x, b16& hi, b16& lo) {
-  hi = __float2bfloat16_rn(x);
-  lo = __float2bfloat16_rn(x - __bfloat162float(hi));
+// The products of the bf16 pairs in x, y, summed (f32).
+__device__ __forceinline__ float dot2(uint32_t x, uint32_t y) {
+  return __uint_as_float(x << 16) * __uint_as_float(y << 16) +
+         __uint_as_float(x & 0xffff0000u) * __uint_as_float(y & 0xffff0000u);
 }
 
 // A chunk's raw bf16 k, q rows of q/k head hk into shared rows kb, qb
@@ -126,21 +114,17 @@ __device__ __forceinline__ void stage_qk(const Ws& w, int64_t ts, int len, int h
 // Shared memory (bf16 tiles with rows padded by 8 elements, f32 with 4).
 template <int K>
 struct Grad16Smem {
-  static constexpr int BV = 32, LB = BV + 8, LK = K + 8, LF = K + 4, LC8 = C + 8, LS = BV + 4;
+  static constexpr int BV = 32, LB = BV + 8, LK = K + 8, LF = K + 4, LC8 = C + 8;
   // bytes: raw K, Q [C][LK]; f32 dQ, dK [C][LF], dAq, dA [C][LC] (after the
-  // V steps; during them the staging of a V step's fetch: f32 h, dh [K][LS],
-  // u, dr [C][LS], bf16 dO, v [C][LB]); then the union of the V step's
-  // tiles (H hi, lo, DH hi, lo [K][LB]; U hi, lo, DR hi, lo, DO [C][LB]) and
-  // the M1, M2, P hi / lo tiles [C][LC8]; then the f32 vectors.
+  // V steps; during them two sets of a V step's bf16 tiles, each H, DH
+  // [BV][LK] and U, DR [BV][LC8] as the warp scans store them (transposed),
+  // DO, V [C][LB]); then the M1, M2, P tiles [C][LC8]; then the f32 vectors.
   static constexpr size_t kb = 0, qb = kb + C * LK * 2, dQ = qb + C * LK * 2;
   static constexpr size_t dK = dQ + C * LF * 4, dAq = dK + C * LF * 4, dA = dAq + C * LC * 4;
   static constexpr size_t uni = dA + C * LC * 4;
-  static constexpr size_t sh = dQ, sdh = sh + size_t(K) * LS * 4, su = sdh + size_t(K) * LS * 4;
-  static constexpr size_t sdr = su + C * LS * 4, sdo = sdr + C * LS * 4, sv = sdo + C * LB * 2;
-  static_assert(sv + C * LB * 2 <= uni, "the staging fits in dQ .. dA");
-  static constexpr size_t step = (4 * size_t(K) * LB + 5 * size_t(C) * LB) * 2;
-  static constexpr size_t mtiles = 6 * size_t(C) * LC8 * 2;
-  static constexpr size_t vec = uni + (step > mtiles ? step : mtiles);
+  static constexpr size_t set = (2 * size_t(BV) * LK + 2 * BV * LC8 + 2 * C * LB) * 2;
+  static_assert(dQ + 2 * set <= uni && set % 16 == 0, "two V-step sets fit in dQ .. dA");
+  static constexpr size_t vec = uni + 3 * size_t(C) * LC8 * 2;
   // vectors (floats): b, G (double), Gx, Ex, db, dGd, dG, tt, rk, rq, kc2,
   // rdv, clamped, misc
   static constexpr size_t bytes = vec + (14 * C + 4) * 4;
@@ -192,8 +176,8 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
     float ak[4][4], aq[4][4];
     zero<4>(ak);
     zero<4>(aq);
-    mmb<false, false, 4, false, false>(ak, skb, 0, L::LK, skb, 0, L::LK, m0, n0, K);
-    mmb<false, false, 4, false, false>(aq, sqb, 0, L::LK, skb, 0, L::LK, m0, n0, K);
+    mmb<false, false, 4>(ak, skb, L::LK, skb, L::LK, m0, n0, K);
+    mmb<false, false, 4>(aq, sqb, L::LK, skb, L::LK, m0, n0, K);
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
       const float d = decay(G, i, jj) * rk[jj];
       A[i * LC + jj] = jj < i ? b[i] * d * rk[i] * ak[x][e] : 0.f;
@@ -207,10 +191,7 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   store_w(w, slot, ts, len, hk, b, G, Gx, Ex, Tf);
 }
 
-// Lo: the f32 operands (h, dh, u, dr and the M, N tiles) as bf16 hi + lo
-// (~f32 products, three mma each), else rounded to bf16 (one mma; ~2^-9
-// relative per operand, as fla's bf16 states).
-template <deltac_variant Var, int K, bool Lo>
+template <deltac_variant Var, int K>
 __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __grid_constant__ Ws w) {
   constexpr int GT = bwd_threads<true, K>(), GW = GT / 32;
   constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
@@ -227,13 +208,8 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   b16 *kb = reinterpret_cast<b16*>(sg + L::kb), *qb = reinterpret_cast<b16*>(sg + L::qb);
   float *dQ = reinterpret_cast<float*>(sg + L::dQ), *dK = reinterpret_cast<float*>(sg + L::dK);
   float *dAq = reinterpret_cast<float*>(sg + L::dAq), *dA = reinterpret_cast<float*>(sg + L::dA);
-  b16* Hh = reinterpret_cast<b16*>(sg + L::uni);
-  b16 *Hl = Hh + K * LB, *DHh = Hl + K * LB, *DHl = DHh + K * LB;
-  b16 *Uh = DHl + K * LB, *Ul = Uh + C * LB, *DRh = Ul + C * LB, *DRl = DRh + C * LB;
-  b16* DO = DRl + C * LB;
-  b16* M1h = reinterpret_cast<b16*>(sg + L::uni);  // after the V steps
-  b16 *M1l = M1h + C * LC8, *M2h = M1l + C * LC8, *M2l = M2h + C * LC8;
-  b16 *Ph = M2l + C * LC8, *Pl = Ph + C * LC8;
+  b16* M1 = reinterpret_cast<b16*>(sg + L::uni);
+  b16 *M2 = M1 + C * LC8, *P = M2 + C * LC8;
   float* vf = reinterpret_cast<float*>(sg + L::vec);
   float* b = vf;
   double* G = reinterpret_cast<double*>(vf + C);
@@ -242,8 +218,8 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   float *kc2 = vf + 11 * C, *rdv = vf + 12 * C, *clamped = vf + 13 * C;
   float* misc = vf + 14 * C;  // [0]: Σ h ∘ dh
   stage_qk<K, GT>(w, ts, len, hk, kb, qb, LK, rk, rq);  // once for its value heads
-  // The value heads sharing q/k head hk, in turn: the first stores dq^, dk^,
-  // the others add to them (each element by the same thread: no race).
+  // The value heads sharing q/k head hk, in turn (the sums of dq^, dk^: each
+  // element by the same thread, no race).
   for (int jr = 0; jr < R; ++jr) {
     const int j = hk * R + jr;
     const int64_t slot = s * p.HV + j;
@@ -262,53 +238,42 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       bg.put<Var>(b, G, Gx, Ex);  // (barriers)
     }
     const uint32_t skb = saddr(kb), sqb = saddr(qb);
-    const uint32_t sHh = saddr(Hh), sHl = saddr(Hl), sDHh = saddr(DHh), sDHl = saddr(DHl);
-    const uint32_t sUh = saddr(Uh), sUl = saddr(Ul), sDRh = saddr(DRh), sDRl = saddr(DRl);
-    const uint32_t sDO = saddr(DO);
-    const float* hg = w.hs + slot * K * p.V;
-    const float* dhg = w.dhs + slot * K * p.V;
-    const float* ug = w.us + slot * C * p.V;
-    const float* drg = w.drs + slot * C * p.V;
-    float *hS = reinterpret_cast<float*>(sg + L::sh), *dhS = reinterpret_cast<float*>(sg + L::sdh);
-    float *uS = reinterpret_cast<float*>(sg + L::su), *drS = reinterpret_cast<float*>(sg + L::sdr);
-    b16 *doS = reinterpret_cast<b16*>(sg + L::sdo), *vS = reinterpret_cast<b16*>(sg + L::sv);
-    // A V step's rows into the staging by cp.async (rows of dO, v past the
-    // sequence zero-filled), 16 bytes a copy.
-    auto issue = [&](int v0) {
+    const b16* hg = static_cast<const b16*>(w.hs) + slot * K * p.V;
+    const b16* dhg = static_cast<const b16*>(w.dhs) + slot * K * p.V;
+    const b16* ug = static_cast<const b16*>(w.us) + slot * C * p.V;
+    const b16* drg = static_cast<const b16*>(w.drs) + slot * C * p.V;
+    // Set i of a V step's tiles: H, DH, U, DR, DO, V (element offsets below).
+    constexpr int oDH = BV * LK, oU = 2 * BV * LK, oDR = oU + BV * LC8, oDO = oDR + BV * LC8;
+    constexpr int oV = oDO + C * LB;
+    auto set = [&](int i) { return reinterpret_cast<b16*>(sg + L::dQ + i * L::set); };
+    // A V step's rows into set i by cp.async, 16 bytes a copy (rows of dO, v
+    // past the sequence zero-filled).
+    auto issue = [&](int v0, int i) {
       using namespace deltac::cuda::detail;
-      spread<K * (BV / 4), GT>([&](int e) {
-        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
-        cp_async16(hS + r * LS + c, hg + int64_t(r) * p.V + v0 + c);
-        cp_async16(dhS + r * LS + c, dhg + int64_t(r) * p.V + v0 + c);
+      b16* d = set(i);
+      spread<BV * (K / 8), GT>([&](int e) {  // h, dh: [V][K] rows v0 ..
+        const int r = e / (K / 8), c = (e % (K / 8)) * 8;
+        cp_async16(d + r * LK + c, hg + int64_t(v0 + r) * K + c);
+        cp_async16(d + oDH + r * LK + c, dhg + int64_t(v0 + r) * K + c);
       });
-      spread<C * (BV / 4), GT>([&](int e) {
-        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
-        cp_async16(uS + r * LS + c, ug + int64_t(r) * p.V + v0 + c);
-        cp_async16(drS + r * LS + c, drg + int64_t(r) * p.V + v0 + c);
+      spread<BV * (C / 8), GT>([&](int e) {  // u, dr: [V][C]
+        const int r = e / (C / 8), c = (e % (C / 8)) * 8;
+        cp_async16(d + oU + r * LC8 + c, ug + int64_t(v0 + r) * C + c);
+        cp_async16(d + oDR + r * LC8 + c, drg + int64_t(v0 + r) * C + c);
       });
       spread<C * (BV / 8), GT>([&](int e) {
         const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
         const int64_t o = ((ts + r) * p.HV + j) * p.V + v0 + c;
         const bool in = r < len;
-        cp_async16_zfill(doS + r * LB + c, static_cast<const b16*>(p.dout) + (in ? o : 0), in);
-        cp_async16_zfill(vS + r * LB + c, static_cast<const b16*>(p.v) + (in ? o : 0), in);
+        cp_async16_zfill(d + oDO + r * LB + c, static_cast<const b16*>(p.dout) + (in ? o : 0), in);
+        cp_async16_zfill(d + oV + r * LB + c, static_cast<const b16*>(p.v) + (in ? o : 0), in);
       });
       cp_async_commit();
-    };
-    // f32 staged rows as bf16 hi + lo (4 elements)
-    auto split4 = [](const float4 x, b16* hi, b16* lo) {
-      const float v[4] = {x.x, x.y, x.z, x.w};
-      b16 h[4], l[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) split_b16(v[i], h[i], l[i]);
-      *reinterpret_cast<uint2*>(hi) = *reinterpret_cast<const uint2*>(h);
-      if constexpr (Lo)
-        *reinterpret_cast<uint2*>(lo) = *reinterpret_cast<const uint2*>(l);
     };
     // Each warp's unit of the C x C and C x K products is the same in every
     // V step, so the sums over V stay in its accumulators: aq = dO uᵀ, ad =
     // dr uᵀ, a = dO hᵀ, c2 = dr hᵀ, c3 = u dhᵀ. Σ h ∘ dh and the rows of
-    // Σ dr ∘ v are summed from the staged f32 rows.
+    // Σ dr ∘ v are summed from the bf16 tiles.
     static_assert((C / 16) * (C / (8 * NC)) == GW && (C / 16) * (K / (8 * NK)) == GW,
                   "one unit per warp");
     constexpr int NR = C * (BV / 4) / GT;  // dr, v quads of a thread
@@ -323,42 +288,39 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
     zero<NK>(c2);
     zero<NK>(c3);
     float hdh = 0.f, drv[NR] = {};
-    issue(0);
+    issue(0, 0);
 #pragma unroll 1
-    for (int v0 = 0; v0 < p.V; v0 += BV) {
+    for (int v0 = 0, i = 0; v0 < p.V; v0 += BV, i ^= 1) {
       deltac::cuda::detail::cp_async_wait_all();
-      __syncthreads();  // the staging landed; the last step's products are done
-      spread<K * (BV / 4), GT>([&](int e) {
-        const int r = e / (BV / 4), c = (e % (BV / 4)) * 4;
-        const float4 x = *reinterpret_cast<const float4*>(hS + r * LS + c);
-        const float4 y = *reinterpret_cast<const float4*>(dhS + r * LS + c);
-        hdh += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
-        split4(x, Hh + r * LB + c, Hl + r * LB + c);
-        split4(y, DHh + r * LB + c, DHl + r * LB + c);
+      __syncthreads();  // set i landed; the last step's reads of set i ^ 1 are done
+      if (v0 + BV < p.V)
+        issue(v0 + BV, i ^ 1);
+      const b16* d = set(i);
+      spread<BV * (K / 8), GT>([&](int e) {
+        const int r = e / (K / 8), c = (e % (K / 8)) * 8;
+        const uint4 x = *reinterpret_cast<const uint4*>(d + r * LK + c);
+        const uint4 y = *reinterpret_cast<const uint4*>(d + oDH + r * LK + c);
+        hdh += dot2(x.x, y.x) + dot2(x.y, y.y) + dot2(x.z, y.z) + dot2(x.w, y.w);
       });
 #pragma unroll
-      for (int m = 0; m < NR; ++m) {
+      for (int m = 0; m < NR; ++m) {  // token r, columns c .. c + 3 (DR transposed)
         const int e = tid + m * GT, r = e / (BV / 4), c = (e % (BV / 4)) * 4;
-        const float4 x = *reinterpret_cast<const float4*>(drS + r * LS + c);
-        const uint2 vv = *reinterpret_cast<const uint2*>(vS + r * LB + c);
-        drv[m] += x.x * __uint_as_float(vv.x << 16) + x.y * __uint_as_float(vv.x & 0xffff0000u) +
-                  x.z * __uint_as_float(vv.y << 16) + x.w * __uint_as_float(vv.y & 0xffff0000u);
-        split4(x, DRh + r * LB + c, DRl + r * LB + c);
-        split4(*reinterpret_cast<const float4*>(uS + r * LS + c), Uh + r * LB + c, Ul + r * LB + c);
+        const uint2 y = *reinterpret_cast<const uint2*>(d + oV + r * LB + c);
+        const b16* x = d + oDR + c * LC8 + r;
+        drv[m] += __bfloat162float(x[0]) * __uint_as_float(y.x << 16) +
+                  __bfloat162float(x[LC8]) * __uint_as_float(y.x & 0xffff0000u) +
+                  __bfloat162float(x[2 * LC8]) * __uint_as_float(y.y << 16) +
+                  __bfloat162float(x[3 * LC8]) * __uint_as_float(y.y & 0xffff0000u);
       }
-      spread<C * (BV / 8), GT>([&](int e) {
-        const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
-        *reinterpret_cast<uint4*>(DO + r * LB + c) = *reinterpret_cast<const uint4*>(doS + r * LB + c);
-      });
-      __syncthreads();  // the tiles are ready, the staging is free
-      if (v0 + BV < p.V)
-        issue(v0 + BV);
-      mmb<false, false, NC, false, Lo>(aq, sDO, 0, LB, sUh, sUl, LB, cm0, cn0, BV);
-      mmb<false, false, NC, Lo, Lo>(ad, sDRh, sDRl, LB, sUh, sUl, LB, cm0, cn0, BV);
-      mmb<false, false, NK, false, Lo>(a, sDO, 0, LB, sHh, sHl, LB, km0, kn0, BV);
-      mmb<false, false, NK, Lo, Lo>(c2, sDRh, sDRl, LB, sHh, sHl, LB, km0, kn0, BV);
-      mmb<false, false, NK, Lo, Lo>(c3, sUh, sUl, LB, sDHh, sDHl, LB, km0, kn0, BV);
+      const uint32_t sH = saddr(d), sDH = sH + oDH * 2, sU = sH + oU * 2, sDR = sH + oDR * 2;
+      const uint32_t sDO = sH + oDO * 2;
+      mmb<false, true, NC>(aq, sDO, LB, sU, LC8, cm0, cn0, BV);
+      mmb<true, true, NC>(ad, sDR, LC8, sU, LC8, cm0, cn0, BV);
+      mmb<false, true, NK>(a, sDO, LB, sH, LK, km0, kn0, BV);
+      mmb<true, true, NK>(c2, sDR, LC8, sH, LK, km0, kn0, BV);
+      mmb<true, true, NK>(c3, sU, LC8, sDH, LK, km0, kn0, BV);
     }
+    __syncthreads();  // the last step's tiles (in dQ .. dA) are read
     // dAqk = dO uᵀ, dA = -dr uᵀ; dQ = dO hᵀ, dK = -βΓ dr hᵀ + e u dhᵀ; and
     // the rows' k·(dr hᵀ) (= Σ dr ∘ (K h) over V) for dβ, dGd, into kc2
     each<NC>(cm0, cn0, [&](int r, int c, int x, int e) {
@@ -425,59 +387,113 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       float aq[NC][4], ak[NC][4];
       zero<NC>(aq);
       zero<NC>(ak);
-      mmb<false, false, NC, false, false>(aq, sqb, 0, LK, skb, 0, LK, m0, n0, K);
-      mmb<false, false, NC, false, false>(ak, skb, 0, LK, skb, 0, LK, m0, n0, K);
+      mmb<false, false, NC>(aq, sqb, LK, skb, LK, m0, n0, K);
+      mmb<false, false, NC>(ak, skb, LK, skb, LK, m0, n0, K);
       mn_unit<NC>(
           m0, n0, aq, ak, dAq, dA, G, b, w.scale, dG, db,
           [&](float x, int i, int jj) { return x * rq[i] * rk[jj]; },
           [&](float x, int i, int jj) { return x * rk[i] * rk[jj]; });
     });
     __syncthreads();
-    // The operands of the last products (hi + lo): M1 = M diag(rk) ([i][j]),
+    // The operands of the last products (bf16): M1 = M diag(rk) ([i][j]),
     // M2 = diag(rq) M ([j][i], read transposed), P = (N + Nᵀ) diag(rk).
     for (int e = tid; e < C * C; e += GT) {
       const int r = e / C, c = e % C, o = r * LC8 + c;
       const float m = dAq[r * LC + c];
-      const float x1 = m * rk[c], x2 = m * rq[r], x3 = (dA[r * LC + c] + dA[c * LC + r]) * rk[c];
-      if constexpr (Lo) {
-        split_b16(x1, M1h[o], M1l[o]);
-        split_b16(x2, M2h[o], M2l[o]);
-        split_b16(x3, Ph[o], Pl[o]);
-      } else {
-        M1h[o] = __float2bfloat16_rn(x1);
-        M2h[o] = __float2bfloat16_rn(x2);
-        Ph[o] = __float2bfloat16_rn(x3);
-      }
+      M1[o] = __float2bfloat16_rn(m * rk[c]);
+      M2[o] = __float2bfloat16_rn(m * rq[r]);
+      P[o] = __float2bfloat16_rn((dA[r * LC + c] + dA[c * LC + r]) * rk[c]);
     }
     __syncthreads();
     // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
-    const uint32_t sM1h = saddr(M1h), sM1l = saddr(M1l), sM2h = saddr(M2h), sM2l = saddr(M2l);
-    const uint32_t sPh = saddr(Ph), sPl = saddr(Pl);
+    const uint32_t sM1 = saddr(M1), sM2 = saddr(M2), sP = saddr(P);
     units<C, K, NK, GW>([&](int m0, int n0) {
       float a[NK][4], c2[NK][4];
       zero<NK>(a);
       zero<NK>(c2);
-      mmb<false, true, NK, Lo, false>(a, sM1h, sM1l, LC8, skb, 0, LK, m0, n0, C);
-      mmb<true, true, NK, Lo, false>(c2, sM2h, sM2l, LC8, sqb, 0, LK, m0, n0, C);
-      mmb<false, true, NK, Lo, false>(c2, sPh, sPl, LC8, skb, 0, LK, m0, n0, C);
+      mmb<false, true, NK>(a, sM1, LC8, skb, LK, m0, n0, C);
+      mmb<true, true, NK>(c2, sM2, LC8, sqb, LK, m0, n0, C);
+      mmb<false, true, NK>(c2, sP, LC8, skb, LK, m0, n0, C);
+      // the sums over value heads: in dQ, dK in place for one head, else in
+      // dqa, dka (the first head stores, the others add; each element by the
+      // same thread)
       each<NK>(m0, n0, [&](int r, int c, int x, int e) {
         if (r >= len)
           return;
         const int64_t o = ((ts + r) * p.H + hk) * K + c;
         const float dq = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
         const float dk = dK[r * LF + c] + c2[x][e];
-        if (jr) {  // after this thread's own store of the first head
-          atomicAdd(w.dqa + o, dq);
-          atomicAdd(w.dka + o, dk);
-        } else {
+        if (R == 1) {
+          dQ[r * LF + c] = dq;
+          dK[r * LF + c] = dk;
+        } else if (jr == 0) {
           w.dqa[o] = dq;
           w.dka[o] = dk;
+        } else {
+          atomicAdd(w.dqa + o, dq);
+          atomicAdd(w.dka + o, dk);
         }
       });
     });
     dg_dbeta<Var>(p, j, ts, len, G, misc, dG, tt, db,
                   [&](int r, int64_t) { return clamped[r] != 0.f; });
   }  // value heads
+  // dq, dk (bf16) from the sums dq^, dk^, a warp per row (q rows, then k
+  // rows; a warp's rows loaded first): with the L2 norm its backward,
+  // dx = (dx^ - x^ (x^ · dx^)) / |x|, x^ = x / |x|
+  __syncthreads();  // the sums are complete (shared memory, or global: __ldcg)
+  constexpr int E = K / 32, NW = 2 * C / GW;  // elements of a lane, rows of a warp
+  const int lane = tid & 31, wid = tid / 32;
+  float g[NW][E];
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    const int r = wid + i * GW, rr = r % C;
+    if (rr >= len)
+      continue;
+    if (R == 1) {
+      const float* d = (r >= C ? dK : dQ) + rr * LF + lane * E;
+#pragma unroll
+      for (int e = 0; e < E; ++e) g[i][e] = d[e];
+    } else {
+      const float* d = (r >= C ? w.dka : w.dqa) + ((ts + rr) * p.H + hk) * K + lane * E;
+      if constexpr (E == 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(d));
+        g[i][0] = v.x, g[i][1] = v.y, g[i][2] = v.z, g[i][3] = v.w;
+      } else {
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(d));
+        g[i][0] = v.x, g[i][1] = v.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    const int r = wid + i * GW, rr = r % C;
+    if (rr >= len)
+      continue;
+    const bool isk = r >= C;
+    const b16* x = (isk ? kb : qb) + rr * LK + lane * E;
+    const float rn = (isk ? rk : rq)[rr];
+    float xh[E], dot = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      xh[e] = __bfloat162float(x[e]) * rn;
+      dot += xh[e] * g[i][e];
+    }
+    if (w.rq) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+#pragma unroll
+      for (int e = 0; e < E; ++e) g[i][e] = rn * (g[i][e] - xh[e] * dot);
+    }
+    b16 y[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) y[e] = __float2bfloat16_rn(g[i][e]);
+    b16* out = static_cast<b16*>(isk ? p.dk : p.dq) + ((ts + rr) * p.H + hk) * K + lane * E;
+    if constexpr (E == 4)
+      *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(y);
+    else
+      *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(y);
+  }
 }
 
 }  // namespace deltac::cuda::bwdc

@@ -11,10 +11,10 @@
 // beyond bf16; q, k, v, dO are exact in bf16.
 //
 // Forward scan, per chunk (S = the chunk-start state; r, u per token i):
-//   hs <- S;  rᵀ = fb ∘ Vᵀ - fa ∘ (Sᵀ Kᵀ);  uᵀ = rᵀ Tᵀ (us <- u);
+//   hs <- Sᵀ (bf16);  rᵀ = fb ∘ Vᵀ - fa ∘ (Sᵀ Kᵀ);  uᵀ = rᵀ Tᵀ (us <- uᵀ, bf16);
 //   Sᵀ = γ Sᵀ + (fk ∘ u)ᵀ K
 // Reverse scan, chunks in reverse (D = dL/d(the chunk-end state)):
-//   dhs <- D;  duᵀ = dOᵀ Aqk + fk ∘ (Dᵀ Kᵀ);  drᵀ = duᵀ T (drs <- dr,
+//   dhs <- Dᵀ (bf16);  duᵀ = dOᵀ Aqk + fk ∘ (Dᵀ Kᵀ);  drᵀ = duᵀ T (drs <- drᵀ (bf16),
 //   dv = β dr);  Dᵀ = γ Dᵀ + (fq ∘ dO)ᵀ Q - (fa ∘ dr)ᵀ K
 // with the factors of token i: fa = β Γ rk, fb = β, fk = e rk, fq = scale
 // Γ rq (rk, rq: 1/|k|, 1/|q| with the L2 norm, else 1), γ = e^G_last
@@ -180,16 +180,17 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
   for (int64_t c = 0; c < nc; ++c) {
     const int64_t ci = chunk_of(c), ts = t0 + ci * C, slot = (sl0 + ci) * p.HV + j;
     const int len = int(t1 - ts < C ? t1 - ts : C);
-    // X (the chunk-start state, or the chunk-end state gradient) out
+    // X (the chunk-start state, or the chunk-end state gradient) out: bf16,
+    // transposed ([V][K]: a lane's two keys of a column are one word)
     {
-      float* xo = (Rev ? w.dhs : w.hs) + slot * K * V + vw;
+      __nv_bfloat16* xo = static_cast<__nv_bfloat16*>(Rev ? w.dhs : w.hs) + slot * K * V;
 #pragma unroll
       for (int nt = 0; nt < NK; ++nt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int key = nt * 8 + 2 * t, col = g + 8 * h;
-          xo[key * V + col] = X[nt][2 * h];
-          xo[(key + 1) * V + col] = X[nt][2 * h + 1];
+          const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
+          *reinterpret_cast<uint32_t*>(xo + col * K + key) =
+              pack2<__nv_bfloat16>(X[nt][2 * h], X[nt][2 * h + 1]);
         }
     }
     mbar_wait(full(s), ph);
@@ -311,14 +312,15 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
           wmma16<Ts>(out[2 * jb + 1], zh[ib], bl[2], bl[3]);
         }
     }
-    // out (u or dr, f32) to the workspace: [slot][C][V]
+    // out (u or dr) to the workspace: bf16, transposed ([V][C])
     {
-      float* og = (Rev ? w.drs : w.us) + slot * C * V + vw;
+      __nv_bfloat16* og = static_cast<__nv_bfloat16*>(Rev ? w.drs : w.us) + slot * C * V;
 #pragma unroll
       for (int nt = 0; nt < NC; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          og[(nt * 8 + 2 * t + (e & 1)) * V + g + 8 * (e >> 1)] = out[nt][e];
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<uint32_t*>(og + (vw + g + 8 * h) * C + nt * 8 + 2 * t) =
+              pack2<__nv_bfloat16>(out[nt][2 * h], out[nt][2 * h + 1]);
     }
     if constexpr (Rev) {  // dv = β dr -> the per-warp [C][16] tile -> rows
       __syncwarp();  // the previous chunk's reads of the tile are done
