@@ -46,6 +46,8 @@ struct Case {
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
   bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the bf16 path's guard,
                               // bwdc::aligned: the sweep runs)
+  bool dq_unaligned = false;  // dq, dk one element past a 16-byte boundary (grad16 writes them
+                              // 4-8 bytes at a time; bwdc::aligned: the sweep runs)
   bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the runtime's guard:
                               // the chunked kernels copy 16-byte rows; the sweep runs)
 };
@@ -220,8 +222,12 @@ Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
   p.h0 = dev(d.h032.data(), ns * 4);
   p.dht = dev(d.dht32.data(), d.dht32.size() * 4);
   p.cu_seqlens = static_cast<const int64_t*>(dev(c.cu.data(), c.cu.size() * 8));
-  p.dq = out_buf(dq.data(), dq.size());
-  p.dk = out_buf(dk.data(), dk.size());
+  p.dq = out_buf(dq.data(), dq.size() + (c.dq_unaligned ? 16 : 0));
+  p.dk = out_buf(dk.data(), dk.size() + (c.dq_unaligned ? 16 : 0));
+  if (c.dq_unaligned && !cpu) {
+    p.dq = static_cast<char*>(p.dq) + in;
+    p.dk = static_cast<char*>(p.dk) + in;
+  }
   p.dv = out_buf(dv.data(), dv.size() + (c.dv_unaligned ? 16 : 0));
   if (c.dv_unaligned && !cpu) p.dv = static_cast<char*>(p.dv) + in;
   p.dg = out_buf(dg.data(), ng * 4);
@@ -309,7 +315,8 @@ double tol_of(const Case& c) {
 // states, u, dr, the C x C terms) are rounded to bf16, as fla's states:
 // issue 11's bound for bf16 gradients, 1e-2 (measured worst 4.4e-3).
 double chunked_tol(const Case& c) {
-  const bool grad16 = c.dtype == DELTAC_BF16 && !c.dv_unaligned && !c.v_unaligned;
+  const bool grad16 =
+      c.dtype == DELTAC_BF16 && !c.dv_unaligned && !c.v_unaligned && !c.dq_unaligned;
   return c.tol > 0 || !grad16 ? tol_of(c) : 1e-2;
 }
 
@@ -498,13 +505,16 @@ std::vector<Case> chunked_cases() {
     push_edge_cases(cs, mk, gated, gated, 300);
   }
   for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
-    Case c;  // the sweep runs where dv or v, dO are not 16-byte aligned
+    Case c;  // the sweep runs where dv, v, dO (16 bytes) or dq, dk are not aligned
     c.var = var;
     c.name = std::string(vname(var)) + "_bf16_T130_dv_unaligned";
     c.dtype = DELTAC_BF16, c.T = 130, c.dv_unaligned = true;
     cs.push_back(c);
     c.name = std::string(vname(var)) + "_bf16_T130_v_unaligned";
     c.dv_unaligned = false, c.v_unaligned = true;
+    cs.push_back(c);
+    c.name = std::string(vname(var)) + "_bf16_T130_dq_unaligned";
+    c.v_unaligned = false, c.dq_unaligned = true;
     cs.push_back(c);
   }
   // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)

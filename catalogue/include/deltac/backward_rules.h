@@ -36,12 +36,12 @@ constexpr bool bwd_use_chunked(int32_t variant, int32_t K, int32_t V, int64_t to
 
 // The chunked path's workspace holds chunk-start states, state gradients,
 // u and dr per chunk and value head (f32: ~224 KB per 64 tokens and value
-// head at K = V = 128, 2-3.5x the recurrent sweep's; bf16 for bf16 inputs,
-// about half). Where it would
+// head at K = V = 128, 2-3.5x the recurrent sweep's; bf16 where the inputs
+// and dO are bf16, about half). Where it would
 // pass the cap and also kBwdChunkedWorkspaceRatio times the sweep's, the
 // sweep runs instead (~4x slower on long sequences; e.g. 2^20 tokens x 16 /
 // 32 heads at K = V = 128, f32 states: ~138 GB chunked against ~52 GB; bf16
-// inputs keep bf16 states, ~87 GB, and run chunked), and
+// inputs and dO keep bf16 states, ~87 GB, and run chunked), and
 // deltac_backward_workspace_size asks only for the sweep's. The cap: a
 // quarter of the device's memory (bwd_chunked_cap), at least
 // kBwdChunkedWorkspaceCap (H200: ~35 GB, so a 4 x 32768-token GDN step,

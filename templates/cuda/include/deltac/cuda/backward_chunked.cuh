@@ -3,6 +3,8 @@
 //
 //   deltac::cuda::bwdc::workspace<Var, K>(p, &bytes)
 //   deltac::cuda::bwdc::backward<Var, K>(p, stream, workspace, workspace_bytes)
+// (bf16 calls whose pointers fail bwdc::aligned get cudaErrorMisalignedAddress;
+// the runtime runs those on the sweep.)
 //
 // Per chunk of C tokens (rows i, j), h the state at the chunk start [K x V],
 // k^, q^ the (L2-normalised) rows, G the in-chunk cumsum of the gate
@@ -1062,11 +1064,13 @@ inline bool states16(const deltac_bwd_params& p) {
 
 // Whether p's pointers suit its path: the warp scans write dv as 16-byte rows
 // and read / write h0, dht, dh0 (VK layout) as float pairs; grad16 copies v,
-// dO rows 16 bytes at a time. (The runtime sends other calls to the sweep.)
+// dO rows 16 bytes at a time and writes dq, dk K / 32 elements at a time.
+// (The runtime sends other calls to the sweep.)
 inline bool aligned(const deltac_bwd_params& p) {
   auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
+  const uintptr_t qk = uintptr_t(p.K / 32) * 2;
   return !states16(p) || (al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
-                          al(p.v, 16) && al(p.dout, 16));
+                          al(p.v, 16) && al(p.dout, 16) && al(p.dq, qk) && al(p.dk, qk));
 }
 
 inline Layout layout(const deltac_bwd_params& p, int K) {

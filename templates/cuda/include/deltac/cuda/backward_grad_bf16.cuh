@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
 #pragma unroll
       for (int e = 0; e < E; ++e) g[i][e] = rn * (g[i][e] - xh[e] * dot);
     }
-    b16 y[E];
+    alignas(8) b16 y[E];  // stored as one word
 #pragma unroll
     for (int e = 0; e < E; ++e) y[e] = __float2bfloat16_rn(g[i][e]);
     b16* out = static_cast<b16*>(isk ? p.dk : p.dq) + ((ts + rr) * p.H + hk) * K + lane * E;
