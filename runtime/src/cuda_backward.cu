@@ -111,14 +111,11 @@ bool chunked_by_rule(const deltac_bwd_params &p) {
   return bwd_use_chunked(p.variant, p.K, p.V, int64_t(p.B) * p.T, sequences(p));
 }
 
-// Whether the chunked backward runs p: the rule, and rows aligned for its
-// 16-byte tile loads and its bf16 path (bwdc::aligned); else the sweep,
-// whose workspace the query covers.
+// Whether the chunked backward runs p: the rule, and pointers aligned as its
+// kernels need (bwdc::aligned); else the sweep, whose workspace the query
+// covers.
 bool chunked(const deltac_bwd_params &p) {
-  if (!chunked_by_rule(p)) return false;
-  for (const void *x : {p.q, p.k, p.v, p.dout})
-    if (reinterpret_cast<uintptr_t>(x) % 16) return false;
-  return cuda::bwdc::aligned(p);
+  return chunked_by_rule(p) && cuda::bwdc::aligned(p);
 }
 
 // Enough for either path where the rule picks the chunked one (the pointers'

@@ -48,8 +48,8 @@ struct Case {
                               // bwdc::aligned: the sweep runs)
   bool dq_unaligned = false;  // dq, dk one element past a 16-byte boundary (grad16 writes them
                               // 4-8 bytes at a time; bwdc::aligned: the sweep runs)
-  bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the runtime's guard:
-                              // the chunked kernels copy 16-byte rows; the sweep runs)
+  bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the chunked kernels
+                              // copy 16-byte rows; bwdc::aligned: the sweep runs)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }

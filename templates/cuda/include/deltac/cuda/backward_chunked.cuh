@@ -1062,15 +1062,18 @@ inline bool states16(const deltac_bwd_params& p) {
          !(sc && std::strcmp(sc, "block") == 0);
 }
 
-// Whether p's pointers suit its path: the warp scans write dv as 16-byte rows
-// and read / write h0, dht, dh0 (VK layout) as float pairs; grad16 copies v,
-// dO rows 16 bytes at a time and writes dq, dk K / 32 elements at a time.
-// (The runtime sends other calls to the sweep.)
+// Whether p's pointers suit the chunked backward (the runtime sends other
+// calls to the sweep): every path loads q, k, v, dO rows in 16-byte tiles;
+// the bf16 path's warp scans write dv as 16-byte rows and read / write h0,
+// dht, dh0 (VK layout) as float pairs, and grad16 writes dq, dk K / 32
+// elements at a time.
 inline bool aligned(const deltac_bwd_params& p) {
   auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
+  if (!(al(p.q, 16) && al(p.k, 16) && al(p.v, 16) && al(p.dout, 16)))
+    return false;
   const uintptr_t qk = uintptr_t(p.K / 32) * 2;
   return !states16(p) || (al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
-                          al(p.v, 16) && al(p.dout, 16) && al(p.dq, qk) && al(p.dk, qk));
+                          al(p.dq, qk) && al(p.dk, qk));
 }
 
 inline Layout layout(const deltac_bwd_params& p, int K) {
