@@ -412,24 +412,29 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f) {
 bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   if (c.family != Family::CudaChunked || c.chunk <= 0 || c.tile_v <= 0)
     return true;
-  // Where the warp scan runs, scan 0 is it (split 0, fuse 0: one candidate;
-  // it reads no tile_v, warps or stages: the default config's) and scan 1 the
-  // block scan with its knobs; elsewhere scan 0 is the block scan (1 the
-  // same run).
+  // Where the warp scan runs, scan 0 is it (with its split values; it reads
+  // no tile_v, warps, stages or fuse: the default config's, fuse 0) and scan
+  // 1 the block scan with its knobs; elsewhere scan 0 is the block scan (1
+  // the same run).
   const bool warp = deltac::cuda::chunked_warp_runs(
       p.variant, p.K, p.V, deltac::detail::dtype_bytes(p.in_dtype), c.chunk);
   if (!warp && c.scan == 1)
     return false;
-  if (warp && c.scan == 0) {
+  const bool warpScan = warp && c.scan == 0;
+  if (warpScan) {
     const KernelConfig d = default_config(Family::CudaChunked, p);
-    return c.split == 0 && c.fuse == 0 && c.tile_v == d.tile_v &&
-           c.warps == d.warps && c.stages == d.stages;
+    if (c.fuse != 0 || c.tile_v != d.tile_v || c.warps != d.warps || c.stages != d.stages)
+      return false;
   }
+  // The V tile the scan runs unsplit (the warp scan's narrowest where the
+  // grid is short) and whether the rule (split 0) may split there.
+  const int32_t runTile = warpScan ? deltac::cuda::kChunkedWarpBVs[1] : c.tile_v;
   const int64_t chunks = (p.max_seqlen + c.chunk - 1) / c.chunk;
+  const int64_t minSplit = warpScan ? 2 : 4;  // chunked_default_split's min_split
   const bool ruleMaySplit =
-      (chunks + 3) / 4 >= deltac::cuda::kChunkedSplitMinChunks &&
+      (chunks + minSplit - 1) / minSplit >= deltac::cuda::kChunkedSplitMinChunks &&
       !(p.sm_count > 0 &&
-        !deltac::cuda::chunked_grid_short(p.seqs * p.HV * (p.V / c.tile_v), p.sm_count));
+        !deltac::cuda::chunked_grid_short(p.seqs * p.HV * (p.V / runTile), p.sm_count));
   const int32_t noSplit = ruleMaySplit ? 1 : 0;
   if (c.fuse == 1 && (c.split != noSplit || chunks < 1))
     return false;

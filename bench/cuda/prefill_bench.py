@@ -16,8 +16,9 @@ Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
 intra-chunk kernel and the scan apart and every config of the library's sweep
 (--sweep-all: on every GDN K=V=128 row).
 --split=S[:CFG],... also times deltac with the sequence split forced to S
-segments (1: none; CFG: a config of the sweep, default 0) on every row, and the intra-chunk kernel, the rest
-(scan, fold, fix-up) and the fold + fix-up alone apart.
+segments (1: none; CFG: a config of the sweep, default 0, with the scan's rule: the
+warp scan where it runs; 4000 + i: config i on the block scan) on every row, and the
+intra-chunk kernel, the rest (scan, fold, fix-up) and the fold + fix-up alone apart.
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
 deltac's row runs the default config as the runtime does (cuda_chunked's

@@ -147,7 +147,8 @@ void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfi
                           v + ", " + kv + ", " + in + ", " + std::to_string(C) + ", " +
                           std::to_string(bv) + ", false>>");
   }
-  add(&k.fold, "&" + ns + "chunked_fold_kernel<" + kv + ", " + std::to_string(C) + ">");
+  add(&k.fold, "&" + ns + "chunked_fold_kernel<" + in + ", " + kv + ", " + std::to_string(C) +
+                   ">");
   add(&k.fix, "&" + ns + "chunked_fix_kernel<" + tr + ", " +
                   std::to_string(cuda::detail::chunked_fix_cols(V)) + ">");
   prog.name = std::string("chunked_") + variant_name(var) + "_k" + std::to_string(K) + "_v" +

@@ -301,8 +301,9 @@ TEST(Tune, RefusesBadSpecs) {
 
 // cuda_chunked's split, fuse and scan: only values that change what runs
 // are candidates (run_time_knobs_matter). Where the warp scan runs (bf16,
-// K = 128), scan 0 is it (one candidate, "w"), scan 1 the block scan with
-// its split and fuse; elsewhere (f32) scan 0 is the block scan.
+// K = 128), scan 0 is it ("w", with its splits; fuse 0 only), scan 1 the
+// block scan with its split and fuse; elsewhere (f32) scan 0 is the block
+// scan.
 TEST(Enumerate, ChunkedSplitFuseAndScanValuesThatChangeWhatRuns) {
   Problem p;
   p.variant = DELTAC_VARIANT_GATED, p.K = p.V = 128, p.H = 16, p.HV = 32;
@@ -328,16 +329,23 @@ TEST(Enumerate, ChunkedSplitFuseAndScanValuesThatChangeWhatRuns) {
   // blocks are more than one wave: no fused launch.
   EXPECT_EQ(kept(64, 1), "w0 0 ");
   // 1 x 8192 tokens = 128 chunks, 32 heads x 2 V tiles < 7/8 of 132 SMs:
-  // the rule may split, so 1 differs from 0; every split has its own length.
-  EXPECT_EQ(kept(1, 8192), "w0 0 1 1f 2 4 8 16 ");
+  // the block scan's rule may split, so 1 differs from 0; every split has
+  // its own length. The warp scan's grid (32 heads x 4 V tiles of 32) is
+  // not short: its rule runs no split (1 = 0).
+  EXPECT_EQ(kept(1, 8192), "w0 w2 w4 w8 w16 0 1 1f 2 4 8 16 ");
   // 1 x 1024 tokens = 16 chunks: the rule cannot split (segments of 16).
-  EXPECT_EQ(kept(1, 1024), "w0 0 0f 2 4 8 16 ");
+  EXPECT_EQ(kept(1, 1024), "w0 w2 w4 w8 w16 0 0f 2 4 8 16 ");
   // 3 chunks: split 2 runs segments of 2 chunks, 4 of 1 (3 segments); 8
   // and 16 run those same 3 segments.
-  EXPECT_EQ(kept(1, 192), "w0 0 0f 2 4 ");
+  EXPECT_EQ(kept(1, 192), "w0 w2 w4 0 0f 2 4 ");
   // 8 x 8192: 32 x 8 x 2 blocks fill the GPU: the rule runs no split, and
   // the grid is more than one wave (no fused launch).
-  EXPECT_EQ(kept(8, 8192), "w0 0 2 4 8 16 ");
+  EXPECT_EQ(kept(8, 8192), "w0 w2 w4 w8 w16 0 2 4 8 16 ");
+  // 2 / 8 heads, 1 x 32768: 8 x 4 warp-scan blocks are short: its rule may
+  // split (1 differs from 0).
+  p.H = 2, p.HV = 8;
+  EXPECT_EQ(kept(1, 32768).substr(0, 21), "w0 w1 w2 w4 w8 w16 0 ");
+  p.H = 16, p.HV = 32;
   // The warp scan reads no tile_v: another one is not a candidate.
   KernelConfig n = c;
   n.tile_v = 32;

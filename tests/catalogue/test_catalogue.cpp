@@ -237,7 +237,7 @@ TEST(Catalogue, ChunkedScanRule) {
       EXPECT_EQ(d.scan, 0);
       const bool warp = dt != DELTAC_F32; // K = 64, 128, 256 (two chain warps per 16 columns)
       EXPECT_EQ(cuda::chunked_uses_warp_scan(p.variant, k, v, dt == DELTAC_F32 ? 4 : 2,
-                                             d.chunk, d.scan, d.split, d.fuse),
+                                             d.chunk, d.scan),
                 warp)
           << k << "x" << v << " dtype " << dt;
       for (int scan : {0, 1}) {
@@ -250,20 +250,17 @@ TEST(Catalogue, ChunkedScanRule) {
       c.scan = 2;
       EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1"), std::string::npos);
     }
-  // The rule leaves a config asking for the split or the fused launch, or
-  // chunk 16, to the block scan.
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 4, 0));
-  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 1, 0));
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 0, 0, 1));
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 16, 0, 0, 0));
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 1, 0, 0));
-  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 64, 64, 2, 32, 0, 0, 0));
+  // The rule leaves chunk 16 to the block scan (a split or fuse does not
+  // change it: the warp scan splits too, and runs unfused).
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 16, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 1));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 64, 64, 2, 32, 0));
   // K = 256: V tile 32 only; kda at chunk 64 does not fit two stages; no
   // other K in between; no output warps.
-  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 0, 0, 0));
-  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 32, 0, 0, 0));
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 64, 0, 0, 0));
-  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 192, 192, 2, 64, 0, 0, 0));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 0));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 32, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_KDA, 256, 256, 2, 64, 0));
+  EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 192, 192, 2, 64, 0));
   EXPECT_TRUE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 32));
   EXPECT_FALSE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 64));
   EXPECT_FALSE(cuda::chunked_warp_ok(DELTAC_VARIANT_GATED, 256, 256, 2, 64, 32,

@@ -386,7 +386,90 @@ TEST(ChunkedFused, FusedMatchesUnfused) {
   }
 }
 
-// A NaN in v never becomes finite output: every element the reference makes
+// The warp scan with the sequence split (segments in parallel, later ones
+// with the identity columns, then chunked_split.cuh's fold and fix-up):
+// within 5e-3 of float64 and within 1e-2 of the unsplit warp scan (each
+// rounds differently), on every variant, bf16 and f16, around the chunk
+// (T = 1, 65, 1000, 4097), varlen with a 1-token, an empty and a 3-token
+// sequence, in place, the VK state, no ht, GVA 4 at K = V = 64, K = V =
+// 256 and K = 128, V = 256; splits 2, 4, 8 (T = 1000), else 4. One case
+// per test.
+struct WarpSplitCase {
+  deltac_variant var;
+  Dt dt;
+  std::string shape;
+  int split;
+};
+class ChunkedWarpSplit : public ::testing::TestWithParam<WarpSplitCase> {};
+
+TEST_P(ChunkedWarpSplit, MatchesFloat64AndNoSplit) {
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const WarpSplitCase wc = GetParam();
+  const uint64_t seed = test_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Case c = make(wc.var, wc.dt, "warp_split");
+  c.T = 1000;
+  const std::string& s = wc.shape;
+  if (s == "T1")
+    c.T = 1;
+  else if (s == "T65")
+    c.T = 65;
+  else if (s == "T4097")
+    c.T = 4097;
+  else if (s == "varlen")
+    c.cu_seqlens = {0, 1, 65, 1065, 1065, 1068, 2100};
+  else if (s == "inplace")
+    c.inplace = true;
+  else if (s == "vk")
+    c.layout = DELTAC_STATE_VK;
+  else if (s == "no_ht")
+    c.ht = false;
+  else if (s == "gva4_K64")
+    c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 700;
+  else if (s == "K256")
+    c.K = c.V = 256, c.T = 700;
+  else if (s == "K128_V256")
+    c.V = 256, c.T = 700;
+  c.config = wc.split == 2 ? kChunkedWarpSplit2 : wc.split == 4 ? kChunkedWarpSplit4
+                                                                : kChunkedWarpSplit8;
+  Case rc = c;
+  rc.config = kChunkedWarp;
+  Result a = run_case(c, seed), b = run_case(rc, seed);
+  ASSERT_TRUE(a.error.empty()) << a.error;
+  ASSERT_TRUE(b.error.empty()) << b.error;
+  EXPECT_LE(a.o_err, 5e-3) << "o vs float64";
+  EXPECT_LE(a.ht_err, 5e-3) << "ht vs float64";
+  EXPECT_LE(rel_diff(a.o, b.o), 1e-2) << "o vs no split";
+  EXPECT_LE(rel_diff(a.ht, b.ht), 1e-2) << "ht vs no split";
+  EXPECT_TRUE(a.repeat_identical);
+  std::printf("  %s %s %s split %d: vs float64 o %.2e ht %.2e, vs no split o %.2e ht %.2e\n",
+              vname(wc.var), dname(wc.dt), s.c_str(), wc.split, a.o_err, a.ht_err,
+              rel_diff(a.o, b.o), rel_diff(a.ht, b.ht));
+}
+
+std::vector<WarpSplitCase> warp_split_cases() {
+  std::vector<WarpSplitCase> v;
+  for (deltac_variant var : kVars)
+    for (Dt dt : {BF16, F16}) {
+      for (int split : {2, 4, 8}) v.push_back({var, dt, "T1000", split});
+      if (dt == F16)
+        continue;
+      for (const char* s : {"T1", "T65", "T4097", "varlen", "inplace", "vk", "no_ht",
+                            "gva4_K64", "K256", "K128_V256"})
+        v.push_back({var, dt, s, 4});
+    }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Cases, ChunkedWarpSplit, ::testing::ValuesIn(warp_split_cases()),
+                         [](const ::testing::TestParamInfo<WarpSplitCase>& i) {
+                           return std::string(vname(i.param.var)) + "_" + dname(i.param.dt) +
+                                  "_" + i.param.shape + "_split" +
+                                  std::to_string(i.param.split);
+                         });
+
+
 // NaN is non-finite here too (chunked and recurrent).
 TEST(ChunkedNan, NaNInputIsNeverFiniteGarbage) {
   if (!have_gpu())
@@ -511,6 +594,10 @@ TEST(ChunkedRules, DefaultSplit) {
   EXPECT_EQ(chunked_default_split(128, 128, 1, 40, 16, 64, 132), 1);    // too short
   EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 16, 0, 132), 1);    // no V tile divides K
   EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 16, 64, 0), 1);     // unknown device
+  // The warp scan's rule (min_split 2; unsplit at its V tile 32, split at 64).
+  EXPECT_EQ(chunked_default_split(128, 128, 8, 512, 32, 64, 132, 2), 4);   // GDN 2/8 1x32768
+  EXPECT_EQ(chunked_default_split(128, 128, 12, 512, 32, 64, 132, 2), 2);  // only S = 2 fits
+  EXPECT_EQ(chunked_default_split(128, 128, 32, 512, 32, 64, 132, 2), 1);  // grid full
 }
 
 }  // namespace

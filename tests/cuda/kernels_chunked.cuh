@@ -93,6 +93,15 @@ cudaError_t run_fused(const deltac_fwd_params& p, void* ws, size_t bytes, cudaSt
                                                            1, 0, 1);
 }
 
+// Cfg with the scan's rule (the warp scan where it runs) and the sequence
+// split forced to Split segments.
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
+cudaError_t run_warp_split(const deltac_fwd_params& p, void* ws, size_t bytes,
+                           cudaStream_t stream, const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0,
+                                                           Split, 0, 0, 0);
+}
+
 // Cfg with the warp scan (chunked_scan_warp.cuh; W = 2: with output warps)
 // where it runs: chunked_stages' scan 0 (the rule) or 2.
 template <deltac_variant Var, int K, int V, class InT, class Cfg, int W>
@@ -111,6 +120,16 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
   if (config == kChunkedFused) {
     ChunkedFns f = fns<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>();
     f.run = &run_fused<Var, K, V, InT, cuda::DefaultChunkedConfig<Var, K, V, InT>>;
+    return f;
+  }
+  if (config >= kChunkedWarpSplit2 && config <= kChunkedWarpSplit8) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
+    ChunkedFns f = config == kChunkedWarpSplit2   ? fns_split<Var, K, V, InT, D, 2>()
+                   : config == kChunkedWarpSplit4 ? fns_split<Var, K, V, InT, D, 4>()
+                                                  : fns_split<Var, K, V, InT, D, 8>();
+    f.run = config == kChunkedWarpSplit2   ? &run_warp_split<Var, K, V, InT, D, 2>
+            : config == kChunkedWarpSplit4 ? &run_warp_split<Var, K, V, InT, D, 4>
+                                           : &run_warp_split<Var, K, V, InT, D, 8>;
     return f;
   }
   if (config == kChunkedWarp || config == kChunkedWarpSplitO) {

@@ -25,7 +25,9 @@ struct ChunkedFns {
 // K = V = 64); 11 the default with the fused launch where it fits (every
 // shape); 12 the default with the warp scan (chunked_scan_warp.cuh) where it
 // runs (16-bit inputs, K = 64, 128 or 256; every shape, the block scan elsewhere),
-// 13 the same with output warps (chunked_stages' scan = 2). Every other
+// 13 the same with output warps (chunked_stages' scan = 2), 14 / 15 / 16
+// the scan's rule (the warp scan where it runs) with the split forced to
+// 2 / 4 / 8 segments (every shape). Every other
 // config runs the block scan (chunked_stages' scan = 1), unless
 // DELTAC_TEST_WARP_SCAN=1 (or 2) in the environment (read once) asks every
 // config for the warp scan (the rule, scan 0, or scan 2: where it runs, no
@@ -34,6 +36,7 @@ inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
 inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
 inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
+inline constexpr int kChunkedWarpSplit2 = 14, kChunkedWarpSplit4 = 15, kChunkedWarpSplit8 = 16;
 
 // chunked_stages' scan for every config (harness.cpp; read once): 1 (the
 // block scan), 0 (the rule: the warp scan) when DELTAC_TEST_WARP_SCAN=1, 2

@@ -130,9 +130,10 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f);
 
 // Whether c's run-time knobs (cuda_chunked's split, fuse and scan; true for
 // every other config) change what runs for p (batch calls, no cu_seqlens):
-// where the warp scan runs (chunked_warp_runs), scan 0 only with split 0,
-// fuse 0 and the default config's tile_v, warps, stages (the warp scan
-// reads none of them), and scan 1 (the block scan) with the rest below;
+// where the warp scan runs (chunked_warp_runs), scan 0 only with fuse 0
+// and the default config's tile_v, warps, stages (the warp scan reads none
+// of them) and the split values below (at its narrowest V tile, 32), and
+// scan 1 (the block scan) with the rest below;
 // elsewhere scan 0 only (scan 1 runs the same);
 // a split S > 1 runs segments of L = ceil(chunks / S) chunks and is kept
 // when it gives at least 2 segments, a shorter L than every smaller split

@@ -57,8 +57,8 @@ typedef struct deltac_kernel_config {
    * kernel's own rule. */
   int32_t fuse;
   /* cuda_chunked's knob scan: 0 the kernel's rule (the warp scan where it
-   * runs: 16-bit inputs, K = 64, 128 or 256, split <= 1, fuse 0), 1 the block
-   * scan. */
+   * runs: 16-bit inputs, K = 64, 128 or 256; it reads split, not fuse), 1
+   * the block scan. */
   int32_t scan;
 } deltac_kernel_config;
 

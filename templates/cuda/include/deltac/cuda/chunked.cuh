@@ -36,7 +36,8 @@
 // flags, then chunked_fused.cuh). Where asked for (chunked_stages' scan:
 // cuda_chunked's knob, by default wherever it runs), the scan runs as a
 // barrier-free chain per warp instead (chunked_scan_warp.cuh: 16-bit inputs,
-// K = 64, 128 or 256, no split). Config knobs: chunked_traits.cuh.
+// K = 64, 128 or 256; its own split rule, chunked_warp_plan, with the same
+// fold and fix-up). Config knobs: chunked_traits.cuh.
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
@@ -204,7 +205,7 @@ struct ChunkedKernels {
   const void* scan[3];   // chunked_scan_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   const void* warp[2];   // chunked_scan_warp_kernel, V tile kChunkedWarpBVs[i]
   const void* warp_o[2]; // the same with output warps (DELTAC_CHUNKED_WARP_OUTPUT)
-  const void* fold;      // chunked_fold_kernel<K, V, C>
+  const void* fold;      // chunked_fold_kernel<InT, K, V, C>
   const void* fix;       // chunked_fix_kernel, chunked_fix_cols(V) columns
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
@@ -254,6 +255,7 @@ size_t chunked_carve(const ChunkedKernels& k, const deltac_fwd_params& p, void* 
     w.qt = reinterpret_cast<Ts*>(take(size_t(p.B) * p.T * p.HV * K * sizeof(Ts)));
     w.cst = reinterpret_cast<float*>(take(segs * K * k.V * 4));
     w.pst = reinterpret_cast<float*>(take(segs * K * K * 4));
+    w.hin = reinterpret_cast<Ts*>(take(segs * 2 * K * k.V * sizeof(Ts)));
   }
   w.max_chunks = chunked_max_chunks(p, C);
   if (ws)
@@ -355,6 +357,59 @@ inline ChunkedPlan chunked_plan(const ChunkedKernels& k, const deltac_fwd_params
   return pl;
 }
 
+// The warp scan's V tile and sequence split on p (bv 0: it does not run
+// here; split 1: none). Unsplit: chunked_warp_bv's tile. force_split as
+// chunked_plan's (not with output warps); a split runs at the widest warp
+// tile that divides K, by chunked_default_split's rule when force_split is 0.
+inline ChunkedPlan chunked_warp_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
+                                     int force_bv, int force_split, bool split_o, bool det) {
+  ChunkedPlan pl{chunked_warp_bv(k, p, force_bv, split_o, det), 1};
+  if (pl.bv == 0 || split_o || force_split == 1 || p.N <= 0 || !k.fold || !k.fix)
+    return pl;
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    return pl;
+  int sbv = 0;
+  for (int i = 0; i < 2 && !sbv; ++i) {
+    const int b = kChunkedWarpBVs[i];
+    if (k.warp[i] && k.K % b == 0 && (!force_bv || b == force_bv) &&
+        chunked_warp_ok(k.var, k.K, k.V, k.elem, k.C, b, size_t(d.smem)))
+      sbv = b;
+  }
+  if (sbv == 0 || size_t(d.smem) < chunked_fix_smem(k.K, k.elem, k.C, chunked_fix_cols(k.V)))
+    return pl;
+  int split = force_split;
+  if (split == 0) {
+    const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
+    split =
+        chunked_default_split(k.K, k.V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, d.sms, 2);
+  }
+  if (split > 1 && int64_t(p.N) * split <= 65535)
+    pl = {sbv, split};
+  return pl;
+}
+
+// The scan a call runs and its plan: the warp scan (*warp) where it runs and
+// scan asks for it (0: chunked_uses_warp_scan's rule, 2: with output
+// warps), else the block scan (no split where the warp scan was asked for
+// but does not fit this device). What chunked_run_stages launches and
+// chunked_carve sizes.
+inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
+                                    int force_bv, int force_split, int scan, bool* warp) {
+  *warp = false;
+  const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
+  if (runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))) {
+    const ChunkedPlan w =
+        chunked_warp_plan(k, p, force_bv, force_split, scan == 2 && k.split_o, force_bv != 0);
+    if (w.bv) {
+      *warp = true;
+      return w;
+    }
+    force_split = 1;
+  }
+  return chunked_plan(k, p, force_bv, force_split);
+}
+
 // cudaLaunchKernel of fn, with its shared-memory attribute set where bytes
 // exceed the 48 KB every kernel may take (these kernels hold no static shared
 // memory beside their dynamic bytes; the fused one's 8 static bytes are
@@ -426,14 +481,10 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     return cudaErrorInvalidValue;
   if (route > 0)
     force_split = 1, fuse = 0;
-  const bool warp_runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) &&
-                         (k.warp[0] || k.warp[1]);
-  const bool warp = warp_runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem,
-                                                                      k.C, scan, force_split,
-                                                                      fuse));
-  if (warp)
-    force_split = 1, fuse = 0;
-  const ChunkedPlan pl = chunked_plan(k, p, force_bv, force_split);
+  bool warp = false;
+  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp);
+  if (warp || scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
+    fuse = 0;  // the warp scan (or the block scan standing in for it) runs unfused
   const int bv = pl.bv;
   if (bv == 0)
     return cudaErrorInvalidValue;
@@ -479,22 +530,21 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   }
   if (!(stages & 6))
     return cudaSuccess;
-  if (warp_runs) {
+  if (warp && (stages & 2)) {
+    // Split: K / bv more V tiles (identity columns), split segments a sequence.
     const bool so = scan == 2 && k.split_o;
-    const int wbv = warp ? chunked_warp_bv(k, p, force_bv, so, force_bv != 0) : 0;
-    if (wbv) {
-      if (!(stages & 2))
-        return cudaSuccess;
-      const int i = wbv == kChunkedWarpBVs[0] ? 0 : 1;
-      const int ws_stages = warp_scan_stages(k.var, k.K, k.C, wbv, so);
-      const int smem = int(warp_scan_smem(k.var, k.K, k.C, wbv, so, ws_stages));
-      void* args[] = {&pp, &ws};
-      return chunked_launch(so ? k.warp_o[i] : k.warp[i], dev,
-                            dim3(unsigned(k.V / wbv), unsigned(p.HV), unsigned(p.N)),
-                            32 * warp_scan_warps(k.K, wbv, so), smem, stream, args);
-    }
+    const int i = bv == kChunkedWarpBVs[0] ? 0 : 1;
+    const int ws_stages = warp_scan_stages(k.var, k.K, k.C, bv, so);
+    const int smem = int(warp_scan_smem(k.var, k.K, k.C, bv, so, ws_stages));
+    const unsigned tiles = k.V / bv + (ws.split > 1 ? k.K / bv : 0);
+    void* args[] = {&pp, &ws};
+    if ((e = chunked_launch(so ? k.warp_o[i] : k.warp[i], dev,
+                            dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)),
+                            32 * warp_scan_warps(k.K, bv, so), smem, stream, args)) !=
+        cudaSuccess)
+      return e;
   }
-  if (stages & 2) {
+  if (!warp && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     int i = 0;
     while (i < 3 && bv != k.bv0 >> i)
@@ -519,7 +569,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     int split = pl.split;
     const float* pst = ws.pst;
     float* cst = ws.cst;
-    void* args[] = {&pp, &ws.offsets, &mc, &split, &pst, &cst, &skip};
+    Ts* hin = ws.hin;
+    void* args[] = {&pp, &ws.offsets, &mc, &split, &pst, &cst, &hin, &skip};
     if ((e = chunked_launch(k.fold, dev, dim3(k.V / 16, unsigned(p.HV), unsigned(p.N)), 256, 0,
                             stream, args)) != cudaSuccess ||
         ws.max_chunks == 0)
@@ -585,7 +636,7 @@ ChunkedKernels make_chunked_kernels() {
     warp_at(std::integral_constant<int, 1>{}, std::true_type{});
 #endif
   }
-  k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<K, V, C>);
+  k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<InT, K, V, C>);
   k.fix = reinterpret_cast<const void*>(&chunked_fix_kernel<Tr, chunked_fix_cols(V)>);
   return k;
 }
@@ -601,22 +652,22 @@ const ChunkedKernels& chunked_kernels() {
 // the fold and the fix-up; bit 2 (value 4) the fold and the fix-up alone. skip: a device flag or
 // null; when it is nonzero the scan writes nothing (o and ht untouched).
 // force_bv: the scan's V tile (tests; 0: chunked_pick_bv chooses);
-// force_split: segments per sequence (0: the rule; chunked_plan).
-// fuse: 1 the intra-chunk work and the scan in one launch where that fits
-// (chunked_fused_launch; stages 3, no split, no forced V tile, varlen with
-// one sequence); 0 (the default) never: it measured slower (H200, GDN 16/32
-// heads 1x32768: 2.49 vs 2.01 ms; docs/performance.md, version 9).
+// force_split: segments per sequence (0: the rule; chunked_plan, or for the
+// warp scan chunked_warp_plan).
+// fuse: 1 the intra-chunk work and the block scan in one launch where that
+// fits (chunked_fused_launch; stages 3, no split, no forced V tile, varlen
+// with one sequence); 0 (the default) never: it measured slower (H200, GDN
+// 16/32 heads 1x32768: 2.49 vs 2.01 ms; docs/performance.md, version 9).
 // route > 0 (mixed batches, varlen only): this call runs only the sequences
 // of more than route tokens and writes nothing of the others (the recurrent
 // kernel's, launched with the same route); no split, no fused launch then.
 // scan: 0 the rule (chunked_uses_warp_scan): the scan as a chain per warp
 // (chunked_scan_warp.cuh) where it runs (16-bit inputs, K = 64, 128 or 256, chunk
-// 32 or 64) and neither a split (force_split > 1) nor the fused launch is
-// asked for, else the block scan; 1 the block scan; 2 the warp scan with
+// 32 or 64), else the block scan; 1 the block scan; 2 the warp scan with
 // output warps beside the chain warps where it runs (compiled only where
 // DELTAC_CHUNKED_WARP_OUTPUT is nonzero: tests, benchmarks; not measured
-// faster). The warp scan runs no split and no fused launch, and falls back
-// to the block scan (no split) where this device's shared memory is too
+// faster; no split). The warp scan runs no fused launch (fuse is read as 0),
+// and falls back to the block scan (no split) where this device's shared memory is too
 // small for it; a forced V tile (force_bv: tests, batch-invariant calls)
 // that it cannot take makes it run its widest legal one, whatever the grid.
 template <deltac_variant Var, int K, int V, class InT, class Cfg>
@@ -632,15 +683,17 @@ cudaError_t chunked_stages(const deltac_fwd_params& p, void* workspace, size_t w
 }  // namespace detail
 
 // Workspace bytes for p (with the sequence split the call will choose on this
-// device; force_split as in chunked_stages).
+// device, for either scan; force_split as in chunked_stages).
 template <deltac_variant Var, int K, int V, class InT,
           class Cfg = DefaultChunkedConfig<Var, K, V, InT>>
 size_t chunked_workspace_bytes(const deltac_fwd_params& p, int force_split = 0) {
   if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
     return 0;
   const detail::ChunkedKernels& k = detail::chunked_kernels<Var, K, V, InT, Cfg>();
-  const int split = detail::chunked_plan(k, p, 0, force_split).split;
-  return detail::chunked_carve<InT>(k, p, nullptr, nullptr, split);
+  bool warp = false;  // enough for either scan (chunked_stages' scan 0 or 1)
+  const int s0 = detail::chunked_run_plan(k, p, 0, force_split, 0, &warp).split;
+  const int s1 = detail::chunked_plan(k, p, 0, force_split).split;
+  return detail::chunked_carve<InT>(k, p, nullptr, nullptr, s0 > s1 ? s0 : s1);
 }
 // skip: see chunked_stages.
 template <deltac_variant Var, int K, int V, class InT,

@@ -45,6 +45,10 @@ struct ChunkedWs {
   int split;
   Ts* qt;
   float *cst, *pst;
+  // Each segment's final state folded (the next segment's h_in) in the
+  // compute type, hi then lo (16-bit types; f32: hi only) [N][split][HV][2][K][V],
+  // written by the fold for the fix-up.
+  Ts* hin;
   // Device flag (or null): when nonzero the scan returns at once and writes
   // no output (the runtime's checking mode sets it on the device).
   const int32_t* skip;

@@ -52,8 +52,8 @@ inline constexpr int kChunkedPrepWarps = 8;
 //   0 the rule (chunked_uses_warp_scan): the warp scan (chunked_scan_warp.cuh:
 //     a chain per warp over 16 value columns, two warps each with half of
 //     the keys at K = 256; 16-bit inputs, K = 64, 128 or 256, chunk 32 or
-//     64; its own V tile of kChunkedWarpBVs and stages, no split, no fused
-//     launch) where it runs and no split > 1 or fused launch is asked for,
+//     64; its own V tile of kChunkedWarpBVs and stages, its own split rule
+//     (chunked.cuh's chunked_warp_plan), no fused launch) where it runs,
 //     else the block scan;
 //   1 the block scan (chunked_scan.cuh: reads BV, Warps, Stages, the split
 //     and the fused launch).
@@ -150,9 +150,9 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
 // (bv_split = 0); else the largest S of kChunkedSplits whose grid (segment 0:
 // V / bv_split blocks, later segments (V + K) / bv_split) fits one wave on
 // `sms` multiprocessors with >= kChunkedSplitMinChunks chunks per segment,
-// if that is at least 4.
+// if that is at least min_split (the block scan: 4; the warp scan: 2).
 constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long long max_chunks,
-                                    int bv_run, int bv_split, int sms) {
+                                    int bv_run, int bv_split, int sms, int min_split = 4) {
   if (bv_run <= 0 || bv_split <= 0 || sms <= 0 || heads_x_seqs <= 0)
     return 1;
   if (!chunked_grid_short(heads_x_seqs * (V / bv_run), sms))
@@ -163,9 +163,10 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
     if (s > 1 && blocks <= sms && (max_chunks + s - 1) / s >= kChunkedSplitMinChunks)
       best = s;
   }
-  // Two segments do not pay for the identity columns' extra work (GDN 2/8
-  // heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4 1.00).
-  return best >= 4 ? best : 1;
+  // The block scan: two segments do not pay for the identity columns' extra
+  // work (GDN 2/8 heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4
+  // 1.00); the warp scan: they do (0.90, none 1.04, S = 4 0.75).
+  return best >= min_split ? best : 1;
 }
 
 // Chain warps per 16 value columns of the warp scan: 2 for K = 256 (each
@@ -248,18 +249,16 @@ constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
   return {0, 0, 0, 0};
 }
 
-// Whether a call with knobs scan, split and fuse (as the catalogue lists
-// them) runs the warp scan: scan 0 (the rule) where it runs, unless the
-// config asks for the block scan's split (> 1) or fused launch. H200: the
+// Whether a call with knob scan (as the catalogue lists it) runs the warp
+// scan: scan 0 (the rule) where it runs, whatever split (it splits too) and
+// fuse (read as 0). H200: the
 // warp scan 1.25-1.38x the block scan (its rule's split included) on GDN
 // 16/32 heads K = V = 128 1x32768 and 4x8192, delta K = V = 64 8x4096
 // (docs/performance.md, version 11); 1.76x on GDN 16/16 heads K = V = 256
 // 1x32768 (version 13). The kernel narrows it to the device's
 // shared memory at run time (block scan without a split where it does not fit).
-constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan,
-                                      int split, int fuse) {
-  return scan == 0 && split <= 1 && fuse == 0 &&
-         chunked_warp_runs(var, K, V, in_bytes, chunk);
+constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan) {
+  return scan == 0 && chunked_warp_runs(var, K, V, in_bytes, chunk);
 }
 
 }  // namespace deltac::cuda

@@ -257,7 +257,16 @@ __global__ void __launch_bounds__(Tw::kThreads)
   constexpr int NC = C / 8;        // n8 tiles of a chunk (tokens)
   if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
     return;
-  const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  // Sequence split (ws.split > 1, chunked_split.cuh): blockIdx.z = sequence
+  // x split + segment; V tiles past V are the identity columns of later
+  // segments (state from the identity, v = 0, outputs to ws.qt, final state
+  // P to ws.pst; the real columns' final state to ws.cst).
+  const int nsplit = ws.split;
+  const int n = int(blockIdx.z) / nsplit, seg = int(blockIdx.z) % nsplit;
+  const int j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  const bool ident = v0 >= V;
+  if (ident && seg == 0)
+    return;  // the whole block
   int64_t s0, s1, first, last;
   seq_bounds(p, n, s0, s1);
   if (ws.route > 0 && p.cu_seqlens && s1 - s0 <= ws.route)
@@ -265,7 +274,16 @@ __global__ void __launch_bounds__(Tw::kThreads)
   seq_slots(p, ws.offsets, n, C, first, last);
   if (last > ws.max_chunks)
     last = ws.max_chunks;
-  const int64_t nchunks = last > first ? last - first : 0;
+  int64_t nchunks = last > first ? last - first : 0;
+  if (nsplit > 1) {  // segment seg: chunks [seg L, seg L + L) of the sequence
+    const int64_t L = (nchunks + nsplit - 1) / nsplit, cb = seg * L;
+    if (seg > 0 && cb >= nchunks)
+      return;  // an empty segment (the whole block)
+    const int64_t ce = cb + L < nchunks ? cb + L : nchunks;
+    first += cb;
+    s0 += cb * C;
+    nchunks = ce - cb;
+  }
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr bool kSplitO = Tw::kSplitO;
@@ -335,8 +353,11 @@ __global__ void __launch_bounds__(Tw::kThreads)
         copy_rows<C, NCP, K / E, LK, Z>(b, qsrc + off, int64_t(p.H) * K, len, ctid);
         copy_rows<C, NCP, K / E, LK, Z>(b + Tw::kOffK, ksrc + off, int64_t(p.H) * K, len, ctid);
       }
-      copy_rows<C, NCP, BV / E, LB, Z>(b + Tw::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
-                                       int64_t(p.HV) * V, len, ctid);
+      if (ident)  // v = 0: zero-filled, nothing read
+        copy_rows<C, NCP, BV / E, LB, true>(b + Tw::kOffV, vsrc, 0, 0, ctid);
+      else
+        copy_rows<C, NCP, BV / E, LB, Z>(b + Tw::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                                         int64_t(p.HV) * V, len, ctid);
     };
     if (len == C)
       rows(std::false_type{});
@@ -398,7 +419,13 @@ __global__ void __launch_bounds__(Tw::kThreads)
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   float S[NK][4];
-  if (p.h0 && chain) {
+  if (ident) {  // the identity: column c of the extra tiles is key c
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        S[nt][e] = kb0 + nt * 8 + 2 * t + (e & 1) == vw - V + g + 8 * (e >> 1) ? 1.f : 0.f;
+  } else if (p.h0 && chain && seg == 0) {
     const float* h0 = static_cast<const float*>(p.h0) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
@@ -441,8 +468,10 @@ __global__ void __launch_bounds__(Tw::kThreads)
     if (chain)
       put_shi(0);
 
-  Ts* const obase = static_cast<Ts*>(p.o);
-  const int64_t ostride = int64_t(p.HV) * V;
+  // Outputs: o, or (identity columns) qt = [token][HV][K], the column vw - V.
+  Ts* const obase = ident ? ws.qt + int64_t(j) * K + (vw - V)
+                          : static_cast<Ts*>(p.o) + int64_t(j) * V + vw;
+  const int64_t ostride = int64_t(p.HV) * (ident ? K : V);
   int s = 0;
   uint32_t ph = 0;  // stage s of chunk c, and the parity of its fill
   for (int64_t c = 0; c < nchunks; ++c) {
@@ -691,7 +720,7 @@ __global__ void __launch_bounds__(Tw::kThreads)
 #endif
       }
       __syncwarp();
-      Ts* orow = obase + t0 * ostride + int64_t(j) * V + vw;
+      Ts* orow = obase + t0 * ostride;
 #pragma unroll
       for (int m = 0; m < 2 * NO * 16 / 32; ++m) {  // this warp's tokens, 2 lanes each
         const int idx = lane + 32 * m, half = idx & 1;
@@ -707,7 +736,19 @@ __global__ void __launch_bounds__(Tw::kThreads)
   if (ow)
     cp_async_wait_all_();
 
-  if (p.ht && chain) {
+  if (nsplit > 1 && chain) {  // the segment's final state (identity columns: P)
+    const int64_t sl = (int64_t(n) * nsplit + seg) * p.HV + j;
+    float* dst = ident ? ws.pst + sl * K * K : ws.cst + sl * K * V;
+    const int ld = ident ? K : V, cb = ident ? vw - V : vw;
+#pragma unroll
+    for (int nt = 0; nt < NK; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = kb0 + nt * 8 + 2 * t, col = cb + g + 8 * h;
+        dst[int64_t(key) * ld + col] = S[nt][2 * h];
+        dst[int64_t(key + 1) * ld + col] = S[nt][2 * h + 1];
+      }
+  } else if (p.ht && chain) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)

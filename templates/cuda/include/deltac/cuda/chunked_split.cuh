@@ -7,10 +7,11 @@
 // The scan writes C_s, P_s (f32) and qt (compute type); then
 //   fold: per (16 columns, value head, sequence), h = C_0 (segment 0 ran
 //         from h0), h = P_s h + C_s over the later non-empty segments, each
-//         stored over C_s; the last is ht;
+//         stored over C_s and, for the fix-up, in the compute type (hin:
+//         hi + lo for 16-bit types); the last is ht;
 //   fix:  per (chunk, value head, CV columns) of a segment s > 0,
-//         o += qt h_in(s) on tensor cores (h_in = the folded C_{s-1}, split
-//         hi + lo for 16-bit types), o read and rewritten in place.
+//         o += qt h_in(s) on tensor cores (h_in = the folded C_{s-1} from
+//         hin), o read and rewritten in place.
 #ifndef DELTAC_CUDA_CHUNKED_SPLIT_CUH
 #define DELTAC_CUDA_CHUNKED_SPLIT_CUH
 
@@ -35,10 +36,24 @@ __device__ __forceinline__ void split_extent(const deltac_fwd_params& p, const i
   L = (nch + split - 1) / split;
 }
 
-template <int K, int V, int C>
+// Rows r of h (one column) into hin slot s: hi, then (16-bit Ts) lo.
+template <class Ts, int K, int V, int R>
+__device__ __forceinline__ void fold_store_hin(Ts* hin, const float (&acc)[R], int rg, int c0) {
+  constexpr bool kSplit = sizeof(Ts) == 2;
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int r = rg + 16 * i;
+    const Ts hi = cvt_t<Ts>(acc[i]);
+    hin[r * V + c0] = hi;
+    if constexpr (kSplit)
+      hin[K * V + r * V + c0] = cvt_t<Ts>(acc[i] - cvt_f(hi));
+  }
+}
+
+template <class Ts, int K, int V, int C>
 __global__ void __launch_bounds__(256)
     chunked_fold_kernel(const deltac_fwd_params p, const int32_t* offsets, int64_t max_chunks,
-                        int split, const float* pst, float* cst, const int32_t* skip) {
+                        int split, const float* pst, float* cst, Ts* hin, const int32_t* skip) {
   if (skip && *skip)
     return;
   constexpr int R = K / 16;  // rows per thread
@@ -49,6 +64,7 @@ __global__ void __launch_bounds__(256)
   split_extent(p, offsets, max_chunks, n, C, split, first, nch, L);
   const int64_t ns = L > 0 ? (nch + L - 1) / L : 1;  // non-empty segments (>= 1)
   auto seg_state = [&](int64_t s) { return cst + ((int64_t(n) * split + s) * p.HV + j) * K * V; };
+  auto seg_hin = [&](int64_t s) { return hin + ((int64_t(n) * split + s) * p.HV + j) * 2 * K * V; };
   float acc[R];
   const float* c_0 = seg_state(0);
 #pragma unroll
@@ -56,6 +72,8 @@ __global__ void __launch_bounds__(256)
     acc[i] = c_0[(rg + 16 * i) * V + c0];
     h[rg + 16 * i][cv] = acc[i];
   }
+  if (ns > 1)
+    fold_store_hin<Ts, K, V>(seg_hin(0), acc, rg, c0);
   __syncthreads();
   for (int64_t s = 1; s < ns; ++s) {
     const float* P = pst + ((int64_t(n) * split + s) * p.HV + j) * K * K;
@@ -76,6 +94,8 @@ __global__ void __launch_bounds__(256)
       h[rg + 16 * i][cv] = acc[i];
       Cs[(rg + 16 * i) * V + c0] = acc[i];
     }
+    if (s + 1 < ns)
+      fold_store_hin<Ts, K, V>(seg_hin(s), acc, rg, c0);
     __syncthreads();
   }
   if (p.ht) {
@@ -98,9 +118,11 @@ constexpr size_t chunked_fix_smem(int K, int elem, int C, int CV) {
 }
 
 // o += qt h_in for one chunk of a later segment, CV columns of one value
-// head; one warp per 16 rows. (Eight chunks per block with h_in loaded
-// once, together with an unrolled fold loop, measured slower: fold + fix
-// ~0.35 -> 0.50 ms, GDN 2/8 1x32768, S = 4, H200.)
+// head; one warp per 16 rows. qt and h_in (hin: hi, lo) by cp.async, the
+// block's o elements loaded into registers meanwhile. (Eight chunks per
+// block with h_in loaded once, together with an unrolled fold loop,
+// measured slower: fold + fix ~0.35 -> 0.50 ms, GDN 2/8 1x32768, S = 4,
+// H200, when h_in was read as f32 and converted per block.)
 template <class Tr, int CV>
 __global__ void __launch_bounds__(Tr::C / 16 * 32)
     chunked_fix_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
@@ -147,14 +169,23 @@ __global__ void __launch_bounds__(Tr::C / 16 * 32)
     return;
   copy_rows<C, NTH, K / E, LK, true>(sA, ws.qt + (t0 * p.HV + j) * K, int64_t(p.HV) * K, len,
                                      tid);
+  const Ts* hin = ws.hin + ((int64_t(n) * ws.split + s - 1) * p.HV + j) * 2 * K * V + cv0;
+  copy_rows<K, NTH, CV / E, LB, false>(sH, hin, V, K, tid);
+  if constexpr (kSplit)
+    copy_rows<K, NTH, CV / E, LB, false>(sL, hin + K * V, V, K, tid);
   cp_async_commit();
-  const float* hin = ws.cst + ((int64_t(n) * ws.split + s - 1) * p.HV + j) * K * V + cv0;
-  for (int i = tid; i < K * CV / 2; i += NTH) {
-    const int r = i / (CV / 2), c2 = 2 * (i % (CV / 2));
-    const float2 x = *reinterpret_cast<const float2*>(hin + int64_t(r) * V + c2);
-    store2(sH + r * LB + c2, x.x, x.y);
-    if constexpr (kSplit)
-      store2(sL + r * LB + c2, x.x - cvt_f(cvt_t<Ts>(x.x)), x.y - cvt_f(cvt_t<Ts>(x.y)));
+  // This thread's o elements (rows g, g + 8 of its warp's 16, columns
+  // 2 t, 2 t + 1 of each n-tile), loaded while the copies land.
+  using In = typename Tr::In;
+  float ov[2][NT][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warp * 16 + g + 8 * h;
+    const In* orow = static_cast<const In*>(p.o) + ((t0 + r) * p.HV + j) * V + cv0 + 2 * t;
+#pragma unroll
+    for (int ni = 0; ni < NT; ++ni)
+      if (r < len)
+        load2f(orow + ni * 8, ov[h][ni][0], ov[h][ni][1]);
   }
   cp_async_wait_all();
   __syncthreads();
@@ -178,7 +209,6 @@ __global__ void __launch_bounds__(Tr::C / 16 * 32)
       }
     }
   }
-  using In = typename Tr::In;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = warp * 16 + g + 8 * h;
@@ -186,8 +216,7 @@ __global__ void __launch_bounds__(Tr::C / 16 * 32)
       In* orow = static_cast<In*>(p.o) + ((t0 + r) * p.HV + j) * V + cv0 + 2 * t;
 #pragma unroll
       for (int ni = 0; ni < NT; ++ni)
-        store2(orow + ni * 8, cvt_f(orow[ni * 8]) + acc[ni][2 * h],
-               cvt_f(orow[ni * 8 + 1]) + acc[ni][2 * h + 1]);
+        store2(orow + ni * 8, ov[h][ni][0] + acc[ni][2 * h], ov[h][ni][1] + acc[ni][2 * h + 1]);
     }
   }
 }

@@ -9,10 +9,10 @@
 //       family cuda_chunked: chunk, tile_v = BV, warps, stages, split, fuse,
 //       scan. Split: segments per sequence (0: chunked_default_split's rule
 //       on the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
-//       fused launch where it fits (chunked_stages), 0 three launches; Scan:
-//       0 the rule (the warp scan where it runs and Split <= 1, Fuse 0:
-//       chunked_uses_warp_scan), 1 the block scan (reads BV, Warps, Stages,
-//       Split, Fuse). All three are
+//       block scan's fused launch where it fits (chunked_stages), 0 three
+//       launches; Scan: 0 the rule (the warp scan where it runs:
+//       chunked_uses_warp_scan; it reads Split, not Fuse), 1 the block scan
+//       (reads BV, Warps, Stages, Split, Fuse). All three are
 //       run-time values of the kernel: chunked_run<..., Stages>(..., split,
 //       fuse, scan) takes them as arguments. With no workspace it takes
 //       one from the stream-ordered allocator (cudaMallocAsync /
@@ -80,11 +80,13 @@ size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& 
                              int32_t route, int split, int fuse, int scan) {
   if (det || route)
     split = 1, fuse = 0;
-  if (chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan, split, fuse))
-    split = 1;
+  (void)fuse;
   if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
     return 0;
-  return chunked_carve<InT>(k, p, nullptr, nullptr, chunked_plan(k, p, 0, split).split);
+  const int force_bv = det ? k.bv0 : 0;
+  bool warp = false;
+  return chunked_carve<InT>(k, p, nullptr, nullptr,
+                            chunked_run_plan(k, p, force_bv, split, scan, &warp).split);
 }
 
 template <class InT>
