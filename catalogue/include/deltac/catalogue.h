@@ -142,10 +142,10 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      // split, fuse and scan are run-time values of the kernel
      // (chunked_stages): split 0 = the kernel's rule (chunked_default_split
      // on the device's multiprocessors), 1 = none, 2..16 segments per
-     // sequence where the split can run (else none); fuse 1 = the
-     // intra-chunk work and the scan in one launch where that fits (no
-     // split, not varlen with several sequences), 0 = three launches; scan
-     // 0 = the kernel's rule (the warp scan where it runs:
+     // sequence where the split can run (else none; both scans split);
+     // fuse 1 = the intra-chunk work and the block scan in one launch where
+     // that fits (no split, not varlen with several sequences), 0 = three
+     // launches; scan 0 = the kernel's rule (the warp scan where it runs:
      // chunked_uses_warp_scan; it reads split, not tile_v, warps, stages or
      // fuse), 1 = the block scan. Deterministic and routed (mixed batch)
      // calls run split 1, fuse 0 whatever the config says.
