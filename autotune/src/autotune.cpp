@@ -430,7 +430,8 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // grid is short) and whether the rule (split 0) may split there.
   const int32_t runTile = warpScan ? deltac::cuda::kChunkedWarpBVs[1] : c.tile_v;
   const int64_t chunks = (p.max_seqlen + c.chunk - 1) / c.chunk;
-  const int64_t minSplit = warpScan ? 2 : 4;  // chunked_default_split's min_split
+  const int64_t minSplit =
+      warpScan ? deltac::cuda::kChunkedMinSplitWarp : deltac::cuda::kChunkedMinSplitBlock;
   const bool ruleMaySplit =
       (chunks + minSplit - 1) / minSplit >= deltac::cuda::kChunkedSplitMinChunks &&
       !(p.sm_count > 0 &&

@@ -326,11 +326,30 @@ struct ChunkedPlan {
   int bv, split;  // the scan's V tile, segments per sequence (1: no split)
 };
 
+// Segments per sequence of a split at V tile sbv (0: none can run) when the
+// scan runs bv_run unsplit: force_split (> 1), or with 0 the rule of
+// chunked_default_split (at least min_split segments) on this device's
+// multiprocessors; 1 (none) where the fix-up does not fit the device or
+// sequences x segments > 65535.
+inline int chunked_split_at(const ChunkedKernels& k, const deltac_fwd_params& p, int force_split,
+                            int bv_run, int sbv, int min_split) {
+  ChunkedDevice d;
+  if (sbv == 0 || chunked_device(d) != cudaSuccess ||
+      size_t(d.smem) < chunked_fix_smem(k.K, k.elem, k.C, chunked_fix_cols(k.V)))
+    return 1;
+  int split = force_split;
+  if (split == 0) {
+    const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
+    split = chunked_default_split(k.K, k.V, int64_t(p.HV) * p.N, max_chunks, bv_run, sbv, d.sms,
+                                  min_split);
+  }
+  return split > 1 && int64_t(p.N) * split <= 65535 ? split : 1;
+}
+
 // The V tile and the sequence split. force_split: that many segments (1: no
 // split) where the split can run (a V tile that divides K too, the fold and
 // fix-up kernels there, sequences x segments <= 65535), else none; 0: the
-// rule of chunked_default_split (chunked_rules.h) on this device's
-// multiprocessors.
+// rule (chunked_split_at).
 inline ChunkedPlan chunked_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                 int force_bv, int force_split) {
   ChunkedPlan pl{chunked_pick_bv(k, p, force_bv), 1};
@@ -341,33 +360,21 @@ inline ChunkedPlan chunked_plan(const ChunkedKernels& k, const deltac_fwd_params
   for (int b : {B0, B0 / 2, B0 / 4})
     if (!sbv && b >= 16 && k.K % b == 0 && chunked_bv_runs(k, b) && (!force_bv || b == force_bv))
       sbv = b;
-  ChunkedDevice d;
-  if (chunked_device(d) != cudaSuccess)
-    d.sms = d.smem = 0;
-  const int sms = d.sms, smem = d.smem;
-  if (sbv == 0 || size_t(smem) < chunked_fix_smem(k.K, k.elem, k.C, chunked_fix_cols(k.V)))
-    return pl;
-  int split = force_split;
-  if (split == 0) {
-    const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
-    split = chunked_default_split(k.K, k.V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, sms);
-  }
-  if (split > 1 && int64_t(p.N) * split <= 65535)
-    pl = {sbv, split};
-  return pl;
+  const int split = chunked_split_at(k, p, force_split, pl.bv, sbv, kChunkedMinSplitBlock);
+  return split > 1 ? ChunkedPlan{sbv, split} : pl;
 }
 
 // The warp scan's V tile and sequence split on p (bv 0: it does not run
 // here; split 1: none). Unsplit: chunked_warp_bv's tile. force_split as
 // chunked_plan's (not with output warps); a split runs at the widest warp
-// tile that divides K, by chunked_default_split's rule when force_split is 0.
+// tile that divides K (chunked_split_at, at least kChunkedMinSplitWarp
+// segments by the rule).
 inline ChunkedPlan chunked_warp_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                      int force_bv, int force_split, bool split_o, bool det) {
   ChunkedPlan pl{chunked_warp_bv(k, p, force_bv, split_o, det), 1};
-  if (pl.bv == 0 || split_o || force_split == 1 || p.N <= 0 || !k.fold || !k.fix)
-    return pl;
   ChunkedDevice d;
-  if (chunked_device(d) != cudaSuccess)
+  if (pl.bv == 0 || split_o || force_split == 1 || p.N <= 0 || !k.fold || !k.fix ||
+      chunked_device(d) != cudaSuccess)
     return pl;
   int sbv = 0;
   for (int i = 0; i < 2 && !sbv; ++i) {
@@ -376,17 +383,8 @@ inline ChunkedPlan chunked_warp_plan(const ChunkedKernels& k, const deltac_fwd_p
         chunked_warp_ok(k.var, k.K, k.V, k.elem, k.C, b, size_t(d.smem)))
       sbv = b;
   }
-  if (sbv == 0 || size_t(d.smem) < chunked_fix_smem(k.K, k.elem, k.C, chunked_fix_cols(k.V)))
-    return pl;
-  int split = force_split;
-  if (split == 0) {
-    const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
-    split =
-        chunked_default_split(k.K, k.V, int64_t(p.HV) * p.N, max_chunks, pl.bv, sbv, d.sms, 2);
-  }
-  if (split > 1 && int64_t(p.N) * split <= 65535)
-    pl = {sbv, split};
-  return pl;
+  const int split = chunked_split_at(k, p, force_split, pl.bv, sbv, kChunkedMinSplitWarp);
+  return split > 1 ? ChunkedPlan{sbv, split} : pl;
 }
 
 // The scan a call runs and its plan: the warp scan (*warp) where it runs and
@@ -483,7 +481,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     force_split = 1, fuse = 0;
   bool warp = false;
   const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp);
-  if (warp || scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
+  if (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
     fuse = 0;  // the warp scan (or the block scan standing in for it) runs unfused
   const int bv = pl.bv;
   if (bv == 0)

@@ -150,9 +150,14 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
 // (bv_split = 0); else the largest S of kChunkedSplits whose grid (segment 0:
 // V / bv_split blocks, later segments (V + K) / bv_split) fits one wave on
 // `sms` multiprocessors with >= kChunkedSplitMinChunks chunks per segment,
-// if that is at least min_split (the block scan: 4; the warp scan: 2).
+// if that is at least min_split (kChunkedMinSplitBlock / Warp below).
+// The block scan: two segments do not pay for the identity columns' extra
+// work (GDN 2/8 heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4 1.00);
+// the warp scan: they do (0.90, none 1.04, S = 4 0.75).
+inline constexpr int kChunkedMinSplitBlock = 4, kChunkedMinSplitWarp = 2;
 constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long long max_chunks,
-                                    int bv_run, int bv_split, int sms, int min_split = 4) {
+                                    int bv_run, int bv_split, int sms,
+                                    int min_split = kChunkedMinSplitBlock) {
   if (bv_run <= 0 || bv_split <= 0 || sms <= 0 || heads_x_seqs <= 0)
     return 1;
   if (!chunked_grid_short(heads_x_seqs * (V / bv_run), sms))
@@ -163,9 +168,6 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
     if (s > 1 && blocks <= sms && (max_chunks + s - 1) / s >= kChunkedSplitMinChunks)
       best = s;
   }
-  // The block scan: two segments do not pay for the identity columns' extra
-  // work (GDN 2/8 heads 1x32768, H200: S = 2 1.35 ms, none 1.24, S = 4
-  // 1.00); the warp scan: they do (0.90, none 1.04, S = 4 0.75).
   return best >= min_split ? best : 1;
 }
 

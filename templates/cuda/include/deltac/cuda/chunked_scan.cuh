@@ -77,6 +77,17 @@ __device__ __forceinline__ void wait_ready(const int32_t* flag) {
 #endif
 }
 
+// Under the sequence split (chunked_split.cuh), where segment seg of
+// sequence n ends for value head j: P ([K][K], the identity columns) or C
+// ([K][V], the real ones); *ld gets its row stride.
+template <class Ts>
+__device__ __forceinline__ float* split_state(const ChunkedWs<Ts>& ws, int HV, int n, int seg,
+                                              int j, bool ident, int K, int V, int* ld) {
+  const int64_t sl = (int64_t(n) * ws.split + seg) * HV + j;
+  *ld = ident ? K : V;
+  return ident ? ws.pst + sl * K * K : ws.cst + sl * K * V;
+}
+
 // One block of the scan: V tile bx, value head by, sequence x split +
 // segment bz (kThreads threads, kScanSmem bytes of dynamic shared memory).
 // With ws.ready (the fused kernel), each chunk's intra-chunk output is
@@ -443,9 +454,9 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
   }
 
   if (nsplit > 1) {  // the segment's final state (identity columns: P)
-    const int64_t sl = (int64_t(n) * nsplit + seg) * p.HV + j;
-    float* dst = ident ? ws.pst + sl * K * K : ws.cst + sl * K * V;
-    const int ld = ident ? K : V, cb = ident ? v0 - V : v0;
+    int ld;
+    float* dst = split_state(ws, p.HV, n, seg, j, ident, K, V, &ld);
+    const int cb = ident ? v0 - V : v0;
 #pragma unroll
     for (int mi = 0; mi < MT3; ++mi)
 #pragma unroll

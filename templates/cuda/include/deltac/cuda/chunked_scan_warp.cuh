@@ -737,9 +737,9 @@ __global__ void __launch_bounds__(Tw::kThreads)
     cp_async_wait_all_();
 
   if (nsplit > 1 && chain) {  // the segment's final state (identity columns: P)
-    const int64_t sl = (int64_t(n) * nsplit + seg) * p.HV + j;
-    float* dst = ident ? ws.pst + sl * K * K : ws.cst + sl * K * V;
-    const int ld = ident ? K : V, cb = ident ? vw - V : vw;
+    int ld;
+    float* dst = split_state(ws, p.HV, n, seg, j, ident, K, V, &ld);
+    const int cb = ident ? vw - V : vw;
 #pragma unroll
     for (int nt = 0; nt < NK; ++nt)
 #pragma unroll
