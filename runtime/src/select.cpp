@@ -388,7 +388,7 @@ bool shipped_family(Device d, Mode m, const Problem &prob, Family *out,
   // recurrence under auto, as no chunked instance has those dims. On CUDA,
   // when no family has an instance of K, V, the first one runs padded
   // (padded_dims).
-  FamilyList l = families_for(d, m, prob.cpu_isa);
+  FamilyList l = families_for(d, m, prob.cpu_isa, prob.cpu_split512);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
     const int64_t b = l.max_tokens[i];

@@ -45,9 +45,10 @@ TEST(CpuIsa, FamiliesFollowTheCataloguesRule) {
   deltac::Problem prob;
   isa::set_problem(&prob);
   EXPECT_EQ(prob.cpu_isa, a);
+  EXPECT_EQ(prob.cpu_split512, isa::split512());
   for (deltac::Family f : {deltac::Family::CpuRecurrent, deltac::Family::CpuDecode,
                            deltac::Family::CpuChunked}) {
-    EXPECT_EQ(isa::for_family(f), deltac::cpu_rule(a).family_isa[int(f)]);
+    EXPECT_EQ(isa::for_family(f), deltac::cpu_rule(a, isa::split512()).family_isa[int(f)]);
     EXPECT_EQ(isa::for_family(f), deltac::cpu_isa_for(f, prob));
     EXPECT_EQ(deltac::check_cpu_isa(f, isa::for_family(f), prob), "");
     EXPECT_TRUE(isa::supported(isa::for_family(f)));
@@ -68,3 +69,26 @@ TEST(CpuIsa, ForwardRefusesAnInstanceTheCpuLacks) {
 }
 
 }  // namespace
+
+// Zen 4's row (a 256-bit datapath under AVX-512): the recurrence at every
+// length, on avx2; other rows ignore the flag.
+TEST(CpuIsa, Split512Row) {
+  deltac::Problem prob;
+  prob.cpu_isa = deltac::CpuIsa::avx512;
+  prob.cpu_split512 = true;
+  EXPECT_EQ(deltac::cpu_isa_for(deltac::Family::CpuRecurrent, prob), deltac::CpuIsa::avx2);
+  EXPECT_EQ(deltac::cpu_isa_for(deltac::Family::CpuChunked, prob), deltac::CpuIsa::avx512);
+  prob.max_seqlen = 1 << 20;
+  deltac::Family f;
+  std::string why;
+  ASSERT_TRUE(deltac::default_family(deltac::Device::CPU, deltac::Mode::Auto, prob, &f, &why))
+      << why;
+  EXPECT_EQ(f, deltac::Family::CpuRecurrent);
+  prob.cpu_split512 = false;
+  ASSERT_TRUE(deltac::default_family(deltac::Device::CPU, deltac::Mode::Auto, prob, &f, &why))
+      << why;
+  EXPECT_EQ(f, deltac::Family::CpuChunked);
+  prob.cpu_isa = deltac::CpuIsa::avx2;
+  prob.cpu_split512 = true;
+  EXPECT_EQ(&deltac::cpu_rule(prob.cpu_isa, true), &deltac::cpu_rule(prob.cpu_isa));
+}

@@ -207,6 +207,9 @@ struct Problem {
   // the CPU's best or DELTAC_CPU_ISA): the CPU rule is chosen by it
   // (kCpuRules). avx2 when unknown (the compiler's schedules).
   CpuIsa cpu_isa = CpuIsa::avx2;
+  // The core runs 512-bit vectors as two 256-bit halves (AMD Zen 4): the
+  // avx512 row is then kCpuRuleSplit512 (deltac/cpu/isa.h: split512()).
+  bool cpu_split512 = false;
   // Decode fields of the call (params.h): a state pool (read_slots), the
   // state after every token (state_steps), accepted counts.
   bool pool = false, state_steps = false, accepted = false;
@@ -391,7 +394,17 @@ constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // 4096 / 8192 (docs/performance.md).
     {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 32},
 };
-inline const CpuRule &cpu_rule(CpuIsa widest) {
+// avx512 on a core with a 256-bit datapath (Zen 4; 2 threads, gated, 16
+// heads, K = V = 128, interleaved, docs/performance.md "CPU AVX-512"): the
+// recurrence on avx2 beat it on avx512 (49.5 / 58.2 ms at 4096 tokens, 106 /
+// 121 at 8192) and chunked C = 32 on avx512 (53.3 / 115 ms) at both lengths;
+// chunked (on request) and decode stay on avx512 (chunked 1.3x its avx2
+// instance; decode a tie).
+constexpr CpuRule kCpuRuleSplit512 = {
+    {CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512}, 0, 32, 32, 32};
+inline const CpuRule &cpu_rule(CpuIsa widest, bool split512 = false) {
+  if (split512 && widest == CpuIsa::avx512)
+    return kCpuRuleSplit512;
   return kCpuRules[static_cast<int>(widest)];
 }
 // Chunked on request: the avx2 rule's chunk (the compiler's default).
@@ -399,7 +412,7 @@ constexpr int kCpuDefaultChunk = kCpuRules[1].chunk;
 
 // The instance CPU family f runs for p under the rule.
 inline CpuIsa cpu_isa_for(Family f, const Problem &p) {
-  return cpu_rule(p.cpu_isa).family_isa[static_cast<int>(f)];
+  return cpu_rule(p.cpu_isa, p.cpu_split512).family_isa[static_cast<int>(f)];
 }
 // "" when instance i may run CPU family f for p: no wider than p.cpu_isa.
 inline std::string check_cpu_isa(Family f, CpuIsa i, const Problem &p) {
@@ -422,16 +435,18 @@ inline KernelConfig default_config(Family f, const Problem &p) {
   c.family = f;
   switch (f) {
   case Family::CpuRecurrent: {
-    const int32_t t = cpu_rule(p.cpu_isa).recurrent_tile_v;
+    const int32_t t = cpu_rule(p.cpu_isa, p.cpu_split512).recurrent_tile_v;
     c.tile_v = (t == 32 && p.V % 32 == 0 && p.K <= 128) ? 32 : 16;
     break;
   }
   case Family::CpuDecode:
     c.tile_v =
-        (cpu_rule(p.cpu_isa).decode_tile_v == 32 && p.V % 32 == 0) ? 32 : 16;
+        (cpu_rule(p.cpu_isa, p.cpu_split512).decode_tile_v == 32 && p.V % 32 == 0)
+            ? 32
+            : 16;
     break;
   case Family::CpuChunked:
-    c.chunk = cpu_rule(p.cpu_isa).chunk;
+    c.chunk = cpu_rule(p.cpu_isa, p.cpu_split512).chunk;
     break;
   case Family::CudaRecurrent:
     // Wide tiles unless that leaves the GPU short of blocks (small decode
@@ -463,7 +478,7 @@ constexpr int64_t kCudaAutoRecurrentMaxTokens = 16;
 // longest sequence it is dispatched for under m (0 = any): the first entry
 // whose bound holds the call and whose check_family passes takes it.
 // Auto on the CPU: decode for one-token calls, the recurrence up to the
-// CPU rule's recurrent_max_tokens (cpu_isa: its row), then chunked, and the
+// CPU rule's recurrent_max_tokens (cpu_isa, split512: its row), then chunked, and the
 // recurrence for what chunked cannot run. Auto on CUDA:
 // the recurrence up to kCudaAutoRecurrentMaxTokens, then chunked, and the
 // recurrence for what chunked cannot run.
@@ -477,7 +492,8 @@ struct FamilyList {
   }
 };
 inline FamilyList families_for(Device d, Mode m,
-                               CpuIsa cpu_isa = CpuIsa::avx2) {
+                               CpuIsa cpu_isa = CpuIsa::avx2,
+                               bool split512 = false) {
   FamilyList l;
   if (d == Device::CUDA) {
     if (m == Mode::Auto)
@@ -493,7 +509,7 @@ inline FamilyList families_for(Device d, Mode m,
     return l;
   }
   l.add(Family::CpuDecode, family_info(Family::CpuDecode).max_tokens);
-  const int64_t r = cpu_rule(cpu_isa).recurrent_max_tokens;
+  const int64_t r = cpu_rule(cpu_isa, split512).recurrent_max_tokens;
   if (m == Mode::Auto && r > 0) {
     l.add(Family::CpuRecurrent, r);
     l.add(Family::CpuChunked, 0);
@@ -506,7 +522,7 @@ inline FamilyList families_for(Device d, Mode m,
 // reason in *why when none of d's families under m can run it.
 inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
                            std::string *why) {
-  FamilyList l = families_for(d, m, p.cpu_isa);
+  FamilyList l = families_for(d, m, p.cpu_isa, p.cpu_split512);
   std::string first;
   for (int i = 0; i < l.n; ++i) {
     const int64_t b = l.max_tokens[i];

@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#if DELTAC_CPU_ISA_X86
+#include <cpuid.h>
+#endif
 #include <cstring>
 
 namespace deltac::cpu::isa {
@@ -74,8 +77,27 @@ Isa active() {
   return a;
 }
 
+bool split512() {
+#if DELTAC_CPU_ISA_X86
+  static const bool s = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+      return false;
+    const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+    if (!amd || !__get_cpuid(1, &a, &b, &c, &d))
+      return false;
+    const unsigned base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+    const unsigned family = base == 0xf ? base + ext : base;
+    return family == 0x19 && supported(Isa::avx512);  // Zen 4 (Zen 3 has no AVX-512)
+  }();
+  return s;
+#else
+  return false;
+#endif
+}
+
 Isa for_family(Family f) {
-  return cpu_rule(active()).family_isa[static_cast<int>(f)];
+  return cpu_rule(active(), split512()).family_isa[static_cast<int>(f)];
 }
 
 // The family recurrent<Var> (mode 0) takes: decode when no sequence is

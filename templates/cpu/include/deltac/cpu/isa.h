@@ -29,12 +29,18 @@ const char* name(Isa i);             // "generic", "avx2", "avx512"
 bool supported(Isa i);               // compiled in and supported by this CPU
 Isa best();                          // the widest supported target
 Isa active();                        // best(), or DELTAC_CPU_ISA; fixed at first call
+// The core runs 512-bit vectors as two 256-bit halves (AMD family 19h with
+// AVX-512: Zen 4): the catalogue's rule then has its own avx512 row.
+bool split512();
 // The instance the catalogue's rule runs family f with at active()
-// (kCpuRules[active()].family_isa): e.g. cpu_recurrent on avx2 while
+// (cpu_rule(active(), split512()).family_isa): e.g. cpu_recurrent on avx2 while
 // avx512 is active, where that measured faster.
 Isa for_family(Family f);
-// The problem fields this side knows: Problem::cpu_isa = active().
-inline void set_problem(Problem* p) { p->cpu_isa = active(); }
+// The problem fields this side knows: cpu_isa = active(), cpu_split512.
+inline void set_problem(Problem* p) {
+  p->cpu_isa = active();
+  p->cpu_split512 = split512();
+}
 
 // deltac::cpu::launch_dims<Var>(c, p, specialized) of instance `run`; false
 // (nothing ran) when this CPU lacks it. The runtime checks first that run
