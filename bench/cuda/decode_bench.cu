@@ -119,7 +119,7 @@ cudaError_t run_knobs(const deltac_fwd_params& p, cudaStream_t st, const Shape& 
   if (s.bv == B && s.warps == W)                                                       \
     return recurrent_knobs<Var, kK, kV, In, B, W>(p, st, nullptr, s.form, s.pdl);
   DELTAC_K(32, 1) DELTAC_K(32, 2) DELTAC_K(32, 4) DELTAC_K(32, 8) DELTAC_K(16, 1) DELTAC_K(16, 2)
-  DELTAC_K(16, 4)
+  DELTAC_K(16, 4) DELTAC_K(64, 2) DELTAC_K(64, 4)
 #undef DELTAC_K
   return cudaErrorInvalidValue;
 }
@@ -256,7 +256,32 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device: nothing to benchmark\n");
     return 0;
   }
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  // --quick: the first 62 rows; --rows=I,J,..: only those rows (0-based, as
+  // listed without options; for a profiler run).
+  bool quick = false;
+  std::vector<int> only;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg.rfind("--rows=", 0) == 0) {
+      for (size_t i = 7; i < arg.size();) {
+        size_t e = arg.find(',', i);
+        if (e == std::string::npos)
+          e = arg.size();
+        const std::string num = arg.substr(i, e - i);
+        if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos) {
+          std::fprintf(stderr, "--rows: '%s' is not a row number\n", num.c_str());
+          return 2;
+        }
+        only.push_back(std::atoi(num.c_str()));
+        i = e + 1;
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--rows=I,J,..]\n", argv[0]);
+      return 2;
+    }
+  }
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const size_t l2 = prop.l2CacheSize;
@@ -275,6 +300,31 @@ int main(int argc, char** argv) {
       for (bool pool : {false, true}) add(1, Shape{16, 32, batch, 1, bf16, pool});
   for (bool bf16 : {false, true})
     for (bool pool : {false, true}) add(1, Shape{16, 32, 64, 4, bf16, pool});
+  // Small batches: the default knobs, tile_v 32 / 2 warps under each form
+  // (auto; split; the one-token strip kernel from registers: packd; staged:
+  // strip), and 16 / 2 split (version 3's batch-1 choice).
+  for (int batch : {1, 8})
+    for (bool bf16 : {false, true}) {
+      add(1, Shape{16, 32, batch, 1, bf16, false});
+      for (Form f : {Form::Auto, Form::Split, Form::Packed, Form::Strip}) {
+        Shape s{16, 32, batch, 1, bf16, false, 32, 2};
+        s.form = f;
+        add(1, s);
+      }
+    }
+  // tile_v 64 (not a catalogue knob): 128 or 256 contiguous bytes of a row
+  // per block, registers (packd) or staged (strip).
+  for (int batch : {1, 64, 512})
+    for (bool bf16 : {false, true})
+      for (int w : {2, 4})
+        for (Form f : {Form::Packed, Form::Strip}) {
+          if (batch == 1 && w == 2)
+            continue;
+          Shape s{16, 32, batch, 1, bf16, false, 64, w};
+          s.form = f;
+          add(1, s);
+        }
+  for (bool bf16 : {false, true}) add(1, Shape{16, 32, 64, 4, bf16, false, 64, 4});
   // Before: the split kernel (version 1), same binary, default knobs.
   for (int T : {1, 4})
     for (bool pool : {false, true}) {
@@ -324,8 +374,19 @@ int main(int argc, char** argv) {
   }
   for (int var : {0, 2})
     for (int batch : {1, 64}) add(var, Shape{16, 32, batch, 1, false, false});
-  if (quick)
-    shapes.resize(20);
+  if (!only.empty()) {
+    std::vector<std::pair<int, Shape>> picked;
+    for (int i : only) {
+      if (i < 0 || i >= int(shapes.size())) {
+        std::fprintf(stderr, "--rows: %d is not a row (0..%zu)\n", i, shapes.size() - 1);
+        return 2;
+      }
+      picked.push_back(shapes[size_t(i)]);
+    }
+    shapes = picked;
+  } else if (quick) {
+    shapes.resize(62);
+  }
   std::map<size_t, double> copy_rate;  // bytes -> copy kernel GB/s, measured once
   for (auto& [var, s] : shapes) {
     Row r = var == 0   ? bench<DELTAC_VARIANT_DELTA>(s, l2, rng)
@@ -339,7 +400,10 @@ int main(int argc, char** argv) {
       it = copy_rate.emplace(size_t(bytes), copy_gbs(size_t(bytes), l2, prop.multiProcessorCount))
                .first;
     const double cgbs = it->second;
-    const char* form = s.form == Form::Split ? "split" : s.form == Form::Strip ? "strip" : "auto";
+    const char* form = s.form == Form::Split    ? "split"
+                       : s.form == Form::Strip  ? "strip"
+                       : s.form == Form::Packed ? "packd"
+                                                : "auto";
     std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d %5s %3d %6d %9.2f %9.2f %10.1f %8.1f %7.0f%%\n",
                 names[var], s.H, s.HV, s.batch, s.T, s.bf16_state ? "bf16" : "f32",
                 s.pool ? "yes" : "no", s.bv, s.warps, form, int(s.pdl), r.copies, r.graph_us,

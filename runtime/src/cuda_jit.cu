@@ -39,7 +39,7 @@ const char *type_name(int32_t dtype) {
 // The name expression of the kernel of choice ch (recurrent_strip.cuh,
 // recurrent_kernel.cuh), as NVRTC resolves it.
 std::string kernel_expr(const deltac_fwd_params &p, const KernelConfig &c,
-                        RecurrentChoice ch, bool per_token) {
+                        RecurrentChoice ch, bool per_token, bool staged) {
   const std::string var = "(deltac_variant)" + std::to_string(p.variant);
   const std::string in = type_name(p.in_dtype), st = type_name(p.state_dtype);
   const std::string dims = std::to_string(p.K) + ", " + std::to_string(p.V) + ", " +
@@ -47,8 +47,10 @@ std::string kernel_expr(const deltac_fwd_params &p, const KernelConfig &c,
   const std::string pt = per_token ? "true" : "false";
   switch (ch.kernel) {
   case RecurrentKernel::StripOne:
-    return "&deltac::cuda::detail::strip_one_kernel<" + var + ", deltac::cuda::StripTraits<" +
-           dims + ", " + std::to_string(ch.vec) + ">, " + in + ", " + st + ">";
+    return std::string("&deltac::cuda::detail::") +
+           (staged ? "strip_staged_kernel<" : "strip_one_kernel<") + var +
+           ", deltac::cuda::StripTraits<" + dims + ", " + std::to_string(ch.vec) + ">, " + in +
+           ", " + st + ">";
   case RecurrentKernel::Strip:
     return "&deltac::cuda::detail::strip_kernel<" + var + ", deltac::cuda::StripTraits<" +
            dims + ", " + std::to_string(ch.vec) + ">, " + in + ", " + st + ", " + pt + ">";
@@ -177,7 +179,7 @@ bool chunked_config_ok(int32_t var, int K, int V, int32_t dtype, const KernelCon
 // makes it) and whether that form writes per-token states; false with
 // *error where p does not match a recurrent kernel or c has no form for it.
 bool recurrent_form(const deltac_fwd_params &p, const KernelConfig &c, bool det,
-                    RecurrentChoice *ch, bool *steps, std::string *error) {
+                    RecurrentChoice *ch, bool *steps, bool *staged, std::string *error) {
   if (!cuda::detail::recurrent_matches(p, p.variant, p.K, p.V, p.in_dtype) ||
       (p.in_dtype != DELTAC_F32 && p.in_dtype != DELTAC_BF16) || c.tile_v <= 0 ||
       c.warps <= 0 || p.V % c.tile_v != 0) {
@@ -185,30 +187,36 @@ bool recurrent_form(const deltac_fwd_params &p, const KernelConfig &c, bool det,
              "match a recurrent kernel of " + config_string(c);
     return false;
   }
+  const int64_t blocks = int64_t(p.N) * p.HV * (p.V / c.tile_v);
   *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, p.state_dtype == DELTAC_BF16 ? 2 : 4,
-                               cuda::recurrent_one_token(p, det), cuda::detail::Form::Auto);
+                               cuda::recurrent_one_token(p, det), cuda::detail::Form::Auto,
+                               blocks);
   if (ch->kernel == RecurrentKernel::None) {
     *error = config_string(c) + " has no recurrent kernel form for this call";
     return false;
   }
   *steps = (p.state_steps || p.accepted) && ch->kernel != RecurrentKernel::StripOne;
+  *staged = ch->kernel == RecurrentKernel::StripOne &&
+            cuda::detail::recurrent_staged(p, c.tile_v, c.warps, ch->vec,
+                                           cuda::detail::Form::Auto, blocks);
   return true;
 }
 } // namespace
 
 bool cuda_recurrent_program(const deltac_fwd_params &p, const KernelConfig &c, bool det,
                             RecurrentProgram *out, std::string *error) {
-  bool pt = false;
-  if (!recurrent_form(p, c, det, &out->choice, &pt, error))
+  bool pt = false, staged = false;
+  if (!recurrent_form(p, c, det, &out->choice, &pt, &staged, error))
     return false;
   jit::Program &prog = out->program;
   prog.name = std::string("recurrent_") + variant_name(p.variant) + "_k" + std::to_string(p.K) +
               "_v" + std::to_string(p.V) + "_" + dtype_name(p.in_dtype) + "_state_" +
               dtype_name(p.state_dtype) + "_bv" + std::to_string(c.tile_v) + "_w" +
               std::to_string(c.warps) + "_form" + std::to_string(int(out->choice.kernel)) +
-              "_vec" + std::to_string(out->choice.vec) + (pt ? "_steps" : "");
+              "_vec" + std::to_string(out->choice.vec) + (pt ? "_steps" : "") +
+              (staged ? "_staged" : "");
   prog.source = "#include \"deltac/cuda/recurrent_strip.cuh\"\n";
-  prog.kernels = {kernel_expr(p, c, out->choice, pt)};
+  prog.kernels = {kernel_expr(p, c, out->choice, pt, staged)};
   return true;
 }
 
@@ -261,8 +269,8 @@ bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaS
                         const Launch &l, std::string *error) {
   using namespace cuda::detail;
   RecurrentChoice ch;
-  bool steps = false;
-  if (!recurrent_form(p, c, l.deterministic, &ch, &steps, error))
+  bool steps = false, staged = false;
+  if (!recurrent_form(p, c, l.deterministic, &ch, &steps, &staged, error))
     return false;
   if (p.N == 0)
     return true;
@@ -277,11 +285,11 @@ bool cuda_recurrent_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaS
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess)
     dev = -1;
-  const std::array<int, 11> key = {dev,     p.variant, p.K,          p.V,    p.in_dtype,
+  const std::array<int, 12> key = {dev,     p.variant, p.K,          p.V,    p.in_dtype,
                                    p.state_dtype, c.tile_v, c.warps, int(ch.kernel), ch.vec,
-                                   int(steps)};
+                                   int(steps), int(staged)};
   static std::mutex mu;
-  static std::map<std::array<int, 11>, const void *> handles;
+  static std::map<std::array<int, 12>, const void *> handles;
   const void *fn = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);

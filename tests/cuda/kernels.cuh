@@ -20,16 +20,17 @@ struct Shape {};
 using TestShapes = std::tuple<Shape<16, 16>, Shape<64, 64>, Shape<128, 128>, Shape<256, 256>,
                               Shape<128, 256>, Shape<256, 128>, Shape<64, 16>, Shape<48, 80>>;
 
-// The kernel form under test: DELTAC_TEST_RECURRENT_FORM = split or strip
-// forces one (default: the library's choice); DELTAC_TEST_PDL=0 launches
+// The kernel form under test: DELTAC_TEST_RECURRENT_FORM = split, strip or
+// packed forces one (default: the library's choice); DELTAC_TEST_PDL=0 launches
 // without programmatic dependent launch.
 inline cuda::detail::Form form_under_test() {
   static const cuda::detail::Form f = [] {
     const char* s = std::getenv("DELTAC_TEST_RECURRENT_FORM");
     const std::string x = s ? s : "";
-    return x == "split"   ? cuda::detail::Form::Split
-           : x == "strip" ? cuda::detail::Form::Strip
-                          : cuda::detail::Form::Auto;
+    return x == "split"    ? cuda::detail::Form::Split
+           : x == "strip"  ? cuda::detail::Form::Strip
+           : x == "packed" ? cuda::detail::Form::Packed
+                           : cuda::detail::Form::Auto;
   }();
   return f;
 }

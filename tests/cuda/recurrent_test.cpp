@@ -71,6 +71,11 @@ std::vector<Case> all_cases() {
         Case c = make(var, bf16, "K" + std::to_string(s[0]) + "_V" + std::to_string(s[1]));
         c.K = s[0], c.V = s[1], c.T = 6;
         cs.push_back(c);
+        // One token: the one-token kernels (the library's choice; the
+        // device runs also force the strip form, staged where it fits).
+        c.name += "_T1";
+        c.T = 1;
+        cs.push_back(c);
       }
     }
     // GVA group sizes 1, 2, 4, 8.
@@ -93,6 +98,16 @@ std::vector<Case> all_cases() {
       c = make(var, false, "inplace");
       c.inplace = true;
       cs.push_back(c);
+      // The same at one token (with the strip form forced: the staged
+      // kernel, rows zero-filled without h0).
+      for (const char* what : {"no_h0", "no_ht", "inplace"}) {
+        c = make(var, false, std::string(what) + "_T1");
+        c.T = 1;
+        c.h0 = std::string(what) != "no_h0";
+        c.ht = std::string(what) != "no_ht";
+        c.inplace = std::string(what) == "inplace";
+        cs.push_back(c);
+      }
       c = make(var, false, "misaligned");
       c.misaligned = true;
       cs.push_back(c);

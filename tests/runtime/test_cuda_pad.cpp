@@ -560,23 +560,32 @@ void expectCompiles(const rt::jit::Program &prog, int cc) {
 TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
   std::string why;
   SKIP_WITHOUT_NVRTC(why);
+  // seqs: the batch (a narrow one-token tile runs the split kernel on large
+  // grids, the strip kernel on small ones: recurrent_choice).
   struct Row {
     int variant, K, V, in, state, tile_v, warps, T;
     bool steps;
     cuda::RecurrentKernel form;
+    int seqs = 1;
+    bool staged = false;  // the staged one-token kernel (recurrent_staged)
   } rows[] = {
-      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::Split},
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::Split, 4096},
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::StripOne},
       {1, 96, 96, DELTAC_BF16, DELTAC_F32, 32, 2, 1, false, cuda::RecurrentKernel::StripOne},
       {2, 80, 112, DELTAC_F32, DELTAC_BF16, 16, 2, 4, true, cuda::RecurrentKernel::Strip},
       {0, 256, 80, DELTAC_BF16, DELTAC_BF16, 16, 4, 3, false, cuda::RecurrentKernel::Strip},
-      {1, 128, 128, DELTAC_BF16, DELTAC_F32, 16, 4, 1, false, cuda::RecurrentKernel::Split},
+      {1, 128, 128, DELTAC_BF16, DELTAC_F32, 16, 4, 1, false, cuda::RecurrentKernel::Split, 4096},
       {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
+      // a bf16 state on a small grid: the staged one-token kernel
+      {1, 128, 128, DELTAC_BF16, DELTAC_BF16, 32, 2, 1, false, cuda::RecurrentKernel::StripOne, 1,
+       true},
       // the kernel cuda_jit_enabled's probe compiles
       {1, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
   };
   for (const Row &r : rows) {
     ProgramCall call(r.variant, r.K, r.V, r.T, r.in);
     deltac_fwd_params &p = call.p;
+    p.N = p.B = r.seqs;  // only the grid size matters here (nothing runs)
     p.state_dtype = r.state;
     if (r.steps)
       p.state_steps = call.ht.data(); // only its presence matters here
@@ -586,6 +595,7 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
     ASSERT_TRUE(rt::cuda_recurrent_program(p, c, false, &rp, &why)) << why;
     SCOPED_TRACE(rp.program.name);
     EXPECT_EQ(int(rp.choice.kernel), int(r.form));
+    EXPECT_EQ(rp.program.name.find("_staged") != std::string::npos, r.staged);
     EXPECT_EQ(rp.program.kernels.size(), 1u);
     for (int cc : {90, 80})
       expectCompiles(rp.program, cc);

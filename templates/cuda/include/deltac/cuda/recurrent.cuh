@@ -58,6 +58,24 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
           aligned(p.q, 16) && aligned(p.k, 16) && (var != DELTAC_VARIANT_KDA || aligned(p.g, 16))};
 }
 
+// Whether a one-token call of p with knobs (bv, warps), the strip vec and
+// `blocks` in its grid runs the staged kernel (recurrent_strip.cuh's
+// strip_staged_kernel) rather than the one holding its state in registers:
+// under Auto for a bf16 state on a small grid, under Strip wherever it
+// applies, never under Packed; it applies where its geometry fits
+// (strip_staged_fits) to K-first states with 16-byte aligned bases. H200
+// (docs/performance.md "Decode", version 4): batch 1 bf16 2.5 us staged;
+// large grids and f32 states ran faster from registers. The precompiled
+// launch and NVRTC ask this alike.
+inline bool recurrent_staged(const deltac_fwd_params& p, int bv, int warps, int vec, Form form,
+                             int64_t blocks) {
+  const bool bf16 = p.state_dtype == DELTAC_BF16;
+  const bool want = form == Form::Strip ||
+                    (form == Form::Auto && bf16 && blocks <= kRecurrentSmallGrid);
+  return want && p.state_layout == DELTAC_STATE_KV && recurrent_flags(p, p.variant).st &&
+         strip_staged_fits(p.K, bv, warps, vec, bf16 ? 2 : 4, p.in_dtype == DELTAC_F32 ? 4 : 2);
+}
+
 // Whether p matches a kernel of (var, K, V, input dtype in_dtype) and has
 // what the kernel dereferences.
 inline bool recurrent_matches(const deltac_fwd_params& p, int32_t var, int K, int V,
@@ -128,14 +146,20 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   const bool one = recurrent_one_token(p, det);  // false with state_steps / accepted
   const RecurrentFlags f = recurrent_flags(p, Var);
   const int32_t* sk = Guarded ? skip : nullptr;
+  const int64_t grid = int64_t(p.N) * p.HV * (V / BV);
   const RecurrentKernel rk =
-      recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form).kernel;
+      recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form, grid).kernel;
   if constexpr (kVecOne != 0) {
     using Tr = StripTraits<K, V, BV, Warps, kVecOne>;
     if (rk == RecurrentKernel::StripOne) {
       const int64_t blocks = int64_t(p.N) * p.HV * Tr::kTiles;
       if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
+      if constexpr (StagedFits<Tr, InT, StT>::value) {
+        if (recurrent_staged(p, BV, Warps, kVecOne, form, blocks))
+          return launch_ex(strip_staged_kernel<Var, Tr, InT, StT>, unsigned(blocks),
+                           Tr::kThreads, stream, pdl, p, scale, f.io, f.st, f.qk, sk);
+      }
       return launch_ex(strip_one_kernel<Var, Tr, InT, StT>, unsigned(blocks),
                        Tr::kThreads, stream, pdl, p, scale, f.io, f.st, f.qk, sk);
     }

@@ -9,6 +9,8 @@
 
 #include "deltac/params.h"
 
+#include <cstdint>
+
 namespace deltac {
 
 // Split-kernel geometry: 4 floats per lane, BV/4 lanes per row, 32/(BV/4)
@@ -74,7 +76,9 @@ namespace detail {
 // Which form runs: Auto (the rule below), Split (the split kernel where it
 // exists), Strip (the strip kernel where it exists). Tests and benchmarks
 // force one.
-enum class Form { Auto = 0, Split = 1, Strip = 2 };
+// Packed: as Strip, but a one-token call keeps its state rows in registers
+// (not the staged form below).
+enum class Form { Auto = 0, Split = 1, Strip = 2, Packed = 3 };
 
 }  // namespace detail
 
@@ -87,21 +91,43 @@ struct RecurrentChoice {
   RecurrentKernel kernel;
   int vec;  // the strip kernels' vec
 };
+// A grid of at most this many blocks is small (about one wave): the
+// one-token kernels prefetch their state into L2 before the PDL wait there
+// (recurrent_strip.cuh, prefetch_state), which made the strip form the
+// faster at batch 1 (H200, GDN 16/32 heads K = V = 128: 2.8 against 3.6 us
+// f32, docs/performance.md "Decode", version 4).
+constexpr int64_t kRecurrentSmallGrid = 1024;
+
 // Under Auto a token runs the one-token strip kernel where a lane's state
-// slice is at least 64 bytes wide or the split kernel does not exist, else
+// slice is at least 64 bytes wide, where the grid is small (at most
+// kRecurrentSmallGrid blocks) or where the split kernel does not exist, else
 // the split kernel; several tokens run the strip kernel where it exists.
+// blocks: the call's grid (sequences x value heads x V tiles).
 constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_bytes, bool one,
-                                           detail::Form form) {
+                                           detail::Form form, int64_t blocks) {
   using detail::Form;
   const bool split = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, warps);
   const int vec_one = strip_vec(K, BV, warps, state_bytes == 2, true);
   const int vec = strip_vec(K, BV, warps, state_bytes == 2, false);
   const bool wide = BV / warps * state_bytes >= 64;
-  if (vec_one && one && (form == Form::Strip || !split || (form == Form::Auto && wide)))
+  const bool strip = form == Form::Strip || form == Form::Packed;
+  const bool small = blocks <= kRecurrentSmallGrid;
+  if (vec_one && one && (strip || !split || (form == Form::Auto && (wide || small))))
     return {RecurrentKernel::StripOne, vec_one};
   if (vec && !one && (form != Form::Split || !split))
     return {RecurrentKernel::Strip, vec};
   return {split ? RecurrentKernel::Split : RecurrentKernel::None, 0};
+}
+
+// Whether the staged one-token kernel's geometry exists (recurrent_strip.cuh,
+// Staged: the state rows land in shared memory by cp.async, not registers):
+// its rows take at most 32 KB a block and q / k rows are whole 16-byte
+// pieces. recurrent.cuh's recurrent_staged says where it runs.
+constexpr bool strip_staged_fits(int K, int BV, int warps, int vec, int state_bytes,
+                                 int in_bytes) {
+  const StripGeom g = strip_geom(K, BV, warps, vec);
+  return g.ok_one && g.rows * vec * state_bytes * warps * 32 <= 32768 &&
+         (K * in_bytes) % 16 == 0;
 }
 
 // Whether the one-token kernel may run (see recurrent_choice). det (batch-

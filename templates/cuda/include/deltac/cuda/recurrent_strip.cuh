@@ -125,6 +125,8 @@ __device__ __forceinline__ void store_n(T* dst, bool vec, const float* in) {
 
 // Tokens whose inputs strip_body stages in shared memory at a time.
 constexpr int kStripChunk = 8;
+// strip_body's gated decay factor stays in [kFoldMin, 1 / kFoldMin].
+constexpr float kFoldMin = 1e-20f;
 
 // One warp, per token, with h' = a (.) h: hk = h'^T k, hq = h'^T q over the
 // warp's K rows (lanes sum their R rows, then shuffles), u = beta (v - hk),
@@ -142,7 +144,7 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
   constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
   __shared__ __align__(16) float sq[C][K], sk[C][K], sg[kKda ? C : 1][kKda ? K : 1];
   __shared__ __align__(16) float sv[C][BV];
-  __shared__ float sb[C], sa[C];
+  __shared__ float sb[C], sa[C], sqk[C];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r0 = (lane / L) * R;  // first of this thread's rows
@@ -174,7 +176,9 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
   const InT* v = static_cast<const InT*>(p.v);
   InT* o = static_cast<InT*>(p.o);
 
-  // The inputs of tokens tc .. tc + nt into shared memory (as floats).
+  // The inputs of tokens tc .. tc + nt into shared memory (as floats), then
+  // what needs no state, off the token chain: per token (a warp each) the
+  // L2 norms and q . k, q and k normalised in place, the gates' exponentials.
   auto stage = [&](int64_t tc, int nt) {
     for (int e = threadIdx.x; e < nt * K; e += Tr::kThreads) {
       const int tt = e / K, i = e % K;
@@ -192,7 +196,31 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
       const int64_t th = (tc + threadIdx.x) * p.HV + j;
       sb[threadIdx.x] = __ldg(p.beta + th);
       if constexpr (kGated)
-        sa[threadIdx.x] = __ldg(p.g + th);
+        sa[threadIdx.x] = expf(__ldg(p.g + th));
+    }
+    __syncthreads();
+    for (int tt = warp; tt < nt; tt += Tr::kWarps) {
+      float dot = 0.f, ssq = 0.f, ssk = 0.f;
+      for (int i = lane; i < K; i += 32) {
+        const float qi = sq[tt][i], ki = sk[tt][i];
+        dot = fmaf(qi, ki, dot);
+        ssq = fmaf(qi, qi, ssq);
+        ssk = fmaf(ki, ki, ssk);
+      }
+      dot = reduce_rows<1>(dot);
+      float rq = 1.f, rk = 1.f;
+      if (p.qk_l2norm) {
+        rq = 1.f / sqrtf(reduce_rows<1>(ssq) + 1e-6f);
+        rk = 1.f / sqrtf(reduce_rows<1>(ssk) + 1e-6f);
+      }
+      for (int i = lane; i < K; i += 32) {
+        sq[tt][i] *= rq;
+        sk[tt][i] *= rk;
+        if constexpr (kKda)
+          sg[tt][i] = expf(sg[tt][i]);
+      }
+      if (lane == 0)
+        sqk[tt] = dot * rq * rk;
     }
   };
   int nt = int(t1 - t0 < C ? t1 - t0 : C);
@@ -211,7 +239,21 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
 
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   float h[R][Vec];
+  // Gated: the state is hs * h (one decay factor a block, as a head shares
+  // its gate), so a token scales 2 * Vec sums and its update, not R * Vec
+  // state elements. hs is folded into h before it leaves the kernel and
+  // whenever it leaves [kFoldMin, 1 / kFoldMin] (an exact 0 for a -inf gate).
+  float hs = 1.f;
+  auto fold = [&] {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) h[i][c] *= hs;
+    hs = 1.f;
+  };
   auto store_state = [&](StT* dst) {
+    if (kGated && hs != 1.f)
+      fold();
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       if (!vk) {
@@ -254,42 +296,31 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
 #pragma unroll 1
     for (int tt = 0; tt < nt; ++tt) {
       const int64_t t = tc + tt, th = t * p.HV + j;
-      float kr[R], qr[R], vv[Vec];
-#pragma unroll
-      for (int i = 0; i < R; ++i) kr[i] = sk[tt][r0 + i], qr[i] = sq[tt][r0 + i];
+      float vv[Vec];
 #pragma unroll
       for (int c = 0; c < Vec; ++c) vv[c] = sv[tt][c0 + c];
       const float beta = sb[tt];
-      const float a = kGated ? expf(sa[tt]) : 1.f;
+      const float a = kGated ? sa[tt] : 1.f;  // exp(g), from stage
+      const float qk = sqk[tt];               // normalised q . k
 
-      // q . k and the L2 norms: the lanes' rows, then across row groups.
-      float dot = 0.f, ssq = 0.f, ssk = 0.f;
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        dot = fmaf(qr[i], kr[i], dot);
-        ssq = fmaf(qr[i], qr[i], ssq);
-        ssk = fmaf(kr[i], kr[i], ssk);
+      float rhs = 1.f;  // 1 / hs
+      if constexpr (kGated) {
+        hs *= a;
+        if (!(hs >= kFoldMin && hs <= 1.f / kFoldMin))  // block-uniform; NaN too
+          fold();
+        rhs = 1.f / hs;
       }
-      dot = reduce_rows<L>(dot);
-      float rq = 1.f, rk = 1.f;
-      if (p.qk_l2norm) {
-        rq = 1.f / sqrtf(reduce_rows<L>(ssq) + 1e-6f);
-        rk = 1.f / sqrtf(reduce_rows<L>(ssk) + 1e-6f);
-      }
-      const float qk = dot * rq * rk;
-
-      float pk[Vec], pq[Vec];
+      float pk[Vec], pq[Vec], kr[R];
 #pragma unroll
       for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        kr[i] *= rk;
-        const float qi = qr[i] * rq;
-        const float ai = kKda ? expf(sg[tt][r0 + i]) : a;
+        kr[i] = sk[tt][r0 + i];  // normalised by stage
+        const float qi = sq[tt][r0 + i];
 #pragma unroll
         for (int c = 0; c < Vec; ++c) {
-          if (Var != DELTAC_VARIANT_DELTA)
-            h[i][c] *= ai;
+          if constexpr (kKda)
+            h[i][c] *= sg[tt][r0 + i];
           pk[c] = fmaf(h[i][c], kr[i], pk[c]);
           pq[c] = fmaf(h[i][c], qi, pq[c]);
         }
@@ -297,9 +328,11 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
       float u[Vec], out[Vec];
 #pragma unroll
       for (int c = 0; c < Vec; ++c) {
-        const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
+        const float hk = hs * reduce_rows<L>(pk[c]), hq = hs * reduce_rows<L>(pq[c]);
         u[c] = beta * (vv[c] - hk);
         out[c] = scale * fmaf(u[c], qk, hq);
+        if constexpr (kGated)
+          u[c] *= rhs;  // h += k u^T / hs keeps hs * h the new state
       }
 #pragma unroll
       for (int i = 0; i < R; ++i)
@@ -317,6 +350,55 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
   }
   if (!PerToken && ht)
     store_state(ht);
+}
+
+// One lane's state row (8 or 16 bytes) global -> shared by cp.async, zero-
+// filled when !valid (src not read); completed by cp_async_row_wait.
+template <int Bytes>
+__device__ __forceinline__ void cp_async_row(void* dst, const void* src, bool valid) {
+  static_assert(Bytes == 8 || Bytes == 16, "cp.async rows of 8 or 16 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int n = valid ? Bytes : 0;
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(n));
+#else
+  using W = std::conditional_t<Bytes == 16, uint4, uint2>;
+  *static_cast<W*>(dst) = valid ? *static_cast<const W*>(src) : W{};
+#endif
+}
+__device__ __forceinline__ void cp_async_row_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// N (1, 2 or 4) words from shared memory, in program order with the other
+// volatile asm (cp.async waits): the compiler neither hoists nor keeps them.
+// The clobber orders them after plain stores too (cp_async_row's fallback).
+template <int N>
+__device__ __forceinline__ void lds_words(const uint32_t* src, uint32_t* w) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(src));
+  if constexpr (N == 4)
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                 : "r"(a)
+                 : "memory");
+  else if constexpr (N == 2)
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(w[0]), "=r"(w[1])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(w[0]) : "r"(a) : "memory");
+}
+// Waits until at most N of the thread's cp.async groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_async_row_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 // A bf16 word's high element as a float, opaque to the optimizer: strip_one
@@ -347,10 +429,17 @@ __device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out)
 // (a bf16 state in half the registers of floats, so twice the bytes per
 // thread in flight) and is unpacked once for h'^T k, h'^T q and once more
 // for the update, which is stored at once.
-template <deltac_variant Var, class Tr, class InT, class StT>
+//
+// Staged (strip_staged_fits; K-first states with 16-byte aligned bases):
+// the lane's state rows and the block's q / k rows land in shared memory by
+// cp.async instead of registers, so bytes in flight cost no registers and
+// about twice the blocks fit an SM. Each lane reads back only the state rows
+// it copied; q / k take one block barrier.
+template <deltac_variant Var, class Tr, class InT, class StT, bool Staged>
 __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scale, bool vec_io,
                                           bool vec_state, bool vec_qk) {
   constexpr int K = Tr::K, V = Tr::V, R = Tr::R, L = Tr::L, Vec = Tr::kVec;
+  constexpr int kWords = Vec * int(sizeof(StT)) / 4;  // one row of a lane, in words
   constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
 
@@ -371,11 +460,53 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   }
   const bool has = p.T == 1;
   const int64_t th = int64_t(n) * p.HV + j;  // token n (T = 1)
-  float qr[R], kr[R], gr[kKda ? R : 1], vv[Vec], beta = 0.f, a = 1.f;
+  // Staged: the block's q and k rows in shared memory, not registers.
+  constexpr int kQk = Staged ? 1 : R;
+  __shared__ __align__(16) InT sqk[Staged ? 2 : 1][Staged ? K : 1];
+  float qr[kQk] = {}, kr[kQk] = {}, gr[kKda ? R : 1], vv[Vec], beta = 0.f, a = 1.f;
+  auto qk_at = [&](int w, int i) {  // q (w = 0) or k row r0 + i from shared
+    if constexpr (sizeof(InT) == 2) {
+      const int e = r0 + i;  // r0 may be odd: the word holding element e
+      uint32_t x;
+      lds_words<1>(reinterpret_cast<const uint32_t*>(&sqk[w][0]) + e / 2, &x);
+      return e % 2 ? bf_hi(x) : bf_lo(x);
+    } else {
+      uint32_t x;
+      lds_words<1>(reinterpret_cast<const uint32_t*>(&sqk[w][r0 + i]), &x);
+      return __uint_as_float(x);
+    }
+  };
+  auto qv = [&](int i) {
+    if constexpr (Staged)
+      return qk_at(0, i);
+    else
+      return qr[i];
+  };
+  auto kv = [&](int i) {
+    if constexpr (Staged)
+      return qk_at(1, i);
+    else
+      return kr[i];
+  };
   if (has) {
     const int64_t qoff = (int64_t(n) * p.H + hqk) * K + r0;
-    load_n<R, true>(static_cast<const InT*>(p.q) + qoff, vec_qk, qr);
-    load_n<R, true>(static_cast<const InT*>(p.k) + qoff, vec_qk, kr);
+    if constexpr (Staged) {
+      const InT* q = static_cast<const InT*>(p.q) + (qoff - r0);
+      const InT* k = static_cast<const InT*>(p.k) + (qoff - r0);
+      constexpr int E = 16 / int(sizeof(InT)), kPieces = K / E;
+      if (vec_qk) {
+        for (int e = threadIdx.x; e < 2 * kPieces; e += Tr::kThreads) {
+          const int w = e / kPieces, c = (e % kPieces) * E;
+          cp_async_row<16>(&sqk[w][c], (w ? k : q) + c, true);
+        }
+      } else {
+        for (int e = threadIdx.x; e < 2 * K; e += Tr::kThreads)
+          sqk[e / K][e % K] = __ldg((e < K ? q : k) + e % K);
+      }
+    } else {
+      load_n<R, true>(static_cast<const InT*>(p.q) + qoff, vec_qk, qr);
+      load_n<R, true>(static_cast<const InT*>(p.k) + qoff, vec_qk, kr);
+    }
     if constexpr (kKda)
       load_n<R, true>(p.g + th * K + r0, vec_qk, gr);
     load_n<Vec, true>(static_cast<const InT*>(p.v) + th * V + v0, vec_io, vv);
@@ -388,9 +519,32 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     ws = ws >= 0 && ws < p.num_slots ? ws : -1;
   }
 
-  const bool vk = p.state_layout == DELTAC_STATE_VK;
-  Packed<Vec, StT> hp[R];
-  if (rs >= 0) {
+  const bool vk = !Staged && p.state_layout == DELTAC_STATE_VK;  // Staged: K-first
+  // Row i of the lane: stage[i][threadIdx.x] (Staged), else hp[i].
+  __shared__ __align__(16) uint32_t stage[Staged ? R : 1][Staged ? Tr::kThreads * kWords : 1];
+  Packed<Vec, StT> hp[Staged ? 1 : R] = {};
+  auto row = [&](int i) {
+    if constexpr (Staged) {
+      Packed<Vec, StT> x;
+      lds_words<kWords>(&stage[i][threadIdx.x * kWords], x.w);
+      return x;
+    } else {
+      return hp[i];
+    }
+  };
+  if constexpr (Staged) {
+    cp_async_row_commit();  // q, k: group 1 of 2
+    // Zero-filled rows when there is no state to read (v: a valid address,
+    // not read).
+    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs >= 0 ? rs : 0) * p.HV + j) * K * V;
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      cp_async_row<kWords * 4>(&stage[i][threadIdx.x * kWords],
+                               rs >= 0 ? static_cast<const void*>(h0 + int64_t(r0 + i) * V + v0)
+                                       : p.v,
+                               rs >= 0);
+    cp_async_row_commit();
+  } else if (rs >= 0) {
     const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -419,23 +573,30 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     }
   };
   if (!has) {  // no token: the state passes through
+    if constexpr (Staged)
+      cp_async_row_wait<0>();
     if (ht) {
 #pragma unroll
       for (int i = 0; i < R; ++i) {
         float x[Vec];
-        unpack(hp[i], x);
+        unpack(row(i), x);
         store_row(i, x);
       }
     }
     return;
   }
 
+  if constexpr (Staged) {  // q and k (all threads' pieces)
+    cp_async_row_wait<1>();
+    __syncthreads();
+  }
   float dot = 0.f, ssq = 0.f, ssk = 0.f;
 #pragma unroll
   for (int i = 0; i < R; ++i) {
-    dot = fmaf(qr[i], kr[i], dot);
-    ssq = fmaf(qr[i], qr[i], ssq);
-    ssk = fmaf(kr[i], kr[i], ssk);
+    const float qi = qv(i), ki = kv(i);
+    dot = fmaf(qi, ki, dot);
+    ssq = fmaf(qi, qi, ssq);
+    ssk = fmaf(ki, ki, ssk);
   }
   dot = reduce_rows<L>(dot);
   float rq = 1.f, rk = 1.f;
@@ -446,24 +607,27 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   const float qk = dot * rq * rk;
   if constexpr (kGated)
     a = expf(a);
+  if constexpr (Staged)
+    cp_async_row_wait<0>();
 
   float pk[Vec], pq[Vec];
 #pragma unroll
   for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
 #pragma unroll
   for (int i = 0; i < R; ++i) {
-    kr[i] *= rk;
-    const float qi = qr[i] * rq;
+    const float ki = kv(i) * rk, qi = qv(i) * rq;
+    if constexpr (!Staged)
+      kr[i] = ki;
     if constexpr (kKda)
       gr[i] = expf(gr[i]);
     const float ai = kKda ? gr[i] : a;
     float x[Vec];
-    unpack(hp[i], x);
+    unpack(row(i), x);
 #pragma unroll
     for (int c = 0; c < Vec; ++c) {
       if (Var != DELTAC_VARIANT_DELTA)
         x[c] *= ai;
-      pk[c] = fmaf(x[c], kr[i], pk[c]);
+      pk[c] = fmaf(x[c], ki, pk[c]);
       pq[c] = fmaf(x[c], qi, pq[c]);
     }
   }
@@ -481,12 +645,17 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     for (int i = 0; i < R; ++i) {
       const float ai = kKda ? gr[i] : a;
       float x[Vec];
-      unpack_again(hp[i], x);
+      unpack_again(row(i), x);
+      float ki;
+      if constexpr (Staged)
+        ki = kv(i) * rk;
+      else
+        ki = kr[i];
 #pragma unroll
       for (int c = 0; c < Vec; ++c) {
         if (Var != DELTAC_VARIANT_DELTA)
           x[c] *= ai;
-        x[c] = fmaf(kr[i], u[c], x[c]);
+        x[c] = fmaf(ki, u[c], x[c]);
       }
       store_row(i, x);
     }
@@ -515,14 +684,75 @@ __global__ void __launch_bounds__(Tr::kThreads, (strip_min_blocks<Tr>()))
   strip_body<Var, Tr, InT, StT, PerToken>(p, scale, vec_io, vec_state);
 }
 
+// Before the PDL wait (sm_90): the block's share of its head's state (1 /
+// kTiles of it, contiguous) into L2 by cp.async.bulk.prefetch, so that the
+// loads after the wait hit L2 where the previous kernel's tail left time.
+// The slot read here only picks addresses: a stale value (a predecessor
+// still writing the slots) costs a useless prefetch, never a wrong result.
+// Small grids only (kRecurrentSmallGrid): larger ones start mostly after
+// the predecessor, where a prefetch gains nothing.
+template <class Tr, class StT>
+__device__ __forceinline__ void prefetch_state(const deltac_fwd_params& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (!p.h0 || gridDim.x > kRecurrentSmallGrid)
+    return;
+  int bid = blockIdx.x;
+  const int tile = bid % Tr::kTiles;
+  bid /= Tr::kTiles;
+  const int j = bid % p.HV, n = bid / p.HV;
+  int64_t slot = n;
+  if (p.read_slots) {  // from L2 (not L1: the load after the wait must not hit this line)
+    slot = __ldcg(p.read_slots + n);
+    if (slot < 0 || slot >= p.num_slots)
+      return;
+  }
+  constexpr int64_t kHead = int64_t(Tr::K) * Tr::V * int64_t(sizeof(StT));
+  constexpr int64_t kShare = kHead / Tr::kTiles;
+  constexpr int64_t kPiece = (kShare / Tr::kThreads + 15) / 16 * 16;  // 16-byte multiple
+  const int64_t lo = tile * kShare + threadIdx.x * kPiece;
+  const int64_t hi = lo + kPiece < (tile + 1) * kShare ? lo + kPiece : (tile + 1) * kShare;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(p.h0) + slot * p.HV * kHead + j * kHead;
+  if (hi > lo && (base + lo) % 16 == 0 && (hi - lo) % 16 == 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + lo),
+                 "r"(uint32_t(hi - lo))
+                 : "memory");
+#endif
+}
+
 template <deltac_variant Var, class Tr, class InT, class StT>
 __global__ void __launch_bounds__(Tr::kThreads)
     strip_one_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      bool vec_qk, const int32_t* skip) {
+  prefetch_state<Tr, StT>(p);
   pdl_enter();
   if (skip && *skip != 0)
     return;
-  strip_one<Var, Tr, InT, StT>(p, scale, vec_io, vec_state, vec_qk);
+  strip_one<Var, Tr, InT, StT, false>(p, scale, vec_io, vec_state, vec_qk);
+}
+
+template <class Tr, class InT, class StT>
+struct StagedFits {
+  static constexpr bool value =
+      strip_staged_fits(Tr::K, Tr::BV, Tr::kWarps, Tr::kVec, int(sizeof(StT)), int(sizeof(InT)));
+};
+
+// The staged one-token kernel (strip_one's Staged, where strip_staged_fits;
+// the launch asks for K-first states with 16-byte aligned bases). Same
+// arguments as strip_one_kernel (vec_state is true then). Its register
+// bound (64, kda 72) leaves 13-16 blocks of 64 threads per SM.
+template <deltac_variant Var, class Tr, class InT, class StT>
+__global__ void __launch_bounds__(Tr::kThreads,
+                                  65536 / (Tr::kThreads * (Var == DELTAC_VARIANT_KDA ? 72 : 64)))
+    strip_staged_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
+                        bool vec_qk, const int32_t* skip) {
+  static_assert(StagedFits<Tr, InT, StT>::value,
+                "strip_staged_kernel: no staged geometry for these knobs");
+  prefetch_state<Tr, StT>(p);
+  pdl_enter();
+  if (skip && *skip != 0)
+    return;
+  (void)vec_state;  // true: the launch asks for aligned states
+  strip_one<Var, Tr, InT, StT, true>(p, scale, vec_io, true, vec_qk);
 }
 
 }  // namespace deltac::cuda::detail
