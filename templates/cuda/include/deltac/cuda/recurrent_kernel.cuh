@@ -23,6 +23,28 @@ __device__ __forceinline__ T from_float(float x) {
     return __float2bfloat16_rn(x);
 }
 
+// A warp's q . k of one token, normalised when l2norm (then *rq, *rk are
+// 1 / ||q||, 1 / ||k||, else 1): lane reads q[lane], q[lane + 32], ...
+template <int K>
+__device__ __forceinline__ float warp_qk_norms(const float* q, const float* k, int lane,
+                                               bool l2norm, float* rq, float* rk) {
+  float dot = 0.f, ssq = 0.f, ssk = 0.f;
+#pragma unroll
+  for (int i = lane; i < K; i += 32) {
+    const float x = q[i], y = k[i];
+    dot = fmaf(x, y, dot);
+    ssq = fmaf(x, x, ssq);
+    ssk = fmaf(y, y, ssk);
+  }
+  dot = reduce_rows<1>(dot);
+  *rq = *rk = 1.f;
+  if (l2norm) {
+    *rq = 1.f / sqrtf(reduce_rows<1>(ssq) + 1e-6f);
+    *rk = 1.f / sqrtf(reduce_rows<1>(ssk) + 1e-6f);
+  }
+  return dot * *rq * *rk;
+}
+
 // Per token, with h' = a (.) h the decayed state:
 //   hk = h'^T k, hq = h'^T q (one pass over the registers, one block-wide
 //   reduction), u = beta (v - hk), h = h' + k u^T,
@@ -176,21 +198,8 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
     __syncthreads();
 
     // q . k and the L2 norms, each warp on its own.
-    float dot = 0.f, ssq = 0.f, ssk = 0.f;
-#pragma unroll
-    for (int i = lane; i < K; i += 32) {
-      const float x = sq[i], y = sk[i];
-      dot = fmaf(x, y, dot);
-      ssq = fmaf(x, x, ssq);
-      ssk = fmaf(y, y, ssk);
-    }
-    dot = reduce_rows<1>(dot);
-    float rq = 1.f, rk = 1.f;
-    if (p.qk_l2norm) {
-      rq = 1.f / sqrtf(reduce_rows<1>(ssq) + 1e-6f);
-      rk = 1.f / sqrtf(reduce_rows<1>(ssk) + 1e-6f);
-    }
-    const float qk = dot * rq * rk;
+    float rq, rk;
+    const float qk = warp_qk_norms<K>(sq, sk, lane, p.qk_l2norm, &rq, &rk);
 
     // Decay, then this thread's part of h'^T k and h'^T q.
     float kr[kRows], pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};

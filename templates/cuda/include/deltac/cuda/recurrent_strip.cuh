@@ -200,19 +200,8 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
     }
     __syncthreads();
     for (int tt = warp; tt < nt; tt += Tr::kWarps) {
-      float dot = 0.f, ssq = 0.f, ssk = 0.f;
-      for (int i = lane; i < K; i += 32) {
-        const float qi = sq[tt][i], ki = sk[tt][i];
-        dot = fmaf(qi, ki, dot);
-        ssq = fmaf(qi, qi, ssq);
-        ssk = fmaf(ki, ki, ssk);
-      }
-      dot = reduce_rows<1>(dot);
-      float rq = 1.f, rk = 1.f;
-      if (p.qk_l2norm) {
-        rq = 1.f / sqrtf(reduce_rows<1>(ssq) + 1e-6f);
-        rk = 1.f / sqrtf(reduce_rows<1>(ssk) + 1e-6f);
-      }
+      float rq, rk;
+      const float qk = warp_qk_norms<K>(sq[tt], sk[tt], lane, p.qk_l2norm, &rq, &rk);
       for (int i = lane; i < K; i += 32) {
         sq[tt][i] *= rq;
         sk[tt][i] *= rk;
@@ -220,7 +209,7 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
           sg[tt][i] = expf(sg[tt][i]);
       }
       if (lane == 0)
-        sqk[tt] = dot * rq * rk;
+        sqk[tt] = qk;
     }
   };
   int nt = int(t1 - t0 < C ? t1 - t0 : C);
