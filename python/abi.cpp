@@ -53,6 +53,7 @@ int deltac_abi_layout(long long *out, int n) {
       (long long)offsetof(deltac_fwd_params, write_slots),
       (long long)offsetof(deltac_fwd_params, state_steps),
       (long long)offsetof(deltac_fwd_params, accepted),
+      (long long)offsetof(deltac_fwd_params, state_scale),
   };
   return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
 }

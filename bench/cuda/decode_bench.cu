@@ -1,5 +1,5 @@
 // Decode benchmark of deltac::cuda::recurrent: K = V = 128, bf16 inputs, the
-// state f32 or bf16, contiguous or a shuffled state pool, updated in place;
+// state f32, bf16 or fp8 e4m3, contiguous or a shuffled state pool, updated in place;
 // next to an SM-driven copy kernel on the same bytes (the bandwidth ceiling). The state is rotated among enough
 // copies that their total exceeds twice the L2, so every call reads its
 // state from HBM. Timed as CUDA-graph replays (and as plain launches) with
@@ -109,7 +109,11 @@ struct Shape {
   int warps = 0;  // with bv: warps per block, 0: the catalogue's default
   Form form = Form::Auto;  // strip (the default where it fits) or split kernel
   bool pdl = true;         // programmatic dependent launch
+  bool fp8_state = false;  // e4m3 (bf16_state false), scale 1/16 per head
 };
+
+size_t state_elem_bytes(const Shape& s) { return s.fp8_state ? 1 : s.bf16_state ? 2 : 4; }
+const char* state_name(const Shape& s) { return s.fp8_state ? "fp8" : s.bf16_state ? "bf16" : "f32"; }
 
 // The instance with both knobs fixed (cuda_recurrent's recurrent_cfg).
 template <deltac_variant Var>
@@ -134,6 +138,8 @@ __global__ void fill_state(T* x, size_t n, uint32_t seed) {
     const float f = 0.4f * (float(h >> 8) * (1.f / 16777216.f) - 0.5f);
     if constexpr (sizeof(T) == 4)
       x[i] = f;
+    else if constexpr (sizeof(T) == 1)
+      x[i] = __nv_fp8_e4m3(16.f * f);  // the bench's state_scale is 1/16
     else
       x[i] = __float2bfloat16(f);
   }
@@ -144,7 +150,7 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   const int batch = s.batch, heads = s.HV;
   const size_t tokens = size_t(batch) * s.T, nqk = tokens * s.H * kK, nv = tokens * heads * kV;
   const size_t nstate = size_t(batch) * heads * kK * kV;
-  const size_t state_bytes = nstate * (s.bf16_state ? 2 : 4);
+  const size_t state_bytes = nstate * state_elem_bytes(s);
   // Enough state copies that they do not fit in L2 together.
   const int copies = int(std::min<size_t>(256, std::max<size_t>(1, 2 * l2_bytes / state_bytes + 1)));
 
@@ -168,7 +174,9 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   std::vector<void*> states(copies);
   for (int c = 0; c < copies; ++c) {
     CHECK(cudaMalloc(&states[c], state_bytes));
-    if (s.bf16_state)
+    if (s.fp8_state)
+      fill_state<<<1024, 256>>>(static_cast<__nv_fp8_e4m3*>(states[c]), nstate, 17u + c);
+    else if (s.bf16_state)
       fill_state<<<1024, 256>>>(static_cast<__nv_bfloat16*>(states[c]), nstate, 17u + c);
     else
       fill_state<<<1024, 256>>>(static_cast<float*>(states[c]), nstate, 17u + c);
@@ -180,7 +188,10 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   p.variant = Var;
   p.B = batch, p.T = s.T, p.H = s.H, p.HV = heads, p.K = kK, p.V = kV, p.N = batch;
   p.in_dtype = p.out_dtype = DELTAC_BF16;
-  p.state_dtype = s.bf16_state ? DELTAC_BF16 : DELTAC_F32;
+  p.state_dtype = s.fp8_state ? DELTAC_FP8_E4M3 : s.bf16_state ? DELTAC_BF16 : DELTAC_F32;
+  std::vector<float> sscale(heads, 1.f / 16.f);
+  float* dsscale = upload(sscale);
+  p.state_scale = s.fp8_state ? dsscale : nullptr;
   p.state_layout = DELTAC_STATE_KV;
   p.q = dq, p.k = dk, p.v = dv, p.o = dout, p.beta = dbeta;
   p.g = Var == DELTAC_VARIANT_DELTA ? nullptr : dg;
@@ -209,7 +220,7 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   CHECK(cudaStreamDestroy(stream));
   for (void* st : states) CHECK(cudaFree(st));
   for (void* d : {(void*)dq, (void*)dk, (void*)dv, (void*)dout, (void*)dbeta, (void*)dg,
-                  (void*)dslots})
+                  (void*)dslots, (void*)dsscale})
     CHECK(cudaFree(d));
   return r;
 }
@@ -374,6 +385,19 @@ int main(int argc, char** argv) {
   }
   for (int var : {0, 2})
     for (int batch : {1, 64}) add(var, Shape{16, 32, batch, 1, false, false});
+  // fp8 e4m3 states (the strip kernel; no one-token form): default knobs,
+  // contiguous and pooled, T = 1 and 4.
+  for (int batch : {1, 64, 256, 512})
+    for (bool pool : {false, true}) {
+      Shape s{16, 32, batch, 1, false, pool};
+      s.fp8_state = true;
+      add(1, s);
+    }
+  {
+    Shape s{16, 32, 64, 4, false, false};
+    s.fp8_state = true;
+    add(1, s);
+  }
   if (!only.empty()) {
     std::vector<std::pair<int, Shape>> picked;
     for (int i : only) {
@@ -389,11 +413,25 @@ int main(int argc, char** argv) {
   }
   std::map<size_t, double> copy_rate;  // bytes -> copy kernel GB/s, measured once
   for (auto& [var, s] : shapes) {
+    // Knobs without a kernel for this call (tile_v 64 / 2 warps with an f32
+    // state has neither a strip geometry nor a split kernel): say so, go on.
+    if (s.warps) {
+      const int64_t grid = int64_t(s.batch) * s.HV * (kV / s.bv);
+      const bool one = s.T <= 1;
+      if (deltac::cuda::recurrent_choice(kK, s.bv, s.warps, int(state_elem_bytes(s)), one,
+                                         s.form, grid)
+              .kernel == deltac::cuda::RecurrentKernel::None) {
+        std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d  no kernel for these knobs\n",
+                    names[var], s.H, s.HV, s.batch, s.T, state_name(s),
+                    s.pool ? "yes" : "no", s.bv, s.warps);
+        continue;
+      }
+    }
     Row r = var == 0   ? bench<DELTAC_VARIANT_DELTA>(s, l2, rng)
             : var == 1 ? bench<DELTAC_VARIANT_GATED>(s, l2, rng)
                        : bench<DELTAC_VARIANT_KDA>(s, l2, rng);
     // State read once and written once per call.
-    const double bytes = double(s.batch) * s.HV * kK * kV * (s.bf16_state ? 2 : 4);
+    const double bytes = double(s.batch) * s.HV * kK * kV * state_elem_bytes(s);
     const double gbs = 2.0 * bytes / (r.graph_us * 1e3);
     auto it = copy_rate.find(size_t(bytes));
     if (it == copy_rate.end())
@@ -405,7 +443,7 @@ int main(int argc, char** argv) {
                        : s.form == Form::Packed ? "packd"
                                                 : "auto";
     std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d %5s %3d %6d %9.2f %9.2f %10.1f %8.1f %7.0f%%\n",
-                names[var], s.H, s.HV, s.batch, s.T, s.bf16_state ? "bf16" : "f32",
+                names[var], s.H, s.HV, s.batch, s.T, state_name(s),
                 s.pool ? "yes" : "no", s.bv, s.warps, form, int(s.pdl), r.copies, r.graph_us,
                 r.launch_us, gbs, cgbs, 100.0 * gbs / cgbs);
     std::fflush(stdout);

@@ -51,7 +51,7 @@ class Params(ctypes.Structure):
         ("scale", ctypes.c_float), ("qk_l2norm", ctypes.c_int32),
         ("threads", ctypes.c_int32), ("num_slots", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in (
-            "read_slots", "write_slots", "state_steps", "accepted")]
+            "read_slots", "write_slots", "state_steps", "accepted", "state_scale")]
 
 
 ROWS = [  # (name, variant, K=V, H, HV, B, T)

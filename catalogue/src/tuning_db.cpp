@@ -149,7 +149,9 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
 const char *variant_name(int32_t v) {
   return v >= 0 && v < 3 ? kVariants[v] : "?";
 }
-const char *dtype_name(int32_t d) { return d >= 0 && d < 3 ? kDtypes[d] : "?"; }
+const char *dtype_name(int32_t d) {
+  return d >= 0 && d < 3 ? kDtypes[d] : d == DELTAC_FP8_E4M3 ? "fp8_e4m3" : "?";
+}
 
 const TuningRecord *TuningDB::lookup(Device d, Mode m,
                                      const Problem &p) const {

@@ -66,6 +66,7 @@ class FwdParams(ctypes.Structure):
         ("write_slots", c_void_p),
         ("state_steps", c_void_p),
         ("accepted", c_void_p),
+        ("state_scale", c_void_p),  # fp8 states only: unused here, 0
     ]
 
 
@@ -91,11 +92,11 @@ DTYPE_BWD_F64 = 3
 
 # The same layout as a struct format, for the hot path: packing the fields into
 # bytes is ~4x cheaper than building a FwdParams (checked equal at load).
-PARAMS_STRUCT = struct.Struct("@12i9Pf3i4P")
+PARAMS_STRUCT = struct.Struct("@12i9Pf3i5P")
 # deltac_py_call (python/abi.cpp): the params, then device, mode, chunk,
 # device_pointers, cuda_stream; passed as one argument to deltac_py_call_forward
 # (checked against deltac_abi_call_layout at load).
-CALL_STRUCT = struct.Struct("@12i9Pf3i4P4iP")
+CALL_STRUCT = struct.Struct("@12i9Pf3i5P4iP")
 
 
 class LibraryError(ImportError):
@@ -163,7 +164,7 @@ def _load():
             "and the package from one checkout.")
 
     probe = (tuple(range(1, 13)) + tuple(range(1 << 40, (1 << 40) + 9)) + (0.5, 13, 14, 15)
-             + tuple(range(1 << 41, (1 << 41) + 4)))
+             + tuple(range(1 << 41, (1 << 41) + 5)))
     if PARAMS_STRUCT.size != ctypes.sizeof(FwdParams) or \
             PARAMS_STRUCT.pack(*probe) != bytes(FwdParams(*probe)):
         raise LibraryError("deltac: PARAMS_STRUCT does not match FwdParams (deltac/_lib.py)")

@@ -161,7 +161,7 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
             o.data_ptr(),
             ht.data_ptr() if output_final_state else 0,
             cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
-            scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0,
+            scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0, 0,
             device, mode, chunk, 1 if cuda else 0, stream)
 
     if not cuda:
@@ -705,7 +705,7 @@ def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state
             variant, B, T, H, HV, K, V, B, code, code, DTYPE_F32, 1 if svf else 0,
             q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
             beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
-            scale, 1 if l2 else 0, _num_threads(), 0, 0, 0, 0, 0,
+            scale, 1 if l2 else 0, _num_threads(), 0, 0, 0, 0, 0, 0,
             DEVICE_CPU, mode, chunk, 0, 0))
     else:
         if not _lib.cuda_available():
@@ -717,7 +717,7 @@ def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state
             variant, B, T, H, HV, K, V, B, code, code, DTYPE_F32, 1 if svf else 0,
             q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
             beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
-            scale, 1 if l2 else 0, 0, 0, 0, 0, 0, 0,
+            scale, 1 if l2 else 0, 0, 0, 0, 0, 0, 0, 0,
             DEVICE_CUDA, mode, chunk, 1, _raw_stream(dev))
         if dev == _current_device():
             rc = _call_forward(call)

@@ -33,6 +33,8 @@ struct CheckArgs {
 // Whether element i of x (dtype: deltac_dtype) is finite: an all-ones
 // exponent is inf or NaN (bf16: 8 bits, f16: 5 bits).
 __device__ __forceinline__ bool finiteIn(const void *x, int64_t i, int32_t dtype) {
+  if (dtype == DELTAC_FP8_E4M3) // e4m3fn: no inf, NaN is S.1111.111
+    return (static_cast<const uint8_t *>(x)[i] & 0x7fu) != 0x7fu;
   if (dtype == DELTAC_BF16)
     return (static_cast<const uint16_t *>(x)[i] & 0x7f80u) != 0x7f80u;
   if (dtype == DELTAC_F16)

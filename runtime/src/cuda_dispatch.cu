@@ -191,16 +191,18 @@ namespace {
 // Byte sizes and offsets (256-byte aligned) of every tensor of p in one
 // device allocation.
 struct Layout {
-  size_t qk, v, beta, g, state, o, cu, slots, steps;
+  size_t qk, v, beta, g, state, o, cu, slots, steps, sscale;
   size_t qOff, kOff, vOff, betaOff, gOff, h0Off, htOff, oOff, cuOff;
-  size_t readOff, writeOff, accOff, stepsOff;
+  size_t readOff, writeOff, accOff, stepsOff, sscaleOff;
   bool shared; // h0 == ht: one device pool
   size_t total = 0;
 
   explicit Layout(const deltac_fwd_params &p) {
     const size_t in = p.in_dtype == DELTAC_F32 ? 4 : 2;
     const size_t out = p.out_dtype == DELTAC_F32 ? 4 : 2;
-    const size_t st = p.state_dtype == DELTAC_F32 ? 4 : 2;
+    const size_t st = p.state_dtype == DELTAC_F32       ? 4
+                      : p.state_dtype == DELTAC_FP8_E4M3 ? 1
+                                                         : 2;
     const size_t tok = size_t(p.B) * p.T;
     qk = tok * p.H * p.K * in;
     v = tok * p.HV * p.V * in;
@@ -214,6 +216,7 @@ struct Layout {
     o = tok * p.HV * p.V * out;
     cu = p.cu_seqlens ? (size_t(p.N) + 1) * 8 : 0;
     slots = size_t(p.N) * 4;
+    sscale = p.state_scale ? size_t(p.HV) * 4 : 0;
     shared = p.h0 && p.h0 == p.ht;
     qOff = place(qk), kOff = place(qk), vOff = place(v);
     betaOff = place(beta), gOff = place(g);
@@ -224,6 +227,7 @@ struct Layout {
     writeOff = place(p.write_slots ? slots : 0);
     accOff = place(p.accepted ? slots : 0);
     stepsOff = place(steps);
+    sscaleOff = place(sscale);
   }
   size_t place(size_t bytes) {
     const size_t off = total;
@@ -253,6 +257,8 @@ deltac_fwd_params onDevice(const deltac_fwd_params &p, const Layout &l,
   d.write_slots = slots(p.write_slots, l.writeOff);
   d.accepted = slots(p.accepted, l.accOff);
   d.state_steps = p.state_steps ? base + l.stepsOff : nullptr;
+  d.state_scale =
+      p.state_scale ? reinterpret_cast<const float *>(base + l.sscaleOff) : nullptr;
   return d;
 }
 
@@ -310,7 +316,8 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
                          {l.htOff, htIn ? p.ht : nullptr, l.state},
                          {l.readOff, p.read_slots, l.slots},
                          {l.writeOff, p.write_slots, l.slots},
-                         {l.accOff, p.accepted, l.slots}};
+                         {l.accOff, p.accepted, l.slots},
+                         {l.sscaleOff, p.state_scale, l.sscale}};
   for (const Copy &cp : copies) {
     if (!cp.src || !cp.bytes)
       continue;

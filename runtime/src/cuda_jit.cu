@@ -33,7 +33,10 @@ using cuda::RecurrentChoice;
 using cuda::RecurrentKernel;
 
 const char *type_name(int32_t dtype) {
-  return dtype == DELTAC_BF16 ? "__nv_bfloat16" : dtype == DELTAC_F16 ? "__half" : "float";
+  return dtype == DELTAC_BF16         ? "__nv_bfloat16"
+         : dtype == DELTAC_F16        ? "__half"
+         : dtype == DELTAC_FP8_E4M3   ? "__nv_fp8_e4m3"
+                                      : "float";
 }
 
 // The name expression of the kernel of choice ch (recurrent_strip.cuh,
@@ -188,7 +191,10 @@ bool recurrent_form(const deltac_fwd_params &p, const KernelConfig &c, bool det,
     return false;
   }
   const int64_t blocks = int64_t(p.N) * p.HV * (p.V / c.tile_v);
-  *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, p.state_dtype == DELTAC_BF16 ? 2 : 4,
+  const int state_bytes = p.state_dtype == DELTAC_BF16       ? 2
+                          : p.state_dtype == DELTAC_FP8_E4M3 ? 1
+                                                             : 4;
+  *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, state_bytes,
                                cuda::recurrent_one_token(p, det), cuda::detail::Form::Auto,
                                blocks);
   if (ch->kernel == RecurrentKernel::None) {

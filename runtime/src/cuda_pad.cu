@@ -11,7 +11,9 @@ namespace deltac {
 namespace rt {
 namespace {
 
-size_t bytesOf(int32_t dtype) { return dtype == DELTAC_F32 ? 4 : 2; }
+size_t bytesOf(int32_t dtype) {
+  return dtype == DELTAC_F32 ? 4 : dtype == DELTAC_FP8_E4M3 ? 1 : 2;
+}
 
 // outer matrices of R x C elements (row-major) inside ones of Rp x Cp. With
 // slots, matrix o = n * group + h is matrix slots[n] * group + h of the

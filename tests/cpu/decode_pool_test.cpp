@@ -1,5 +1,5 @@
 // Decode for serving engines on the CPU (params.h: state pool, read/write
-// slots, bf16 state, state_steps, accepted counts) against the float64
+// slots, bf16 and fp8 states, state_steps, accepted counts) against the float64
 // reference, through both families that take it (cpu_decode, cpu_recurrent)
 // and the run-time ISA dispatch. Pool entries no sequence writes are
 // poisoned and must come back bit-identical.
@@ -25,16 +25,34 @@ struct PoolCase {
   std::vector<int32_t> accepted;     // empty: NULL
   bool inplace = true;               // h0 == ht (one pool)
   bool bf16_state = false, steps = false;
+  bool fp8_state = false;  // e4m3 with a scale per value head (kFp8Scales)
   int layout = DELTAC_STATE_KV;
   Family family = Family::CpuRecurrent;
 };
 
-// A pool of `slots` states in f32 or bf16, held as raw bytes.
+// fp8 state scales of value heads 0, 1, 2, ... (repeating): powers of two
+// and 1/3, whose reciprocal rounds (params.h: e4m3(x * (1 / scale))).
+const float kFp8Scales[] = {0.25f, 1.0f / 3.0f, 2.0f, 0.0625f};
+std::vector<float> fp8_scales(int HV) {
+  std::vector<float> s(HV);
+  for (int j = 0; j < HV; ++j) s[j] = kFp8Scales[j % 4];
+  return s;
+}
+
+// A pool of `slots` states in f32, bf16 or fp8 (scale per value head:
+// element i is in head (i / head) % scales.size()), held as raw bytes.
 struct Pool {
   std::vector<uint8_t> bytes;
   size_t elems = 0;
   bool bf16 = false;
+  int32_t dtype = DELTAC_F32;
+  std::vector<float> scales;
+  size_t head = 1;
+  float scale_at(size_t i) const { return scales[(i / head) % scales.size()]; }
+  size_t esz() const { return dtype == DELTAC_F32 ? 4 : dtype == DELTAC_BF16 ? 2 : 1; }
   double at(size_t i) const {
+    if (dtype == DELTAC_FP8_E4M3)
+      return ref::load_state(bytes.data(), dtype, int64_t(i), scale_at(i));
     if (bf16) {
       uint16_t x;
       std::memcpy(&x, bytes.data() + 2 * i, 2);
@@ -51,15 +69,22 @@ struct Pool {
   }
 };
 
-Pool make_pool(size_t elems, bool bf16, std::mt19937_64& rng, float poison) {
+// fp8: scales per value head of `head` elements each (else unused).
+Pool make_pool(size_t elems, bool bf16, std::mt19937_64& rng, float poison,
+               bool fp8 = false, std::vector<float> scales = {1.0f}, size_t head = 1) {
   Pool p;
   p.elems = elems;
   p.bf16 = bf16;
-  p.bytes.resize(elems * (bf16 ? 2 : 4));
+  p.dtype = fp8 ? DELTAC_FP8_E4M3 : bf16 ? DELTAC_BF16 : DELTAC_F32;
+  p.scales = scales;
+  p.head = head;
+  p.bytes.resize(elems * p.esz());
   std::normal_distribution<float> normal(0.0f, 0.5f);
   for (size_t i = 0; i < elems; ++i) {
     const float x = poison != 0.0f ? poison : normal(rng);
-    if (bf16) {
+    if (fp8) {
+      p.bytes[i] = f32_to_fp8e4m3(x * (1.0f / p.scale_at(i)));
+    } else if (bf16) {
       const uint16_t b = ref::float_to_bf16(x);
       std::memcpy(p.bytes.data() + 2 * i, &b, 2);
     } else {
@@ -104,10 +129,16 @@ void check_case(const PoolCase& pc) {
   Data d = make_data(c, rng);
   deltac_fwd_params& p = d.p;
   const size_t hs = size_t(pc.HV) * pc.K * pc.V;
-  Pool in = make_pool(pc.slots * hs, pc.bf16_state, rng, 0.0f);
-  Pool out = pc.inplace ? Pool{} : make_pool(pc.slots * hs, pc.bf16_state, rng, 1234.5f);
-  Pool steps = make_pool(size_t(d.rows) * hs, pc.bf16_state, rng, -777.0f);
-  p.state_dtype = pc.bf16_state ? DELTAC_BF16 : DELTAC_F32;
+  const std::vector<float> scales = pc.fp8_state ? fp8_scales(pc.HV) : std::vector<float>{1.0f};
+  const size_t kv = size_t(pc.K) * pc.V;
+  auto new_pool = [&](size_t elems, float poison) {
+    return make_pool(elems, pc.bf16_state, rng, poison, pc.fp8_state, scales, kv);
+  };
+  Pool in = new_pool(pc.slots * hs, 0.0f);
+  Pool out = pc.inplace ? Pool{} : new_pool(pc.slots * hs, 1234.5f);
+  Pool steps = new_pool(size_t(d.rows) * hs, -777.0f);
+  p.state_dtype = pc.fp8_state ? DELTAC_FP8_E4M3 : pc.bf16_state ? DELTAC_BF16 : DELTAC_F32;
+  p.state_scale = pc.fp8_state ? scales.data() : nullptr;
   p.num_slots = pc.slots;
   p.read_slots = pc.read.data();
   p.write_slots = pc.write.empty() ? nullptr : pc.write.data();
@@ -128,8 +159,18 @@ void check_case(const PoolCase& pc) {
 
   EXPECT_LE(ref::rel_rms(d.o.data(), o), 1e-5) << "o";
   const Pool& pool = pc.inplace ? in : out;
-  const double tol = pc.bf16_state ? 5e-3 : 1e-5;
-  const size_t esz = pc.bf16_state ? 2 : 4;
+  // fp8: the reference's states rounded as the kernels store them (a value
+  // computed in f32 may round to the neighbouring e4m3 value, rarely).
+  if (pc.fp8_state) {
+    auto quantize = [&](std::vector<double>& x) {
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = ref::stored_state(x[i], DELTAC_FP8_E4M3, scales[(i / kv) % scales.size()]);
+    };
+    quantize(ht);
+    quantize(st);
+  }
+  const double tol = pc.bf16_state || pc.fp8_state ? 5e-3 : 1e-5;
+  const size_t esz = pool.esz();
   std::vector<int> writer(pc.slots, -1);
   for (int n = 0; n < p.N; ++n)
     if (ref::write_slot(p, n) >= 0)
@@ -213,6 +254,79 @@ TEST(DecodePool, Bf16State) {
         c.read = {3, 0, -1, 8};
         check_case(c);
       }
+}
+
+TEST(DecodePool, Fp8State) {
+  for (deltac_variant var : kVars)
+    for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+      for (int T : {1, 4}) {
+        SCOPED_TRACE("var " + std::to_string(var) + " layout " + std::to_string(layout) +
+                     " T " + std::to_string(T));
+        PoolCase c;
+        c.var = var, c.layout = layout, c.T = T, c.fp8_state = true;
+        c.family = T == 1 ? Family::CpuDecode : Family::CpuRecurrent;
+        c.read = {3, 0, -1, 8};
+        check_case(c);
+      }
+}
+
+TEST(DecodePool, Fp8StepsAcceptedCopyOnWrite) {
+  for (deltac_variant var : kVars) {
+    SCOPED_TRACE("var " + std::to_string(var));
+    PoolCase c;
+    c.var = var, c.N = 5, c.T = 4, c.steps = true, c.fp8_state = true;
+    c.read = {4, 0, 6, 2, 4};
+    c.write = {5, 0, 7, 2, 1};
+    c.accepted = {0, 1, 2, 3, 4};
+    check_case(c);
+  }
+}
+
+// fp8 states saturate finite values at +-448 * scale and keep inf / NaN
+// as NaN (params.h); the reference's stored_state is the rule.
+TEST(DecodePool, Fp8SaturatesAndKeepsNaN) {
+  const float scale = 0.5f;
+  EXPECT_EQ(ref::stored_state(1e6, DELTAC_FP8_E4M3, scale), 448.0 * scale);
+  EXPECT_EQ(ref::stored_state(-1e6, DELTAC_FP8_E4M3, scale), -448.0 * scale);
+  EXPECT_TRUE(std::isnan(ref::stored_state(INFINITY, DELTAC_FP8_E4M3, scale)));
+  EXPECT_TRUE(std::isnan(ref::stored_state(NAN, DELTAC_FP8_E4M3, scale)));
+  EXPECT_EQ(ref::stored_state(0.0, DELTAC_FP8_E4M3, scale), 0.0);
+  // 2^-9 * scale is the smallest subnormal step; 0.3 * that rounds to 0.
+  EXPECT_EQ(ref::stored_state(std::ldexp(1.0, -9) * scale, DELTAC_FP8_E4M3, scale),
+            std::ldexp(1.0, -9) * scale);
+  EXPECT_EQ(ref::stored_state(0.3 * std::ldexp(1.0, -9) * scale, DELTAC_FP8_E4M3, scale), 0.0);
+  // Through a kernel: every element of the initial state at the limit
+  // (448 * scale), plain delta rule: the update pushes about half of them
+  // past it, and they come back saturated, never NaN, as the reference
+  // rounds them.
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Case c;
+  c.var = DELTAC_VARIANT_DELTA;
+  c.B = 1, c.T = 1, c.H = 1, c.HV = 1, c.K = c.V = 64;
+  c.h0 = c.ht = false;
+  Data d = make_data(c, rng);
+  std::vector<uint8_t> h0(size_t(c.K) * c.V, 0x7e), ht(h0.size(), 0);
+  d.p.state_dtype = DELTAC_FP8_E4M3;
+  d.p.state_scale = &scale;
+  d.p.h0 = h0.data();
+  d.p.ht = ht.data();
+  std::vector<double> o, want;
+  ref::forward(d.p, &o, &want);
+  run_kernel(d.p, Family::CpuDecode);
+  int saturated = 0;
+  for (uint8_t b : ht) {
+    saturated += (b & 0x7fu) == 0x7eu;
+    EXPECT_NE(b & 0x7fu, 0x7fu) << "a finite state became NaN";
+  }
+  EXPECT_GT(saturated, int(ht.size() / 8)) << "too few elements reached the limit";
+  std::vector<double> got(ht.size());
+  for (size_t i = 0; i < ht.size(); ++i) {
+    got[i] = ref::load_state(ht.data(), DELTAC_FP8_E4M3, int64_t(i), scale);
+    want[i] = ref::stored_state(want[i], DELTAC_FP8_E4M3, scale);
+  }
+  EXPECT_LE(rel(got, want), 5e-3);
 }
 
 TEST(DecodePool, AcceptedZeroToTWithSteps) {
@@ -452,15 +566,28 @@ TEST(DecodePoolCheck, AcceptedAboveT) {
 TEST(DecodePoolCheck, StateDtype) {
   BadCall b;
   b.d.p.state_dtype = DELTAC_F16;
-  EXPECT_NE(b.error().find("params.state_dtype = 2: expected 0 (f32) or 1 (bf16)"),
+  EXPECT_NE(b.error().find("params.state_dtype = 2: expected 0 (f32), 1 (bf16) or 3 (fp8 e4m3)"),
             std::string::npos)
       << b.error();
   b.d.p.state_dtype = DELTAC_BF16;
   EXPECT_EQ(b.error(), "");
+  // A scale for a state that is not fp8.
+  const float s = 0.5f;
+  b.d.p.state_scale = &s;
+  EXPECT_NE(b.error().find("params.state_scale is set: it applies to fp8 e4m3 states only"),
+            std::string::npos)
+      << b.error();
+  b.d.p.state_scale = nullptr;
   b.d.p.state_steps = reinterpret_cast<char*>(b.pool.data()) + 1;
   EXPECT_NE(b.error().find("params.state_steps: expected 2-byte alignment"),
             std::string::npos)
       << b.error();
+  // fp8: any byte alignment; state_scale NULL (every head's scale 1) or set.
+  b.d.p.state_dtype = DELTAC_FP8_E4M3;
+  EXPECT_EQ(b.error(), "");
+  const float per_head[2] = {0.5f, 0.25f};  // HV = 2
+  b.d.p.state_scale = per_head;
+  EXPECT_EQ(b.error(), "");
 }
 
 // The catalogue: chunked families refuse pools, steps, accepted, bf16 state.

@@ -1,5 +1,5 @@
 // GPU tests of the decode fields of deltac::cuda::recurrent (params.h: state
-// pool with read/write slots, bf16 state, state_steps, accepted counts)
+// pool with read/write slots, bf16 and fp8 states, state_steps, accepted counts)
 // against the float64 reference; mirrors tests/cpu/decode_pool_test.cpp.
 // Pool entries no sequence writes, and padding, are poisoned and must come
 // back bit-identical. Each case is its own test; all skip without a GPU.
@@ -31,29 +31,48 @@ struct PoolCase {
   int slots = 9;
   std::vector<int32_t> read, write, accepted;  // write/accepted empty: NULL
   bool inplace = true, bf16_state = false, bf16_in = false, steps = false;
+  bool fp8_state = false;  // e4m3 with a scale per value head (fp8_scale)
   int layout = DELTAC_STATE_KV;
   int bv = 0;
 };
 void PrintTo(const PoolCase& c, std::ostream* os) { *os << c.name; }
 
-// Host tensor of n elements in f32 or bf16 (raw bytes).
+// The fp8 state scale of value head j: powers of two and 1/3, whose
+// reciprocal rounds (params.h: e4m3(x * (1 / scale))).
+float fp8_scale(int j) {
+  const float s[] = {0.25f, 1.0f / 3.0f, 2.0f, 0.0625f};
+  return s[j % 4];
+}
+
+// Host tensor of n elements in f32 or bf16, or fp8 with fp8_scale of head
+// (i / head) % hv (raw bytes).
 struct Buf {
   std::vector<uint8_t> b;
-  bool bf16 = false;
-  size_t n = 0;
-  void init(size_t count, bool is_bf16) {
-    n = count, bf16 = is_bf16;
-    b.assign(n * (bf16 ? 2 : 4), 0);
+  bool bf16 = false, fp8 = false;
+  size_t n = 0, head = 1;
+  int hv = 1;
+  void init(size_t count, bool is_bf16, bool is_fp8 = false, size_t head_elems = 1,
+            int heads = 1) {
+    n = count, bf16 = is_bf16 && !is_fp8, fp8 = is_fp8, head = head_elems, hv = heads;
+    b.assign(n * (fp8 ? 1 : bf16 ? 2 : 4), 0);
   }
+  float scale(size_t i) const { return fp8_scale(int((i / head) % size_t(hv))); }
   void set(size_t i, float x) {
-    if (bf16) {
+    if (fp8) {
+      b[i] = f32_to_fp8e4m3(x * (1.0f / scale(i)));
+    } else if (bf16) {
       const uint16_t h = ref::float_to_bf16(x);
       std::memcpy(b.data() + 2 * i, &h, 2);
     } else {
       std::memcpy(b.data() + 4 * i, &x, 4);
     }
   }
-  double get(size_t i) const { return ref::load_in(b.data(), bf16 ? DELTAC_BF16 : DELTAC_F32, i); }
+  double get(size_t i) const {
+    if (fp8)
+      return ref::load_state(b.data(), DELTAC_FP8_E4M3, int64_t(i), scale(i));
+    return ref::load_in(b.data(), bf16 ? DELTAC_BF16 : DELTAC_F32, i);
+  }
+  size_t esz() const { return fp8 ? 1 : bf16 ? 2 : 4; }
   std::vector<double> all() const {
     std::vector<double> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = get(i);
@@ -91,7 +110,7 @@ double rel(const std::vector<double>& x, const std::vector<double>& r) {
 // Inputs of one call on the host.
 struct Inputs {
   Buf q, k, v, o, in_pool, out_pool, steps;
-  std::vector<float> g, beta;
+  std::vector<float> g, beta, sscale;
   std::vector<int64_t> cu;
   deltac_fwd_params p{};
   size_t rows = 0, hs = 0, o_elems = 0;
@@ -121,21 +140,26 @@ void make_inputs(const PoolCase& c, std::mt19937_64& rng, Inputs* in) {
     in->g.resize(in->rows * c.HV * (c.var == DELTAC_VARIANT_KDA ? c.K : 1));
     for (auto& x : in->g) x = -uni(rng);
   }
-  in->in_pool.init(c.slots * in->hs, c.bf16_state);
+  const size_t kv = size_t(c.K) * c.V;
+  in->in_pool.init(c.slots * in->hs, c.bf16_state, c.fp8_state, kv, c.HV);
   for (size_t i = 0; i < in->in_pool.n; ++i) in->in_pool.set(i, 0.5f * normal(rng));
   if (!c.inplace) {
-    in->out_pool.init(c.slots * in->hs, c.bf16_state);
+    in->out_pool.init(c.slots * in->hs, c.bf16_state, c.fp8_state, kv, c.HV);
     for (size_t i = 0; i < in->out_pool.n; ++i) in->out_pool.set(i, 1234.5f);
   }
-  in->steps.init(in->rows * in->hs, c.bf16_state);
+  in->steps.init(in->rows * in->hs, c.bf16_state, c.fp8_state, kv, c.HV);
   for (size_t i = 0; i < in->steps.n; ++i) in->steps.set(i, -777.f);
 
   deltac_fwd_params& p = in->p;
   p.variant = c.var;
   p.B = B, p.T = T, p.H = c.H, p.HV = c.HV, p.K = c.K, p.V = c.V, p.N = N;
   p.in_dtype = p.out_dtype = c.bf16_in ? DELTAC_BF16 : DELTAC_F32;
-  p.state_dtype = c.bf16_state ? DELTAC_BF16 : DELTAC_F32;
+  p.state_dtype = c.fp8_state ? DELTAC_FP8_E4M3 : c.bf16_state ? DELTAC_BF16 : DELTAC_F32;
   p.state_layout = c.layout;
+  if (c.fp8_state) {
+    for (int j = 0; j < c.HV; ++j) in->sscale.push_back(fp8_scale(j));
+    p.state_scale = in->sscale.data();
+  }
   in->o.init(in->o_elems, c.bf16_in);
   p.q = in->q.b.data(), p.k = in->k.b.data(), p.v = in->v.b.data(), p.o = in->o.b.data();
   p.g = in->g.empty() ? nullptr : in->g.data();
@@ -153,7 +177,7 @@ void make_inputs(const PoolCase& c, std::mt19937_64& rng, Inputs* in) {
 
 // The device copy of in->p; `devs` owns the allocations.
 deltac_fwd_params to_device(const Inputs& in, std::vector<Dev>* devs) {
-  devs->resize(13);
+  devs->resize(14);
   deltac_fwd_params d = in.p;
   auto up = [&](int i, const void* host, size_t bytes) -> void* {
     return host ? (*devs)[i].up(static_cast<const uint8_t*>(host), bytes) : nullptr;
@@ -174,6 +198,7 @@ deltac_fwd_params to_device(const Inputs& in, std::vector<Dev>* devs) {
   d.write_slots = static_cast<const int32_t*>(up(10, in.p.write_slots, size_t(in.p.N) * 4));
   d.accepted = static_cast<const int32_t*>(up(11, in.p.accepted, size_t(in.p.N) * 4));
   d.state_steps = in.p.state_steps ? up(12, in.steps.b.data(), in.steps.b.size()) : nullptr;
+  d.state_scale = static_cast<const float*>(up(13, in.p.state_scale, in.sscale.size() * 4));
   return d;
 }
 
@@ -219,8 +244,15 @@ TEST_P(DecodePool, MatchesFloat64Reference) {
   Buf& pool = c.inplace ? in.in_pool : in.out_pool;
   const std::vector<uint8_t> before = pool.b;
   download(pool.b.data(), d.ht, pool.b.size());
-  const double tol = c.bf16_state ? 5e-3 : 1e-5;
-  const size_t esz = c.bf16_state ? 2 : 4, hs = in.hs;
+  // fp8: the reference's states rounded as the kernels store them (a value
+  // computed in f32 may round to the neighbouring e4m3 value, rarely).
+  if (c.fp8_state)
+    for (std::vector<double>* x : {&ht, &st})
+      for (size_t i = 0; i < x->size(); ++i)
+        (*x)[i] = ref::stored_state((*x)[i], DELTAC_FP8_E4M3,
+                                    fp8_scale(int((i / (size_t(c.K) * c.V)) % size_t(c.HV))));
+  const double tol = c.bf16_state || c.fp8_state ? 5e-3 : 1e-5;
+  const size_t esz = pool.esz(), hs = in.hs;
   std::vector<int> writer(c.slots, -1);
   for (int n = 0; n < in.p.N; ++n)
     if (ref::write_slot(in.p, n) >= 0)
@@ -299,6 +331,26 @@ std::vector<PoolCase> pool_cases() {
         c.read = {4, 0, 6, 2, 8}, c.accepted = {0, 1, 2, 3, 4};
         cs.push_back(c);
       }
+    // fp8 e4m3 states (the strip kernel, or the split kernel at bv 16 / 32).
+    for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+      for (int T : {1, 4})
+        for (auto [bv, bv_name] : bvs) {
+          c = make(std::string("fp8_state_") + (layout ? "vk" : "kv") + "_T" + std::to_string(T) +
+                   bv_name);
+          c.fp8_state = true, c.bf16_in = true, c.layout = layout, c.T = T, c.bv = bv;
+          c.read = {3, 0, -1, 8};
+          cs.push_back(c);
+        }
+    for (int bv : {16, kKnobs16x1}) {
+      c = make(std::string("fp8_state_bv16") + (bv == 16 ? "" : "_tile16_warps1"));
+      c.fp8_state = true, c.bf16_in = true, c.bv = bv;
+      c.read = {3, 0, -1, 8};
+      cs.push_back(c);
+    }
+    c = make("fp8_accepted_steps_copy_on_write");
+    c.N = 5, c.T = 4, c.steps = true, c.fp8_state = true;
+    c.read = {4, 0, 6, 2, 4}, c.write = {5, 0, 7, 2, 1}, c.accepted = {0, 1, 2, 3, 4};
+    cs.push_back(c);
     c = make("varlen_steps_accepted");
     c.lens = {1, 3, 0, 8, 2}, c.steps = true, c.inplace = false;
     c.read = {0, 1, 2, 3, 4}, c.write = {5, 6, 7, 8, -1}, c.accepted = {1, 2, 0, 5, 2};
@@ -314,6 +366,8 @@ std::vector<PoolCase> pool_cases() {
     for (int n = 0; n < 64; ++n) c.read.push_back(n % 7 == 3 ? -1 : 79 - n);
     cs.push_back(c);
     c.name += "_bf16_state", c.bf16_state = true;
+    cs.push_back(c);
+    c.name = std::string(vn[vi]) + "_batch64_fp8_state", c.bf16_state = false, c.fp8_state = true;
     cs.push_back(c);
   }
   return cs;

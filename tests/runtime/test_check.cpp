@@ -148,7 +148,7 @@ TEST_F(CheckParams, Dtypes) {
   expectFail([](auto &x) { x.in_dtype = 3; }, {"in_dtype"});
   expectFail([](auto &x) { x.in_dtype = 7; }, {"in_dtype"});
   expectFail([](auto &x) { x.out_dtype = -1; }, {"out_dtype"});
-  expectFail([](auto &x) { x.state_dtype = DELTAC_F16; }, {"state_dtype", "0 (f32) or 1 (bf16)"});
+  expectFail([](auto &x) { x.state_dtype = DELTAC_F16; }, {"state_dtype", "0 (f32), 1 (bf16) or 3 (fp8 e4m3)"});
   expectFail([](auto &x) { x.state_layout = 2; }, {"state_layout"});
   deltac_fwd_params x = p;
   x.in_dtype = DELTAC_BF16;

@@ -277,13 +277,14 @@ inline std::string check_family(Family f, const Problem &p) {
   std::string why = check_problem(p);
   if (!why.empty())
     return why;
-  // Pools, bf16 states, per-token states and accepted counts: the
+  // Pools, bf16 and fp8 states, per-token states and accepted counts: the
   // recurrent families (cpu_decode, cpu_recurrent, cuda_recurrent) only.
   const bool chunked = fi.mode == Mode::Chunked;
   if (p.state_dtype != DELTAC_F32 &&
-      (chunked || p.state_dtype != DELTAC_BF16))
+      (chunked || (p.state_dtype != DELTAC_BF16 &&
+                   p.state_dtype != DELTAC_FP8_E4M3)))
     return std::string(fi.name) + ": the state must be f32" +
-           (chunked ? "" : " or bf16");
+           (chunked ? "" : ", bf16 or fp8 e4m3");
   if (chunked && (p.pool || p.state_steps || p.accepted))
     return std::string(fi.name) + ": " +
            (p.pool ? "state pools (read_slots)"
@@ -547,7 +548,7 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
 
 // CPU: every family and knob value, for these dims.
 #define DELTAC_CPU_DIMS(X) X(128, 128) X(64, 64) X(0, 0)
-// CUDA recurrent: f32 and bf16, tile_v 16 and 32 (where it divides V), the
+// CUDA recurrent: f32, bf16 and fp8 e4m3 states, tile_v 16 and 32 (where it divides V), the
 // default warps.
 #define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
   X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)

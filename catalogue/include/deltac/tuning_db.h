@@ -64,7 +64,7 @@ bool save_tuning_db(const std::string &path, const TuningDB &db,
                     std::string *error);
 
 const char *variant_name(int32_t variant); // "delta", "gated", "kda"
-const char *dtype_name(int32_t dtype);     // "f32", "bf16", "f16"
+const char *dtype_name(int32_t dtype);     // "f32", "bf16", "f16", "fp8_e4m3"
 
 } // namespace deltac
 

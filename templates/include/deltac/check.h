@@ -33,7 +33,9 @@ inline bool checkFail(std::string *error, const std::string &msg) {
   return false;
 }
 
-inline int dtypeSize(int32_t d) { return d == DELTAC_F32 ? 4 : 2; }
+inline int dtypeSize(int32_t d) {
+  return d == DELTAC_F32 ? 4 : d == DELTAC_FP8_E4M3 ? 1 : 2;
+}
 
 inline bool isAligned(const void *ptr, std::size_t align) {
   return reinterpret_cast<std::uintptr_t>(ptr) % align == 0;
@@ -267,9 +269,13 @@ inline bool check_params(const deltac_fwd_params &p, std::string *error,
   if (p.out_dtype < DELTAC_F32 || p.out_dtype > DELTAC_F16)
     return checkFail(error, msg("out_dtype", p.out_dtype,
                                 "0 (f32), 1 (bf16) or 2 (f16)"));
-  if (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16)
+  if (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16 &&
+      p.state_dtype != DELTAC_FP8_E4M3)
     return checkFail(error, msg("state_dtype", p.state_dtype,
-                                "0 (f32) or 1 (bf16)"));
+                                "0 (f32), 1 (bf16) or 3 (fp8 e4m3)"));
+  if (p.state_scale && p.state_dtype != DELTAC_FP8_E4M3)
+    return checkFail(error, "params.state_scale is set: it applies to fp8 "
+                            "e4m3 states only (state_dtype 3), expected null");
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
     return checkFail(error, msg("state_layout", p.state_layout,
                                 "0 (KV) or 1 (VK)"));
@@ -355,6 +361,15 @@ inline int64_t firstNonFinite(const void *ptr, int32_t dtype, int64_t n,
       }
     return -1;
   }
+  if (dtype == DELTAC_FP8_E4M3) { // e4m3fn: no inf, NaN is S.1111.111
+    const uint8_t *b = static_cast<const uint8_t *>(ptr);
+    for (int64_t i = 0; i < n; ++i)
+      if ((b[i] & 0x7fu) == 0x7fu) {
+        *value = NAN;
+        return i;
+      }
+    return -1;
+  }
   const uint16_t *x = static_cast<const uint16_t *>(ptr);
   for (int64_t i = 0; i < n; ++i)
     if (!finite16(x[i], dtype)) {
@@ -370,15 +385,16 @@ inline int64_t firstNonFinite(const void *ptr, int32_t dtype, int64_t n,
 
 // One value that fails the checking mode's rules.
 struct BadValue {
-  const char *tensor = nullptr; // "q", "k", "v", "h0", "g" or "beta"
+  const char *tensor = nullptr; // "q", "k", "v", "h0", "g", "beta", ...
   int64_t index = -1;           // flat element index
   float value = 0;
   std::string expected; // "finite values", "values in [0, 1]", ...
 };
 
 // Checking mode: the values of a call whose tensors are HOST memory and
-// which passed check_params. Finds, in the order q, k, v, h0, g, beta, the
-// first element that breaks a rule:
+// which passed check_params. Finds, in the order state_scale, q, k, v, h0,
+// g, beta, the first element that breaks a rule:
+//   state_scale not finite and > 0;
 //   q, k, v, h0 not finite (inf or NaN);
 //   g NaN or > 0 (g = -inf is allowed: a decay of 0, a full reset);
 //   beta NaN or outside [0, beta_max] (beta_max 1, or 2 for negative
@@ -405,6 +421,12 @@ inline bool find_bad_value(const deltac_fwd_params &p, float beta_max,
                           {"k", p.k, p.in_dtype, nqk},
                           {"v", p.v, p.in_dtype, nv},
                           {"h0", p.h0, p.state_dtype, ns}};
+  if (p.state_scale)
+    for (int64_t i = 0; i < p.HV; ++i)
+      if (!(std::isfinite(p.state_scale[i]) && p.state_scale[i] > 0.0f)) {
+        *bad = {"state_scale", i, p.state_scale[i], "finite values > 0"};
+        return false;
+      }
   for (const Input &in : finite) {
     float x = 0;
     const int64_t i =

@@ -19,7 +19,11 @@ typedef enum deltac_variant {
 typedef enum deltac_dtype {
   DELTAC_F32 = 0,
   DELTAC_BF16 = 1,
-  DELTAC_F16 = 2
+  DELTAC_F16 = 2,
+  /* States only (state_dtype of the recurrent families): OCP FP8 E4M3
+   * ("e4m3fn": max 448, no infinities, 0x7f / 0xff NaN), each element the
+   * state value divided by the value head's state_scale (below). */
+  DELTAC_FP8_E4M3 = 3
 } deltac_dtype;
 
 typedef enum deltac_state_layout {
@@ -71,8 +75,8 @@ typedef struct deltac_fwd_params {
   int32_t N; /* number of sequences */
   int32_t in_dtype;     /* deltac_dtype of q, k, v */
   int32_t out_dtype;    /* deltac_dtype of o */
-  int32_t state_dtype;  /* deltac_dtype of h0, ht: F32, or BF16 (recurrent
-                           families) */
+  int32_t state_dtype;  /* deltac_dtype of h0, ht: F32, or BF16 or
+                           FP8_E4M3 (recurrent families) */
   int32_t state_layout; /* deltac_state_layout */
   const void *q, *k, *v;
   const float *g, *beta;
@@ -111,12 +115,25 @@ typedef struct deltac_fwd_params {
    * DELTAC_MAX_DECODE_TOKENS tokens.
    *
    * state_dtype BF16: h0, ht and state_steps hold bf16; the kernels read
-   * bf16, compute in f32 and round once when they write. */
+   * bf16, compute in f32 and round once when they write.
+   *
+   * state_dtype FP8_E4M3: h0, ht and state_steps hold e4m3 bytes e, the
+   * state value of value head j being e * state_scale[j] (state_scale NULL:
+   * 1 for every head). The kernels read e * scale, compute in f32 and write
+   * e4m3(x * (1 / scale)) rounded to nearest even, once; finite values past
+   * the format's range saturate to +-448, inf and NaN become NaN (the
+   * non-finite rule above holds). The scale is the caller's (static, per
+   * head, as engines calibrate fp8 caches); the state must stay within
+   * +-448 * scale to be kept, and precision is 3 bits of mantissa. The
+   * checking mode rejects scales that are not finite and > 0 where
+   * state_scale is host memory. Reachable through the C API (the dialect
+   * and the Python ops do not offer fp8 states yet). */
   int32_t num_slots;          /* states per pool; 0 without read_slots */
   const int32_t *read_slots;  /* [N] or NULL (no pool) */
   const int32_t *write_slots; /* [N] or NULL (= read_slots) */
   void *state_steps;          /* [B*T, HV, K, V] or NULL */
   const int32_t *accepted;    /* [N] or NULL (all tokens) */
+  const float *state_scale;   /* [HV] f32 > 0, FP8_E4M3 states only; NULL: 1 */
 } deltac_fwd_params;
 
 /* Longest sequence with state_steps or accepted (multi-token decode). */

@@ -12,6 +12,7 @@
 #define DELTAC_REFERENCE_H
 
 #include "deltac/convert.h"
+#include "deltac/fp8.h"
 #include "deltac/params.h"
 
 #include <cmath>
@@ -41,9 +42,29 @@ inline double effective_scale(const deltac_fwd_params& p) {
   return p.scale != 0.0f ? double(p.scale) : 1.0 / std::sqrt(double(p.K));
 }
 
-// Element i of a state tensor (state_dtype F32 or BF16).
-inline double load_state(const void* base, int32_t dt, int64_t i) {
+// The fp8 state scale of value head j (params.h: 1 without state_scale).
+inline float state_scale(const deltac_fwd_params& p, int j) {
+  return p.state_scale ? p.state_scale[j] : 1.0f;
+}
+
+// Element i of a state tensor (state_dtype F32, BF16 or FP8_E4M3; fp8
+// elements times `scale`, their head's state_scale).
+inline double load_state(const void* base, int32_t dt, int64_t i, float scale = 1.0f) {
+  if (dt == DELTAC_FP8_E4M3)
+    return double(deltac::fp8e4m3_to_f32(static_cast<const uint8_t*>(base)[i])) * scale;
   return load_in(base, dt, i);
+}
+
+// x as a kernel stores it in a state of dtype dt and reads it back: f32 as
+// is, bf16 rounded, fp8 as e4m3(x * (1 / scale)) * scale (params.h), all
+// from x rounded to f32 first (the kernels compute in f32).
+inline double stored_state(double x, int32_t dt, float scale = 1.0f) {
+  const float f = float(x);
+  if (dt == DELTAC_BF16)
+    return bf16_to_float(float_to_bf16(f));
+  if (dt == DELTAC_FP8_E4M3)
+    return double(deltac::fp8e4m3_to_f32(deltac::f32_to_fp8e4m3(f * (1.0f / scale)))) * scale;
+  return f;
 }
 
 // Slot sequence n reads (-1: the zero state) and writes (-1: none) under p's
@@ -62,7 +83,7 @@ inline int32_t write_slot(const deltac_fwd_params& p, int n) {
 }
 
 // Runs the recurrence over host pointers in p. in_dtype F32 or BF16, state
-// in state_dtype (F32 or BF16) and p.state_layout, from h0 or its pool slot
+// in state_dtype (F32, BF16 or FP8_E4M3) and p.state_layout, from h0 or its pool slot
 // (params.h). Writes o as [B, T, HV, V] and ht as [N, HV, K, V] (or
 // [N, HV, V, K] for DELTAC_STATE_VK), both double: ht[n] is the state the call
 // leaves for sequence n (after accepted[n] tokens), whatever its write slot
@@ -104,7 +125,8 @@ inline void forward(const deltac_fwd_params& p, std::vector<double>* o,
         for (int vv = 0; vv < V; ++vv)
           h[size_t(kk) * V + vv] =
               rs >= 0 && p.h0
-                  ? load_state(p.h0, p.state_dtype, int64_t(at(rbase, kk, vv)))
+                  ? load_state(p.h0, p.state_dtype, int64_t(at(rbase, kk, vv)),
+                               state_scale(p, j))
                   : 0.0;
       if (acc == 0)
         keep = h;

@@ -5,6 +5,7 @@
 
 #include "deltac/convert.h"
 #include "deltac/cpu/simd.h"
+#include "deltac/fp8.h"
 #include "deltac/params.h"
 
 #include <omp.h>

@@ -16,12 +16,21 @@ namespace detail {
 constexpr int kRecTokens = 64;  // tokens prepared per block
 
 // tile[K][VB] <- columns [v0, v0+VB) of a state in `layout` and `dtype`
-// (F32 or BF16; null: zeros).
+// (F32, BF16, or FP8_E4M3 times `fp8_scale`, the head's state_scale; null:
+// zeros).
 template <int VB>
 inline void load_tile(float* tile, const void* src_, int32_t dtype, int layout,
-                      int K, int V, int v0) {
+                      int K, int V, int v0, float fp8_scale) {
   if (!src_) {
     std::memset(tile, 0, sizeof(float) * K * VB);
+  } else if (dtype == DELTAC_FP8_E4M3) {
+    const uint8_t* src = static_cast<const uint8_t*>(src_);
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < VB; ++c)
+        tile[k * VB + c] = fp8e4m3_to_f32(layout == DELTAC_STATE_VK
+                                              ? src[size_t(v0 + c) * K + k]
+                                              : src[size_t(k) * V + v0 + c]) *
+                           fp8_scale;
   } else if (dtype == DELTAC_BF16) {
     const uint16_t* src = static_cast<const uint16_t*>(src_);
     for (int k = 0; k < K; ++k)
@@ -40,10 +49,19 @@ inline void load_tile(float* tile, const void* src_, int32_t dtype, int layout,
   }
 }
 
+// fp8: e4m3(x * (1 / fp8_scale)) (params.h).
 template <int VB>
 inline void store_tile(void* dst_, int32_t dtype, int layout, const float* tile,
-                       int K, int V, int v0) {
-  if (dtype == DELTAC_BF16) {
+                       int K, int V, int v0, float fp8_scale) {
+  if (dtype == DELTAC_FP8_E4M3) {
+    uint8_t* dst = static_cast<uint8_t*>(dst_);
+    const float inv = 1.0f / fp8_scale;
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < VB; ++c)
+        (layout == DELTAC_STATE_VK ? dst[size_t(v0 + c) * K + k]
+                                   : dst[size_t(k) * V + v0 + c]) =
+            f32_to_fp8e4m3(tile[k * VB + c] * inv);
+  } else if (dtype == DELTAC_BF16) {
     uint16_t* dst = static_cast<uint16_t*>(dst_);
     for (int k = 0; k < K; ++k)
       for (int c = 0; c < VB; ++c)
@@ -150,7 +168,7 @@ inline void rec_tile(float* tile, int K_, int V, int v0, int nt, const float* ks
   }
 }
 
-// Every decode field of params.h is served here: pool slots, a bf16 state,
+// Every decode field of params.h is served here: pool slots, a bf16 or fp8 state,
 // and with state_steps or accepted one token per block (each block ends on
 // a fold, so the tile holds the true state after every token).
 template <deltac_variant Var, int VB, int KC, int VC>
@@ -185,7 +203,8 @@ void recurrent_impl(const deltac_fwd_params& p) {
     seq_range(p, n, &t0, &t1);
     const int hk = j / group;
     const size_t hsize = size_t(K) * V;
-    const size_t esz = p.state_dtype == DELTAC_BF16 ? 2 : 4;
+    const size_t esz = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
+    const float s8 = p.state_scale ? p.state_scale[j] : 1.0f;  // fp8 states
     const int32_t rs = read_slot(p, n), ws = write_slot(p, n);
     const void* h0 = rs >= 0 ? static_cast<const char*>(p.h0) +
                                    (size_t(rs) * p.HV + j) * hsize * esz
@@ -200,8 +219,8 @@ void recurrent_impl(const deltac_fwd_params& p) {
     if (acc == 0) {  // no token kept: ht = the state read
       if (ht && ht != h0)
         for (int v0 = 0; v0 < V; v0 += VB) {
-          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0);
-          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0);
+          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0, s8);
+          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0, s8);
         }
       ht = nullptr;
     }
@@ -265,18 +284,18 @@ void recurrent_impl(const deltac_fwd_params& p) {
         // The tile lives in S (tile-major) between token blocks.
         float* st = S + size_t(v0) * K;
         if (first)
-          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0);
+          load_tile<VB>(tile, h0, p.state_dtype, p.state_layout, K, V, v0, s8);
         else
           std::memcpy(tile, st, sizeof(float) * K * VB);
         rec_tile<VB, KC>(tile, K, V, v0, nt, kb, qb, kd, ab, fl, vb, bb, ob);
         if (!last)
           std::memcpy(st, tile, sizeof(float) * K * VB);
         if (ht && b0 + nt - t0 == acc)
-          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0);
+          store_tile<VB>(ht, p.state_dtype, p.state_layout, tile, K, V, v0, s8);
         if (p.state_steps)  // TB = 1: the state after token b0
           store_tile<VB>(static_cast<char*>(p.state_steps) +
                              (size_t(b0) * p.HV + j) * hsize * esz,
-                         p.state_dtype, p.state_layout, tile, K, V, v0);
+                         p.state_dtype, p.state_layout, tile, K, V, v0, s8);
         for (int t = 0; t < nt; ++t)
           store_row(p.o, p.out_dtype, ((b0 + t) * p.HV + j) * V + v0,
                     ob + t * VB, VB, scale);

@@ -3,13 +3,46 @@
 #define DELTAC_CUDA_CONVERT_CUH
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace deltac::cuda::detail {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// FP8 E4M3 states (params.h): the value times the head's scale is applied by
+// the kernels (fp8_scale_of); here the bare e4m3 <-> f32 conversions.
+// Decoding is exact (through f16); encoding rounds to nearest even and
+// saturates finite values (cvt .satfinite), and maps inf to NaN as the
+// non-finite rule and deltac/fp8.h do.
+template <class T>
+inline constexpr bool kFp8State = std::is_same_v<T, __nv_fp8_e4m3>;
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(x.__x, __NV_E4M3)));
+}
+__device__ __forceinline__ uint32_t fp8_bits(float x) {
+  const uint32_t b = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  return isinf(x) ? (b | 0x7fu) : b;
+}
+// Four e4m3 bytes of a word (element 0 lowest) as floats, and back.
+__device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float* out) {
+  const float2 a = __half22float2(
+      __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w & 0xffffu), __NV_E4M3)));
+  const float2 b = __half22float2(
+      __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(w >> 16), __NV_E4M3)));
+  out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+}
+__device__ __forceinline__ uint32_t f32_to_fp8x4(const float* in) {
+  return fp8_bits(in[0]) | fp8_bits(in[1]) << 8 | fp8_bits(in[2]) << 16 | fp8_bits(in[3]) << 24;
+}
+// The fp8 state scale of value head j and its reciprocal (1 without
+// state_scale; unused for other state types).
+__device__ __forceinline__ float fp8_scale_of(const float* state_scale, int j) {
+  return state_scale ? state_scale[j] : 1.f;
+}
 
 // Four consecutive elements p[0..3] as floats. `vec` says p is aligned to
 // four elements (16 bytes for f32, 8 for bf16); otherwise scalar loads.
@@ -34,6 +67,14 @@ __device__ __forceinline__ void load4(const __nv_bfloat16* p, bool vec, float ou
   }
 }
 
+__device__ __forceinline__ void load4(const __nv_fp8_e4m3* p, bool vec, float out[4]) {
+  if (vec) {
+    fp8x4_to_f32(*reinterpret_cast<const uint32_t*>(p), out);
+  } else {
+    for (int i = 0; i < 4; ++i) out[i] = to_float(p[i]);
+  }
+}
+
 // Global memory only. __stwb keeps the 16-byte store: with a plain float4
 // store the optimizer merged both branches into the scalar one.
 __device__ __forceinline__ void store4(float* p, bool vec, const float in[4]) {
@@ -54,6 +95,15 @@ __device__ __forceinline__ void store4(__nv_bfloat16* p, bool vec, const float i
     *reinterpret_cast<uint2*>(p) = raw;
   } else {
     p[0] = a.x, p[1] = a.y, p[2] = b.x, p[3] = b.y;
+  }
+}
+
+__device__ __forceinline__ void store4(__nv_fp8_e4m3* p, bool vec, const float in[4]) {
+  const uint32_t w = f32_to_fp8x4(in);
+  if (vec) {
+    *reinterpret_cast<uint32_t*>(p) = w;
+  } else {
+    for (int i = 0; i < 4; ++i) p[i].__x = uint8_t(w >> (8 * i));
   }
 }
 

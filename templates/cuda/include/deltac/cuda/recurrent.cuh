@@ -6,7 +6,7 @@
 //
 // p holds device pointers (cu_seqlens, slots and accepted too). InT is float
 // or __nv_bfloat16 and is the dtype of q, k, v and o; g and beta are f32; the
-// state is f32 or bf16 (p.state_dtype), in either layout. h0 and ht may be
+// state is f32, bf16 or fp8 e4m3 (p.state_dtype), in either layout. h0 and ht may be
 // null and may be the same buffer (in-place update); with read_slots they are
 // state pools (params.h), and state_steps / accepted are honoured. Graph-
 // safe: no allocation, no host synchronisation. K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
@@ -83,7 +83,10 @@ inline bool recurrent_matches(const deltac_fwd_params& p, int32_t var, int K, in
   if (p.variant != var || p.K != K || p.V != V)
     return false;
   if (p.in_dtype != in_dtype || p.out_dtype != in_dtype ||
-      (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16))
+      (p.state_dtype != DELTAC_F32 && p.state_dtype != DELTAC_BF16 &&
+       p.state_dtype != DELTAC_FP8_E4M3))
+    return false;
+  if (p.state_scale && p.state_dtype != DELTAC_FP8_E4M3)
     return false;
   if (p.read_slots ? p.num_slots <= 0 : p.num_slots != 0)
     return false;
@@ -140,8 +143,9 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   if (!Guarded && route > 0)
     return cudaErrorInvalidValue;
   constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
-  constexpr int kVec = strip_vec(K, BV, Warps, kBf16, false);     // several tokens
-  constexpr int kVecOne = strip_vec(K, BV, Warps, kBf16, true);   // one token
+  constexpr bool kFp8 = kFp8State<StT>;  // no one-token kernel (recurrent_choice)
+  constexpr int kVec = strip_vec(K, BV, Warps, kBf16 || kFp8, false);  // several tokens
+  constexpr int kVecOne = kFp8 ? 0 : strip_vec(K, BV, Warps, kBf16, true);  // one token
   constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
   const bool one = recurrent_one_token(p, det);  // false with state_steps / accepted
   const RecurrentFlags f = recurrent_flags(p, Var);
@@ -199,13 +203,19 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   return cudaErrorInvalidValue;  // knobs without a kernel for this call (bench only)
 }
 
-// launch_st for p.state_dtype (f32 or bf16) and per-token stores or not.
+// launch_st for p.state_dtype (f32, bf16 or fp8 e4m3) and per-token stores or not.
 template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
                    bool pdl = true, bool det = false, int32_t route = 0) {
   const bool per_token = p.state_steps || p.accepted;
   using B16 = __nv_bfloat16;
+  using F8 = __nv_fp8_e4m3;
+  if (p.state_dtype == DELTAC_FP8_E4M3)
+    return per_token ? launch_st<Var, K, V, BV, Warps, InT, F8, true, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+                     : launch_st<Var, K, V, BV, Warps, InT, F8, false, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
   if (p.state_dtype == DELTAC_BF16)
     return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
                            p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
@@ -224,8 +234,10 @@ inline void call_setup(const deltac_fwd_params& p, int in_bytes, float* scale, b
   // Vector (4-element) access needs 16-byte aligned f32 / 8-byte aligned bf16
   // rows; element-aligned pointers still work through scalar accesses.
   *vec_io = aligned(p.v, 4 * in_bytes) && aligned(p.o, 4 * in_bytes);
-  // The state: 4 elements (16 bytes f32, 8 bytes bf16) in h0, ht, state_steps.
-  const uintptr_t sv = p.state_dtype == DELTAC_BF16 ? 8 : 16;
+  // The state: 4 elements (16 bytes f32, 8 bytes bf16, 4 fp8) in h0, ht, state_steps.
+  const uintptr_t sv = p.state_dtype == DELTAC_BF16       ? 8
+                       : p.state_dtype == DELTAC_FP8_E4M3 ? 4
+                                                          : 16;
   *vec_state = aligned(p.h0, sv) && aligned(p.ht, sv) && aligned(p.state_steps, sv);
 }
 

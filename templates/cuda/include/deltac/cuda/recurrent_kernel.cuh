@@ -14,13 +14,19 @@
 
 namespace deltac::cuda::detail {
 
-// f32 -> the state's element type (round to nearest even for bf16).
+// f32 -> the state's element type (round to nearest even for bf16 and
+// fp8; fp8 as convert.cuh's fp8_bits).
 template <class T>
 __device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
     return x;
-  else
+  } else if constexpr (kFp8State<T>) {
+    T r;
+    r.__x = __nv_fp8_storage_t(fp8_bits(x));
+    return r;
+  } else {
     return __float2bfloat16_rn(x);
+  }
 }
 
 // A warp's q . k of one token, normalised when l2norm (then *rq, *rk are
@@ -143,17 +149,22 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
     acc = a < 0 ? 0 : a < acc ? a : acc;
   }
 
-  // Initial state.
+  // Initial state. An fp8 state is e4m3 times the head's scale (params.h).
   float h[kRows][4];
   const bool vk = p.state_layout == DELTAC_STATE_VK;
+  const float s8 = kFp8State<StT> ? fp8_scale_of(p.state_scale, j) : 1.f;
   auto store_state = [&](StT* dst) {
+    const float inv = 1.f / s8;
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
+      float x[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) x[c] = kFp8State<StT> ? h[i][c] * inv : h[i][c];
       if (!vk) {
-        store4(dst + int64_t(row(i)) * V + v0, vec_state, h[i]);
+        store4(dst + int64_t(row(i)) * V + v0, vec_state, x);
       } else {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) dst[int64_t(v0 + c) * K + row(i)] = from_float<StT>(h[i][c]);
+        for (int c = 0; c < 4; ++c) dst[int64_t(v0 + c) * K + row(i)] = from_float<StT>(x[c]);
       }
     }
   };
@@ -168,6 +179,9 @@ __device__ __forceinline__ void recurrent_body(const deltac_fwd_params& p, float
 #pragma unroll
         for (int c = 0; c < 4; ++c) h[i][c] = to_float(h0[int64_t(v0 + c) * K + row(i)]);
       }
+      if constexpr (kFp8State<StT>)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) h[i][c] *= s8;
     }
   } else {
 #pragma unroll

@@ -62,8 +62,8 @@ constexpr StripGeom strip_geom(int K, int BV, int warps, int vec) {
   s.ok_one = s.fits && s.rows * vec * (vec == 8 ? 2 : 4) <= 256;
   return s;
 }
-// The strip kernel's vec for these knobs: 8 for a bf16 state where that
-// geometry exists, else 4; 0 where neither does. one: the one-token kernel.
+// The strip kernel's vec for these knobs: 8 for a bf16 (or fp8) state where
+// that geometry exists, else 4; 0 where neither does. one: the one-token kernel.
 constexpr int strip_vec(int K, int BV, int warps, bool bf16_state, bool one) {
   const StripGeom g8 = strip_geom(K, BV, warps, 8), g4 = strip_geom(K, BV, warps, 4);
   if (bf16_state && (one ? g8.ok_one : g8.ok))
@@ -103,18 +103,21 @@ constexpr int64_t kRecurrentSmallGrid = 1024;
 // kRecurrentSmallGrid blocks) or where the split kernel does not exist, else
 // the split kernel; several tokens run the strip kernel where it exists.
 // blocks: the call's grid (sequences x value heads x V tiles).
+// An fp8 state (state_bytes 1) has no one-token kernel: its tokens run the
+// strip kernel (vec 8 where that geometry exists, as bf16) or the split one.
 constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_bytes, bool one,
                                            detail::Form form, int64_t blocks) {
   using detail::Form;
+  const bool fp8 = state_bytes == 1;
   const bool split = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, warps);
-  const int vec_one = strip_vec(K, BV, warps, state_bytes == 2, true);
-  const int vec = strip_vec(K, BV, warps, state_bytes == 2, false);
+  const int vec_one = fp8 ? 0 : strip_vec(K, BV, warps, state_bytes == 2, true);
+  const int vec = strip_vec(K, BV, warps, state_bytes <= 2, false);
   const bool wide = BV / warps * state_bytes >= 64;
   const bool strip = form == Form::Strip || form == Form::Packed;
   const bool small = blocks <= kRecurrentSmallGrid;
   if (vec_one && one && (strip || !split || (form == Form::Auto && (wide || small))))
     return {RecurrentKernel::StripOne, vec_one};
-  if (vec && !one && (form != Form::Split || !split))
+  if (vec && (!one || fp8) && (form != Form::Split || !split))
     return {RecurrentKernel::Strip, vec};
   return {split ? RecurrentKernel::Split : RecurrentKernel::None, 0};
 }

@@ -23,6 +23,7 @@ struct Packed {
 
 __device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 __device__ __forceinline__ uint32_t bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
+__device__ __forceinline__ uint32_t bits(__nv_fp8_e4m3 x) { return x.__x; }
 
 // src[0..N) into out. `vec`: src is aligned to the access (16 bytes when N
 // elements fill them, else 8 bytes when they fill those), else scalar.
@@ -50,10 +51,26 @@ __device__ __forceinline__ void load_packed(const T* src, bool vec, Packed<N, T>
       }
       return;
     }
+  } else if constexpr (kBytes == 4) {  // four fp8 elements
+    if (vec) {
+      const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
+      out.w[0] = Ldg ? __ldg(s) : *s;
+      return;
+    }
   }
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
     for (int i = 0; i < N; ++i) out.w[i] = bits(Ldg ? __ldg(src + i) : src[i]);
+  } else if constexpr (sizeof(T) == 1) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      uint32_t w = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        if (i + b < N)
+          w |= bits(src[i + b]) << (8 * b);
+      out.w[i / 4] = w;
+    }
   } else {
 #pragma unroll
     for (int i = 0; i < N; i += 2) {
@@ -66,12 +83,24 @@ __device__ __forceinline__ void load_packed(const T* src, bool vec, Packed<N, T>
 
 template <int N, class T>
 __device__ __forceinline__ void unpack(const Packed<N, T>& in, float* out) {
+  if constexpr (sizeof(T) == 1) {  // fp8: four a word
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (sizeof(T) == 4)
-      out[i] = __uint_as_float(in.w[i]);
-    else
-      out[i] = i % 2 ? bf_hi(in.w[i / 2]) : bf_lo(in.w[i / 2]);
+    for (int i = 0; i < N; i += 4) {
+      float x[4];
+      fp8x4_to_f32(in.w[i / 4], x);
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        if (i + b < N)
+          out[i + b] = x[b];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if constexpr (sizeof(T) == 4)
+        out[i] = __uint_as_float(in.w[i]);
+      else
+        out[i] = i % 2 ? bf_hi(in.w[i / 2]) : bf_lo(in.w[i / 2]);
+    }
   }
 }
 
@@ -116,6 +145,13 @@ __device__ __forceinline__ void store_n(T* dst, bool vec, const float* in) {
       for (int c = 0; c < N / 4; ++c)
         __stwb(reinterpret_cast<uint2*>(dst) + c,
                make_uint2(bf_pack(in[4 * c], in[4 * c + 1]), bf_pack(in[4 * c + 2], in[4 * c + 3])));
+      return;
+    }
+  } else if constexpr (sizeof(T) == 1 && N % 4 == 0) {  // fp8: a word per four
+    if (vec) {
+#pragma unroll
+      for (int c = 0; c < N / 4; ++c)
+        reinterpret_cast<uint32_t*>(dst)[c] = f32_to_fp8x4(in + 4 * c);
       return;
     }
   }
@@ -240,17 +276,23 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
       for (int c = 0; c < Vec; ++c) h[i][c] *= hs;
     hs = 1.f;
   };
+  // An fp8 state is e4m3 times the head's scale (params.h).
+  const float s8 = kFp8State<StT> ? fp8_scale_of(p.state_scale, j) : 1.f;
   auto store_state = [&](StT* dst) {
     if (kGated && hs != 1.f)
       fold();
+    const float inv = 1.f / s8;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
+      float x[Vec];
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) x[c] = kFp8State<StT> ? h[i][c] * inv : h[i][c];
       if (!vk) {
-        store_n<Vec>(dst + int64_t(r0 + i) * V + v0, vec_state, h[i]);
+        store_n<Vec>(dst + int64_t(r0 + i) * V + v0, vec_state, x);
       } else {
 #pragma unroll
         for (int c = 0; c < Vec; ++c)
-          dst[int64_t(v0 + c) * K + r0 + i] = from_float<StT>(h[i][c]);
+          dst[int64_t(v0 + c) * K + r0 + i] = from_float<StT>(x[c]);
       }
     }
   };
@@ -265,6 +307,9 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
 #pragma unroll
         for (int c = 0; c < Vec; ++c) h[i][c] = to_float(h0[int64_t(v0 + c) * K + r0 + i]);
       }
+      if constexpr (kFp8State<StT>)
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) h[i][c] *= s8;
     }
   } else {
 #pragma unroll
