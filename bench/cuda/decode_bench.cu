@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
   }
   for (int var : {0, 2})
     for (int batch : {1, 64}) add(var, Shape{16, 32, batch, 1, false, false});
-  // fp8 e4m3 states (the strip kernel; no one-token form): default knobs,
+  // fp8 e4m3 states (the one-token strip kernel at T = 1): default knobs,
   // contiguous and pooled, T = 1 and 4.
   for (int batch : {1, 64, 256, 512})
     for (bool pool : {false, true}) {
@@ -398,6 +398,14 @@ int main(int argc, char** argv) {
     s.fp8_state = true;
     add(1, s);
   }
+  // fp8 under each one-token form and tile_v 64 (rows 182..).
+  for (int batch : {1, 64, 512})
+    for (auto [bv, w, f] : {std::tuple{32, 2, Form::Packed}, {32, 2, Form::Strip},
+                            {64, 2, Form::Packed}, {64, 2, Form::Strip}}) {
+      Shape s{16, 32, batch, 1, false, false, bv, w};
+      s.fp8_state = true, s.form = f;
+      add(1, s);
+    }
   if (!only.empty()) {
     std::vector<std::pair<int, Shape>> picked;
     for (int i : only) {

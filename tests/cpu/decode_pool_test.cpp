@@ -242,33 +242,24 @@ TEST(DecodePool, SeparatePoolsFrozenAndZeroStart) {
   }
 }
 
-TEST(DecodePool, Bf16State) {
+// A 16-bit or fp8 state: every variant, both layouts, one token (the decode
+// family) and four (the recurrent one).
+void narrow_state_cases(bool bf16, bool fp8) {
   for (deltac_variant var : kVars)
     for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
       for (int T : {1, 4}) {
         SCOPED_TRACE("var " + std::to_string(var) + " layout " + std::to_string(layout) +
                      " T " + std::to_string(T));
         PoolCase c;
-        c.var = var, c.layout = layout, c.T = T, c.bf16_state = true;
+        c.var = var, c.layout = layout, c.T = T, c.bf16_state = bf16, c.fp8_state = fp8;
         c.family = T == 1 ? Family::CpuDecode : Family::CpuRecurrent;
         c.read = {3, 0, -1, 8};
         check_case(c);
       }
 }
 
-TEST(DecodePool, Fp8State) {
-  for (deltac_variant var : kVars)
-    for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
-      for (int T : {1, 4}) {
-        SCOPED_TRACE("var " + std::to_string(var) + " layout " + std::to_string(layout) +
-                     " T " + std::to_string(T));
-        PoolCase c;
-        c.var = var, c.layout = layout, c.T = T, c.fp8_state = true;
-        c.family = T == 1 ? Family::CpuDecode : Family::CpuRecurrent;
-        c.read = {3, 0, -1, 8};
-        check_case(c);
-      }
-}
+TEST(DecodePool, Bf16State) { narrow_state_cases(true, false); }
+TEST(DecodePool, Fp8State) { narrow_state_cases(false, true); }
 
 TEST(DecodePool, Fp8StepsAcceptedCopyOnWrite) {
   for (deltac_variant var : kVars) {

@@ -61,7 +61,7 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
 // Whether a one-token call of p with knobs (bv, warps), the strip vec and
 // `blocks` in its grid runs the staged kernel (recurrent_strip.cuh's
 // strip_staged_kernel) rather than the one holding its state in registers:
-// under Auto for a bf16 state on a small grid, under Strip wherever it
+// under Auto for a bf16 or fp8 state on a small grid, under Strip wherever it
 // applies, never under Packed; it applies where its geometry fits
 // (strip_staged_fits) to K-first states with 16-byte aligned bases. H200
 // (docs/performance.md "Decode", version 4): batch 1 bf16 2.5 us staged;
@@ -69,11 +69,11 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
 // launch and NVRTC ask this alike.
 inline bool recurrent_staged(const deltac_fwd_params& p, int bv, int warps, int vec, Form form,
                              int64_t blocks) {
-  const bool bf16 = p.state_dtype == DELTAC_BF16;
+  const int st = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
   const bool want = form == Form::Strip ||
-                    (form == Form::Auto && bf16 && blocks <= kRecurrentSmallGrid);
+                    (form == Form::Auto && st < 4 && blocks <= kRecurrentSmallGrid);
   return want && p.state_layout == DELTAC_STATE_KV && recurrent_flags(p, p.variant).st &&
-         strip_staged_fits(p.K, bv, warps, vec, bf16 ? 2 : 4, p.in_dtype == DELTAC_F32 ? 4 : 2);
+         strip_staged_fits(p.K, bv, warps, vec, st, p.in_dtype == DELTAC_F32 ? 4 : 2);
 }
 
 // Whether p matches a kernel of (var, K, V, input dtype in_dtype) and has
@@ -143,9 +143,9 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   if (!Guarded && route > 0)
     return cudaErrorInvalidValue;
   constexpr bool kBf16 = std::is_same_v<StT, __nv_bfloat16>;
-  constexpr bool kFp8 = kFp8State<StT>;  // no one-token kernel (recurrent_choice)
-  constexpr int kVec = strip_vec(K, BV, Warps, kBf16 || kFp8, false);  // several tokens
-  constexpr int kVecOne = kFp8 ? 0 : strip_vec(K, BV, Warps, kBf16, true);  // one token
+  constexpr bool kFp8 = kFp8State<StT>;  // the geometry of a bf16 state
+  constexpr int kVec = strip_vec(K, BV, Warps, kBf16 || kFp8, false);     // several tokens
+  constexpr int kVecOne = strip_vec(K, BV, Warps, kBf16 || kFp8, true);   // one token
   constexpr bool kSplit = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, Warps);
   const bool one = recurrent_one_token(p, det);  // false with state_steps / accepted
   const RecurrentFlags f = recurrent_flags(p, Var);

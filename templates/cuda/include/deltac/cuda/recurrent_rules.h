@@ -103,34 +103,36 @@ constexpr int64_t kRecurrentSmallGrid = 1024;
 // kRecurrentSmallGrid blocks) or where the split kernel does not exist, else
 // the split kernel; several tokens run the strip kernel where it exists.
 // blocks: the call's grid (sequences x value heads x V tiles).
-// An fp8 state (state_bytes 1) has no one-token kernel: its tokens run the
-// strip kernel (vec 8 where that geometry exists, as bf16) or the split one.
+// An fp8 state (state_bytes 1) takes the geometry of a bf16 one (vec 8 where
+// it exists) and, for one token, the one-token kernel at every grid size
+// (the split kernel reads it 4 bytes a lane).
 constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_bytes, bool one,
                                            detail::Form form, int64_t blocks) {
   using detail::Form;
   const bool fp8 = state_bytes == 1;
   const bool split = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, warps);
-  const int vec_one = fp8 ? 0 : strip_vec(K, BV, warps, state_bytes == 2, true);
+  const int vec_one = strip_vec(K, BV, warps, state_bytes <= 2, true);
   const int vec = strip_vec(K, BV, warps, state_bytes <= 2, false);
   const bool wide = BV / warps * state_bytes >= 64;
   const bool strip = form == Form::Strip || form == Form::Packed;
   const bool small = blocks <= kRecurrentSmallGrid;
-  if (vec_one && one && (strip || !split || (form == Form::Auto && (wide || small))))
+  if (vec_one && one && (strip || !split || (form == Form::Auto && (wide || small || fp8))))
     return {RecurrentKernel::StripOne, vec_one};
-  if (vec && (!one || fp8) && (form != Form::Split || !split))
+  if (vec && !one && (form != Form::Split || !split))
     return {RecurrentKernel::Strip, vec};
   return {split ? RecurrentKernel::Split : RecurrentKernel::None, 0};
 }
 
 // Whether the staged one-token kernel's geometry exists (recurrent_strip.cuh,
 // Staged: the state rows land in shared memory by cp.async, not registers):
-// its rows take at most 32 KB a block and q / k rows are whole 16-byte
-// pieces. recurrent.cuh's recurrent_staged says where it runs.
+// its rows take at most 32 KB a block, a lane's row is 8 or 16 bytes (one
+// cp.async) and q / k rows are whole 16-byte pieces. recurrent.cuh's
+// recurrent_staged says where it runs.
 constexpr bool strip_staged_fits(int K, int BV, int warps, int vec, int state_bytes,
                                  int in_bytes) {
   const StripGeom g = strip_geom(K, BV, warps, vec);
   return g.ok_one && g.rows * vec * state_bytes * warps * 32 <= 32768 &&
-         (K * in_bytes) % 16 == 0;
+         (K * in_bytes) % 16 == 0 && (vec * state_bytes == 8 || vec * state_bytes == 16);
 }
 
 // Whether the one-token kernel may run (see recurrent_choice). det (batch-

@@ -81,13 +81,32 @@ __device__ __forceinline__ void load_packed(const T* src, bool vec, Packed<N, T>
   }
 }
 
-template <int N, class T>
+// A bf16 word's high / low element as a float, opaque to the optimizer:
+// strip_one unpacks the state twice and must not keep the first unpacking
+// live (unpack_again).
+__device__ __forceinline__ float bf_hi_again(uint32_t w) {
+  uint32_t x;
+  asm("and.b32 %0, %1, 0xffff0000;" : "=r"(x) : "r"(w));
+  return __uint_as_float(x);
+}
+__device__ __forceinline__ float bf_lo_again(uint32_t w) {
+  uint32_t x;
+  asm("shl.b32 %0, %1, 16;" : "=r"(x) : "r"(w));
+  return __uint_as_float(x);
+}
+
+// The packed elements as floats; Again: through conversions the optimizer
+// cannot merge with an earlier unpacking of the same words.
+template <int N, class T, bool Again = false>
 __device__ __forceinline__ void unpack(const Packed<N, T>& in, float* out) {
   if constexpr (sizeof(T) == 1) {  // fp8: four a word
 #pragma unroll
     for (int i = 0; i < N; i += 4) {
+      uint32_t w = in.w[i / 4];
+      if constexpr (Again)
+        asm volatile("mov.b32 %0, %1;" : "=r"(w) : "r"(w));
       float x[4];
-      fp8x4_to_f32(in.w[i / 4], x);
+      fp8x4_to_f32(w, x);
 #pragma unroll
       for (int b = 0; b < 4; ++b)
         if (i + b < N)
@@ -98,10 +117,16 @@ __device__ __forceinline__ void unpack(const Packed<N, T>& in, float* out) {
     for (int i = 0; i < N; ++i) {
       if constexpr (sizeof(T) == 4)
         out[i] = __uint_as_float(in.w[i]);
+      else if constexpr (Again)
+        out[i] = i % 2 ? bf_hi_again(in.w[i / 2]) : bf_lo_again(in.w[i / 2]);
       else
         out[i] = i % 2 ? bf_hi(in.w[i / 2]) : bf_lo(in.w[i / 2]);
     }
   }
+}
+template <int N, class T>
+__device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out) {
+  unpack<N, T, true>(in, out);
 }
 
 // src[0..N) as floats (load_packed, then unpack).
@@ -435,29 +460,6 @@ __device__ __forceinline__ void cp_async_row_wait() {
 #endif
 }
 
-// A bf16 word's high element as a float, opaque to the optimizer: strip_one
-// unpacks the state twice and must not keep the first unpacking live.
-__device__ __forceinline__ float bf_hi_again(uint32_t w) {
-  uint32_t x;
-  asm("and.b32 %0, %1, 0xffff0000;" : "=r"(x) : "r"(w));
-  return __uint_as_float(x);
-}
-__device__ __forceinline__ float bf_lo_again(uint32_t w) {
-  uint32_t x;
-  asm("shl.b32 %0, %1, 16;" : "=r"(x) : "r"(w));
-  return __uint_as_float(x);
-}
-template <int N, class T>
-__device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (sizeof(T) == 4)
-      out[i] = __uint_as_float(in.w[i]);
-    else
-      out[i] = i % 2 ? bf_hi_again(in.w[i / 2]) : bf_lo_again(in.w[i / 2]);
-  }
-}
-
 // strip_body for calls of at most one token per sequence (no cu_seqlens,
 // p.T <= 1, no state_steps / accepted): the state stays packed in registers
 // (a bf16 state in half the registers of floats, so twice the bytes per
@@ -486,6 +488,10 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   const int n = bid / p.HV;
   const int hqk = j / (p.HV / p.H);
   const int v0 = tile * Tr::BV + warp * Tr::WV + (lane % L) * Vec;
+  // An fp8 state is e4m3 times the head's scale (params.h): s8 is folded
+  // into the decay factor the passes below apply.
+  constexpr bool kFp8 = kFp8State<StT>;
+  const float s8 = kFp8 ? fp8_scale_of(p.state_scale, j) : 1.f;
 
   int32_t rs = p.h0 ? n : -1, ws = p.ht ? n : -1;
   if (p.read_slots) {
@@ -598,7 +604,13 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
       for (auto& w : hp[i].w) w = 0u;
   }
   StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
-  auto store_row = [&](int i, const float* x) {
+  // Row i of the state, x in true scale (fp8: stored times 1 / s8).
+  auto store_row = [&](int i, float* x) {
+    if constexpr (kFp8) {
+      const float inv = 1.f / s8;
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) x[c] *= inv;
+    }
     if (!vk) {
       store_n<Vec>(ht + int64_t(r0 + i) * V + v0, vec_state, x);
     } else {
@@ -614,6 +626,9 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
       for (int i = 0; i < R; ++i) {
         float x[Vec];
         unpack(row(i), x);
+        if constexpr (kFp8)
+#pragma unroll
+          for (int c = 0; c < Vec; ++c) x[c] *= s8;
         store_row(i, x);
       }
     }
@@ -654,12 +669,12 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
       kr[i] = ki;
     if constexpr (kKda)
       gr[i] = expf(gr[i]);
-    const float ai = kKda ? gr[i] : a;
+    const float ai = (kKda ? gr[i] : a) * s8;
     float x[Vec];
     unpack(row(i), x);
 #pragma unroll
     for (int c = 0; c < Vec; ++c) {
-      if (Var != DELTAC_VARIANT_DELTA)
+      if (Var != DELTAC_VARIANT_DELTA || kFp8)
         x[c] *= ai;
       pk[c] = fmaf(x[c], ki, pk[c]);
       pq[c] = fmaf(x[c], qi, pq[c]);
@@ -677,7 +692,7 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   if (ht) {
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const float ai = kKda ? gr[i] : a;
+      const float ai = (kKda ? gr[i] : a) * s8;
       float x[Vec];
       unpack_again(row(i), x);
       float ki;
@@ -687,7 +702,7 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
         ki = kr[i];
 #pragma unroll
       for (int c = 0; c < Vec; ++c) {
-        if (Var != DELTAC_VARIANT_DELTA)
+        if (Var != DELTAC_VARIANT_DELTA || kFp8)
           x[c] *= ai;
         x[c] = fmaf(ki, u[c], x[c]);
       }
