@@ -394,7 +394,7 @@ struct BadValue {
 // Checking mode: the values of a call whose tensors are HOST memory and
 // which passed check_params. Finds, in the order state_scale, q, k, v, h0,
 // g, beta, the first element that breaks a rule:
-//   state_scale not finite and > 0;
+//   state_scale not a finite value > 0;
 //   q, k, v, h0 not finite (inf or NaN);
 //   g NaN or > 0 (g = -inf is allowed: a decay of 0, a full reset);
 //   beta NaN or outside [0, beta_max] (beta_max 1, or 2 for negative
