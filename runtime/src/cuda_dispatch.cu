@@ -5,6 +5,7 @@
 // with static cudart, which loads the driver lazily: on machines without a
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
+#include "deltac/check.h"
 #include "cuda_jit.h"
 #include "cuda_pad.h"
 #include "dispatch.h"
@@ -198,11 +199,8 @@ struct Layout {
   size_t total = 0;
 
   explicit Layout(const deltac_fwd_params &p) {
-    const size_t in = p.in_dtype == DELTAC_F32 ? 4 : 2;
-    const size_t out = p.out_dtype == DELTAC_F32 ? 4 : 2;
-    const size_t st = p.state_dtype == DELTAC_F32       ? 4
-                      : p.state_dtype == DELTAC_FP8_E4M3 ? 1
-                                                         : 2;
+    const size_t in = detail::dtypeSize(p.in_dtype), out = detail::dtypeSize(p.out_dtype);
+    const size_t st = detail::dtypeSize(p.state_dtype);
     const size_t tok = size_t(p.B) * p.T;
     qk = tok * p.H * p.K * in;
     v = tok * p.HV * p.V * in;

@@ -12,6 +12,7 @@
 
 #include "deltac/cuda/launch.cuh"
 #include "deltac/cuda/recurrent.cuh"
+#include "deltac/check.h"     // detail::dtypeSize
 #include "deltac/tuning_db.h" // variant_name, dtype_name
 
 #include <cuda_runtime.h>
@@ -191,10 +192,7 @@ bool recurrent_form(const deltac_fwd_params &p, const KernelConfig &c, bool det,
     return false;
   }
   const int64_t blocks = int64_t(p.N) * p.HV * (p.V / c.tile_v);
-  const int state_bytes = p.state_dtype == DELTAC_BF16       ? 2
-                          : p.state_dtype == DELTAC_FP8_E4M3 ? 1
-                                                             : 4;
-  *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, state_bytes,
+  *ch = cuda::recurrent_choice(p.K, c.tile_v, c.warps, detail::dtypeSize(p.state_dtype),
                                cuda::recurrent_one_token(p, det), cuda::detail::Form::Auto,
                                blocks);
   if (ch->kernel == RecurrentKernel::None) {

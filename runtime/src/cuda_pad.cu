@@ -3,6 +3,8 @@
 // pool's slots), one copies the corner back (and scatters to write slots).
 #include "cuda_pad.h"
 
+#include "deltac/check.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -11,9 +13,7 @@ namespace deltac {
 namespace rt {
 namespace {
 
-size_t bytesOf(int32_t dtype) {
-  return dtype == DELTAC_F32 ? 4 : dtype == DELTAC_FP8_E4M3 ? 1 : 2;
-}
+size_t bytesOf(int32_t dtype) { return size_t(detail::dtypeSize(dtype)); }
 
 // outer matrices of R x C elements (row-major) inside ones of Rp x Cp. With
 // slots, matrix o = n * group + h is matrix slots[n] * group + h of the

@@ -223,10 +223,8 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
   }
   if (!mixed)
     return false;
-  auto bytes = [](int32_t dt) {
-    return dt == DELTAC_F32 ? size_t(4) : dt == DELTAC_FP8_E4M3 ? size_t(1) : size_t(2);
-  };
-  const size_t in = bytes(p.in_dtype), out = bytes(p.out_dtype), st = bytes(p.state_dtype);
+  const size_t in = detail::dtypeSize(p.in_dtype), out = detail::dtypeSize(p.out_dtype),
+               st = detail::dtypeSize(p.state_dtype);
   const size_t state = size_t(p.HV) * p.K * p.V * st;
   std::string ran;
   *specialized = true;
