@@ -110,6 +110,7 @@ struct Shape {
   Form form = Form::Auto;  // strip (the default where it fits) or split kernel
   bool pdl = true;         // programmatic dependent launch
   bool fp8_state = false;  // e4m3 (bf16_state false), scale 1/16 per head
+  int stages = 0;          // the stream kernel's ring, 0: its rule
 };
 
 size_t state_elem_bytes(const Shape& s) { return s.fp8_state ? 1 : s.bf16_state ? 2 : 4; }
@@ -203,6 +204,7 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
 
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  deltac::cuda::detail::stream_stages_override = s.stages;
   auto launch_all = [&] {
     for (void* st : states) {
       p.h0 = st, p.ht = st;
@@ -406,6 +408,40 @@ int main(int argc, char** argv) {
       s.fp8_state = true, s.form = f;
       add(1, s);
     }
+  // The stream kernel (rows 194..): f32 / bf16 / fp8 states, contiguous and
+  // pooled, T = 1 and 4, at its knobs; the default rows above are the
+  // comparison (same shapes).
+  for (int batch : {1, 64, 256, 512})
+    for (int st : {0, 1, 2})
+      for (bool pool : {false, true})
+        for (auto [bv, w] : {std::pair{32, 2}, {64, 4}}) {
+          Shape s{16, 32, batch, 1, st == 1, pool, bv, w};
+          s.fp8_state = st == 2, s.form = Form::Stream;
+          add(1, s);
+        }
+  for (int st : {0, 1})
+    for (bool pool : {false, true})
+      for (auto [bv, w] : {std::pair{32, 2}, {64, 4}, {32, 4}}) {
+        Shape s{16, 32, 64, 4, st == 1, pool, bv, w};
+        s.form = Form::Stream;
+        add(1, s);
+      }
+  for (int var : {0, 2})
+    for (int T : {1, 4}) {
+      Shape s{16, 32, 64, T, false, false, 32, 2};
+      s.form = Form::Stream;
+      add(var, s);
+      add(var, Shape{16, 32, 64, T, false, false});
+    }
+  // The stream kernel's ring: 1..6 stages (its rule: about 96 KB a block).
+  for (auto [batch, st, T, bv, w] : {std::tuple{64, 0, 1, 32, 2}, {512, 0, 1, 32, 2},
+                                     {64, 1, 1, 64, 4}, {512, 1, 1, 64, 4},
+                                     {64, 2, 1, 64, 4}, {512, 2, 1, 64, 4}, {64, 0, 4, 32, 2}})
+    for (int stages : {1, 2, 3, 4, 6}) {
+      Shape s{16, 32, batch, T, st == 1, false, bv, w};
+      s.fp8_state = st == 2, s.form = Form::Stream, s.stages = stages;
+      add(1, s);
+    }
   if (!only.empty()) {
     std::vector<std::pair<int, Shape>> picked;
     for (int i : only) {
@@ -449,11 +485,15 @@ int main(int argc, char** argv) {
     const char* form = s.form == Form::Split    ? "split"
                        : s.form == Form::Strip  ? "strip"
                        : s.form == Form::Packed ? "packd"
+                       : s.form == Form::Stream ? "strm"
                                                 : "auto";
-    std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d %5s %3d %6d %9.2f %9.2f %10.1f %8.1f %7.0f%%\n",
+    std::printf("%-6s %3d %3d %5d %2d %5s %4s %2d/%-2d %5s %3d %6d %9.2f %9.2f %10.1f %8.1f %7.0f%%",
                 names[var], s.H, s.HV, s.batch, s.T, state_name(s),
                 s.pool ? "yes" : "no", s.bv, s.warps, form, int(s.pdl), r.copies, r.graph_us,
                 r.launch_us, gbs, cgbs, 100.0 * gbs / cgbs);
+    if (s.stages)
+      std::printf("  stages %d", s.stages);
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;

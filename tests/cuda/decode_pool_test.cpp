@@ -369,6 +369,14 @@ std::vector<PoolCase> pool_cases() {
     cs.push_back(c);
     c.name = std::string(vn[vi]) + "_batch64_fp8_state", c.bf16_state = false, c.fp8_state = true;
     cs.push_back(c);
+    // More than 1024 blocks of several tokens: the stream kernel under Auto
+    // (recurrent_rules.h, stream_auto; kda keeps the strip kernel).
+    for (bool bf16 : {false, true}) {
+      c = make(std::string("batch128_T4") + (bf16 ? "_bf16_state" : ""));
+      c.N = 128, c.T = 4, c.slots = 160, c.H = 2, c.HV = 4, c.bf16_state = bf16;
+      for (int n = 0; n < 128; ++n) c.read.push_back(n % 7 == 3 ? -1 : 159 - n);
+      cs.push_back(c);
+    }
   }
   return cs;
 }

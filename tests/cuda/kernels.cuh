@@ -20,8 +20,8 @@ struct Shape {};
 using TestShapes = std::tuple<Shape<16, 16>, Shape<64, 64>, Shape<128, 128>, Shape<256, 256>,
                               Shape<128, 256>, Shape<256, 128>, Shape<64, 16>, Shape<48, 80>>;
 
-// The kernel form under test: DELTAC_TEST_RECURRENT_FORM = split, strip or
-// packed forces one (default: the library's choice); DELTAC_TEST_PDL=0 launches
+// The kernel form under test: DELTAC_TEST_RECURRENT_FORM = split, strip,
+// packed or stream forces one (default: the library's choice); DELTAC_TEST_PDL=0 launches
 // without programmatic dependent launch.
 inline cuda::detail::Form form_under_test() {
   static const cuda::detail::Form f = [] {
@@ -30,6 +30,7 @@ inline cuda::detail::Form form_under_test() {
     return x == "split"    ? cuda::detail::Form::Split
            : x == "strip"  ? cuda::detail::Form::Strip
            : x == "packed" ? cuda::detail::Form::Packed
+           : x == "stream" ? cuda::detail::Form::Stream
                            : cuda::detail::Form::Auto;
   }();
   return f;

@@ -37,6 +37,7 @@
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_rules.h"
 #include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/cuda/mbarrier.cuh"
 #include "deltac/params.h"
 
 #include <cstddef>
@@ -168,42 +169,6 @@ __device__ __forceinline__ void stsm4(uint32_t* p16, const uint32_t r[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     *reinterpret_cast<uint32_t*>(b + (g + 8 * (i & 1)) * LD + 8 * (i >> 1) + 2 * t) = r[i];
-#endif
-}
-// mbarriers (shared::cta; sm_90: try_wait).
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-#if DELTAC_MMA_OK
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-#if DELTAC_MMA_OK
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// Waits until the phase of parity `parity` of the barrier has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if DELTAC_MMA_OK && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#elif DELTAC_MMA_OK && defined(__CUDA_ARCH__)
-  asm volatile(
-      "{\n .reg .pred p;\n WAIT:\n"
-      " mbarrier.test_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-}
-// The barrier's arrival (counted in its init count) once this thread's
-// cp.async copies so far have landed.
-__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
-#if DELTAC_MMA_OK
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 #endif
 }
 // Named barrier `id` over n threads: wait for all, or arrive only.

@@ -21,6 +21,7 @@
 
 #include "deltac/cuda/recurrent_kernel.cuh"
 #include "deltac/cuda/recurrent_rules.h"
+#include "deltac/cuda/recurrent_stream.cuh"
 #include "deltac/cuda/recurrent_strip.cuh"
 #include "deltac/cuda/traits.cuh"
 #include "deltac/params.h"
@@ -28,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -110,12 +112,14 @@ bool matches(const deltac_fwd_params& p) {
 // kernel<<<blocks, threads, 0, stream>>>(args...), with programmatic
 // dependent launch allowed when `pdl` (the kernel waits for its
 // predecessor before touching memory: recurrent_kernel.cuh's pdl_enter).
+// launch_ex_smem: with `smem` bytes of dynamic shared memory.
 template <class... Params, class... Args>
-cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, cudaStream_t stream,
-                      bool pdl, Args... args) {
+cudaError_t launch_ex_smem(void (*kernel)(Params...), unsigned blocks, int threads, size_t smem,
+                           cudaStream_t stream, bool pdl, Args... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -124,13 +128,104 @@ cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, c
   cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
+template <class... Params, class... Args>
+cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, cudaStream_t stream,
+                      bool pdl, Args... args) {
+  return launch_ex_smem(kernel, blocks, threads, 0, stream, pdl, args...);
+}
+
+// The stream kernel (recurrent_stream.cuh): where it runs, and its launch.
+// Its blocks aim at this much shared memory (stages of the ring: 2 to
+// kStreamMaxStages), so that two or three fit a multiprocessor.
+constexpr size_t kStreamSmemTarget = 64 * 1024;
+constexpr size_t kStreamSmemMax = 200 * 1024;
+// Stages of the ring, when > 0 (1..kStreamMaxStages), instead of the rule
+// above: set by the decode bench only, to measure the rule.
+inline int stream_stages_override = 0;
+
+// Whether call p may run the stream kernel: no cu_seqlens, state_steps,
+// accepted, batch-invariant mode or routing; 1..DELTAC_MAX_DECODE_TOKENS
+// tokens; K-first states; 16-byte aligned bases (cp.async, vector stores).
+inline bool stream_applies(const deltac_fwd_params& p, int32_t var, bool det, int32_t route) {
+  if (det || route || p.cu_seqlens || p.state_steps || p.accepted)
+    return false;
+  if (p.T < 1 || p.T > DELTAC_MAX_DECODE_TOKENS || p.state_layout != DELTAC_STATE_KV)
+    return false;
+  return aligned(p.q, 16) && aligned(p.k, 16) && aligned(p.v, 16) && aligned(p.o, 16) &&
+         aligned(p.h0, 16) && aligned(p.ht, 16) &&
+         (var != DELTAC_VARIANT_KDA || aligned(p.g, 16));
+}
+
+// Per device: whether the stream kernel k has sm_80+ code for it, its
+// multiprocessors and its blocks per multiprocessor at each token count.
+struct StreamDeviceInfo {
+  std::atomic<int> ready{0}, usable{0}, sms{0};
+  std::atomic<int> blocks[DELTAC_MAX_DECODE_TOKENS + 1] = {};
+};
+
+// Launches the stream kernel of (Var, Tr, InT, StT) for p; *ran false (and
+// nothing launched) where this device or binary cannot run it.
+template <deltac_variant Var, class Tr, class InT, class StT>
+cudaError_t launch_stream(const deltac_fwd_params& p, float scale, cudaStream_t stream, bool pdl,
+                          const int32_t* skip, bool* ran) {
+  *ran = false;
+  auto* kernel = stream_kernel<Var, Tr, InT, StT>;
+  const StreamLayout<Tr, InT, StT> lay(p.T, Var == DELTAC_VARIANT_KDA);
+  size_t stages = kStreamSmemTarget / size_t(lay.bytes);
+  stages = stages < 2 ? 2 : stages > size_t(kStreamMaxStages) ? size_t(kStreamMaxStages) : stages;
+  if (stream_stages_override > 0 && stream_stages_override <= kStreamMaxStages)
+    stages = size_t(stream_stages_override);
+  const size_t smem = stages * size_t(lay.bytes);
+  if (smem > kStreamSmemMax)
+    return cudaSuccess;
+  constexpr int kThreads = (Tr::kWarps + 1) * 32;
+  constexpr int kDevices = 64;
+  static StreamDeviceInfo info[kDevices];
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess)
+    return e;
+  if (dev < 0 || dev >= kDevices)
+    return cudaSuccess;
+  StreamDeviceInfo& d = info[dev];
+  if (!d.ready.load(std::memory_order_acquire)) {
+    cudaFuncAttributes a{};
+    int major = 0, sms = 0;
+    if ((e = cudaFuncGetAttributes(&a, kernel)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(kStreamSmemMax))) != cudaSuccess)
+      return e;
+    d.usable.store(a.binaryVersion >= 80 && major >= 8);
+    d.sms.store(sms);
+    d.ready.store(1, std::memory_order_release);
+  }
+  if (!d.usable.load())
+    return cudaSuccess;
+  int per_sm = d.blocks[p.T].load();
+  if (per_sm == 0) {
+    if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) !=
+        cudaSuccess)
+      return e;
+    if (per_sm <= 0)
+      return cudaSuccess;
+    d.blocks[p.T].store(per_sm);
+  }
+  const int64_t tiles = int64_t(p.N) * p.HV * Tr::kTiles;
+  const int64_t cap = int64_t(d.sms.load()) * per_sm;
+  *ran = true;
+  return launch_ex_smem(kernel, unsigned(tiles < cap ? tiles : cap), kThreads, smem, stream, pdl,
+                        p, scale, int(stages), skip);
+}
 
 // Launches the instance of knobs (BV, Warps) for state type StT. Form::Auto
 // picks by what measured faster on the H200 (docs/performance.md, decode):
 // one token per sequence (decode): the strip kernel where its warps read at
 // least 64 contiguous bytes of a state row (StripTraits::kRowBytes), else
-// the split kernel; several tokens: the strip kernel wherever its geometry
-// exists (no barrier per token). The split kernel is that of traits
+// the split kernel; several tokens: the stream kernel on large grids
+// (stream_auto, where stream_applies), else the strip kernel wherever its
+// geometry exists (no barrier per token). The split kernel is that of traits
 // RecurrentTraits<K, V, BV, Warps>: the guarded one when Guarded, else the
 // plain entry kernels of recurrent_kernel.cuh. route > 0 (mixed batches,
 // varlen; guarded instances only): sequences of more than route tokens are
@@ -151,8 +246,22 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
   const RecurrentFlags f = recurrent_flags(p, Var);
   const int32_t* sk = Guarded ? skip : nullptr;
   const int64_t grid = int64_t(p.N) * p.HV * (V / BV);
-  const RecurrentKernel rk =
-      recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form, grid).kernel;
+  RecurrentKernel rk = recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form, grid).kernel;
+  if (rk == RecurrentKernel::Stream || (form == Form::Auto && stream_auto(Var, one, grid))) {
+    if constexpr (kVec != 0 && stream_geom_ok(K, BV, Warps, kVec, int(sizeof(StT)))) {
+      if (stream_applies(p, Var, det, route)) {
+        bool ran = false;
+        const cudaError_t e = launch_stream<Var, StripTraits<K, V, BV, Warps, kVec>, InT, StT>(
+            p, scale, stream, pdl, sk, &ran);
+        if (ran || e != cudaSuccess)
+          return e;
+      }
+    }
+    if (rk == RecurrentKernel::Stream) {  // where the stream kernel does not run
+      form = Form::Auto;
+      rk = recurrent_choice(K, BV, Warps, int(sizeof(StT)), one, form, grid).kernel;
+    }
+  }
   if constexpr (kVecOne != 0) {
     using Tr = StripTraits<K, V, BV, Warps, kVecOne>;
     if (rk == RecurrentKernel::StripOne) {

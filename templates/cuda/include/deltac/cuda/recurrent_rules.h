@@ -71,14 +71,23 @@ constexpr int strip_vec(int K, int BV, int warps, bool bf16_state, bool one) {
   return (one ? g4.ok_one : g4.ok) ? 4 : 0;
 }
 
+// Whether the stream kernel (recurrent_stream.cuh) has a geometry for these
+// knobs: the several-token strip geometry (the state in registers as
+// floats) with state rows of whole 16-byte pieces (its cp.async). K and V
+// are multiples of 16, so q / k / v rows are too.
+constexpr bool stream_geom_ok(int K, int BV, int warps, int vec, int state_bytes) {
+  return strip_geom(K, BV, warps, vec).ok && (BV * state_bytes) % 16 == 0 && warps <= 7;
+}
+
 namespace detail {
 
 // Which form runs: Auto (the rule below), Split (the split kernel where it
 // exists), Strip (the strip kernel where it exists). Tests and benchmarks
 // force one.
 // Packed: as Strip, but a one-token call keeps its state rows in registers
-// (not the staged form below).
-enum class Form { Auto = 0, Split = 1, Strip = 2, Packed = 3 };
+// (not the staged form below). Stream: the stream kernel where it runs
+// (stream_geom_ok, recurrent.cuh's stream_applies), else as Auto.
+enum class Form { Auto = 0, Split = 1, Strip = 2, Packed = 3, Stream = 4 };
 
 }  // namespace detail
 
@@ -86,7 +95,8 @@ enum class Form { Auto = 0, Split = 1, Strip = 2, Packed = 3 };
 // cu_seqlens, state_steps, accepted or the batch-invariant mode), the strip
 // kernel, the split kernel (recurrent_kernel.cuh: one block per V tile, warps
 // split K; BV 16 or 32) or none (knobs without a kernel for the call).
-enum class RecurrentKernel { None = 0, StripOne = 1, Strip = 2, Split = 3 };
+// Stream: the persistent kernel of recurrent_stream.cuh (sm_90).
+enum class RecurrentKernel { None = 0, StripOne = 1, Strip = 2, Split = 3, Stream = 4 };
 struct RecurrentChoice {
   RecurrentKernel kernel;
   int vec;  // the strip kernels' vec
@@ -109,6 +119,12 @@ constexpr int64_t kRecurrentSmallGrid = 1024;
 constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_bytes, bool one,
                                            detail::Form form, int64_t blocks) {
   using detail::Form;
+  if (form == Form::Stream) {
+    const int v = strip_vec(K, BV, warps, state_bytes <= 2, false);
+    if (v && stream_geom_ok(K, BV, warps, v, state_bytes))
+      return {RecurrentKernel::Stream, v};
+    form = Form::Auto;
+  }
   const bool fp8 = state_bytes == 1;
   const bool split = (BV == 16 || BV == 32) && cuda_recurrent_warps_ok(K, BV, warps);
   const int vec_one = strip_vec(K, BV, warps, state_bytes <= 2, true);
@@ -121,6 +137,19 @@ constexpr RecurrentChoice recurrent_choice(int K, int BV, int warps, int state_b
   if (vec && !one && (form != Form::Split || !split))
     return {RecurrentKernel::Strip, vec};
   return {split ? RecurrentKernel::Split : RecurrentKernel::None, 0};
+}
+
+// Under Auto, calls of several tokens per sequence on a grid of more than
+// kRecurrentSmallGrid blocks run the stream kernel where it runs (its
+// geometry, recurrent.cuh's stream_applies: 2..8 tokens, no cu_seqlens,
+// state_steps or accepted), except kda. H200, GDN 16/32 heads, T = 4,
+// batch 64, tile_v 32 / 2 warps: f32 state 93.1 us against 113.7 (the
+// strip kernel), bf16 89.9 against 112.5, delta 89.1 against 108.3; kda
+// 124.6 against 116.9; one token: f32 82.3 against 74.0 (docs/
+// performance.md, "The stream kernel"). The runtime's NVRTC path does not
+// compile it (its calls keep the other forms).
+constexpr bool stream_auto(int32_t var, bool one, int64_t blocks) {
+  return !one && var != DELTAC_VARIANT_KDA && blocks > kRecurrentSmallGrid;
 }
 
 // Whether the staged one-token kernel's geometry exists (recurrent_strip.cuh,
