@@ -110,6 +110,34 @@ TEST(Catalogue, CudaWarpsGeometry) {
           << k << " " << bv;
 }
 
+TEST(Catalogue, CudaStreamRule) {
+  using cuda::RecurrentKernel;
+  using cuda::detail::Form;
+  // The stream kernel's geometry is the several-token strip geometry with
+  // rows of whole 16-byte pieces: 32/2 f32 (vec 4) and bf16 (vec 8) have
+  // it, and fp8 at 16/2; 64/2 f32 has no strip geometry (32 rows x 4
+  // floats a lane > 64).
+  EXPECT_TRUE(cuda::stream_geom_ok(128, 32, 2, 4, 4));
+  EXPECT_TRUE(cuda::stream_geom_ok(128, 32, 2, 8, 2));
+  EXPECT_FALSE(cuda::stream_geom_ok(128, 64, 2, 4, 4));
+  EXPECT_TRUE(cuda::stream_geom_ok(128, 16, 2, 8, 1));
+  EXPECT_EQ(cuda::recurrent_choice(128, 32, 2, 4, true, Form::Stream, 64).kernel,
+            RecurrentKernel::Stream);
+  // Forced where it has no geometry: the Auto choice.
+  EXPECT_EQ(cuda::recurrent_choice(128, 64, 2, 4, false, Form::Stream, 64).kernel,
+            cuda::recurrent_choice(128, 64, 2, 4, false, Form::Auto, 64).kernel);
+  // Auto: several tokens on more than kRecurrentSmallGrid blocks, not kda,
+  // never one token.
+  const int64_t big = cuda::kRecurrentSmallGrid + 1;
+  EXPECT_TRUE(cuda::stream_auto(DELTAC_VARIANT_GATED, false, big));
+  EXPECT_TRUE(cuda::stream_auto(DELTAC_VARIANT_DELTA, false, big));
+  EXPECT_FALSE(cuda::stream_auto(DELTAC_VARIANT_KDA, false, big));
+  EXPECT_FALSE(cuda::stream_auto(DELTAC_VARIANT_GATED, true, big));
+  EXPECT_FALSE(cuda::stream_auto(DELTAC_VARIANT_GATED, false, cuda::kRecurrentSmallGrid));
+  EXPECT_EQ(cuda::recurrent_choice(128, 32, 2, 4, false, Form::Auto, big).kernel,
+            RecurrentKernel::Strip);  // launch_st asks stream_auto, not recurrent_choice
+}
+
 // The default rule: for every K, V in 16..256 step 16, both dtypes, every
 // family's default config is legal, and default_family picks a family.
 TEST(Catalogue, DefaultsAreLegalEverywhere) {
