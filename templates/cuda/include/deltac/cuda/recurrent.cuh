@@ -136,7 +136,8 @@ cudaError_t launch_ex(void (*kernel)(Params...), unsigned blocks, int threads, c
 
 // The stream kernel (recurrent_stream.cuh): where it runs, and its launch.
 // Its blocks aim at this much shared memory (stages of the ring: 2 to
-// kStreamMaxStages), so that two or three fit a multiprocessor.
+// kStreamMaxStages; H200: 2 stages measured best, more cost blocks per
+// multiprocessor) and take at most kStreamSmemMax (and the device's limit).
 constexpr size_t kStreamSmemTarget = 64 * 1024;
 constexpr size_t kStreamSmemMax = 200 * 1024;
 // Stages of the ring, when > 0 (1..kStreamMaxStages), instead of the rule
@@ -156,10 +157,12 @@ inline bool stream_applies(const deltac_fwd_params& p, int32_t var, bool det, in
          (var != DELTAC_VARIANT_KDA || aligned(p.g, 16));
 }
 
-// Per device: whether the stream kernel k has sm_80+ code for it, its
-// multiprocessors and its blocks per multiprocessor at each token count.
+// Per device: whether the stream kernel has sm_80+ code for it (PTX and
+// machine code: a body compiled for an older target only traps), its
+// multiprocessors, the dynamic shared memory a block may take there, and
+// its blocks per multiprocessor at each token count (rule stages).
 struct StreamDeviceInfo {
-  std::atomic<int> ready{0}, usable{0}, sms{0};
+  std::atomic<int> ready{0}, usable{0}, sms{0}, smem_max{0};
   std::atomic<int> blocks[DELTAC_MAX_DECODE_TOKENS + 1] = {};
 };
 
@@ -173,11 +176,10 @@ cudaError_t launch_stream(const deltac_fwd_params& p, float scale, cudaStream_t 
   const StreamLayout<Tr, InT, StT> lay(p.T, Var == DELTAC_VARIANT_KDA);
   size_t stages = kStreamSmemTarget / size_t(lay.bytes);
   stages = stages < 2 ? 2 : stages > size_t(kStreamMaxStages) ? size_t(kStreamMaxStages) : stages;
-  if (stream_stages_override > 0 && stream_stages_override <= kStreamMaxStages)
+  const bool forced = stream_stages_override > 0 && stream_stages_override <= kStreamMaxStages;
+  if (forced)
     stages = size_t(stream_stages_override);
   const size_t smem = stages * size_t(lay.bytes);
-  if (smem > kStreamSmemMax)
-    return cudaSuccess;
   constexpr int kThreads = (Tr::kWarps + 1) * 32;
   constexpr int kDevices = 64;
   static StreamDeviceInfo info[kDevices];
@@ -190,27 +192,36 @@ cudaError_t launch_stream(const deltac_fwd_params& p, float scale, cudaStream_t 
   StreamDeviceInfo& d = info[dev];
   if (!d.ready.load(std::memory_order_acquire)) {
     cudaFuncAttributes a{};
-    int major = 0, sms = 0;
+    int major = 0, sms = 0, optin = 0;
     if ((e = cudaFuncGetAttributes(&a, kernel)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(kStreamSmemMax))) != cudaSuccess)
+        (e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) !=
+            cudaSuccess)
       return e;
-    d.usable.store(a.binaryVersion >= 80 && major >= 8);
+    const bool usable = a.ptxVersion >= 80 && a.binaryVersion >= 80 && major >= 8;
+    int limit = optin - int(a.sharedSizeBytes);
+    limit = limit < int(kStreamSmemMax) ? limit : int(kStreamSmemMax);
+    if (usable && limit > 0 &&
+        (e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit)) !=
+            cudaSuccess)
+      return e;
+    d.usable.store(usable && limit > 0);
     d.sms.store(sms);
+    d.smem_max.store(limit);
     d.ready.store(1, std::memory_order_release);
   }
-  if (!d.usable.load())
+  if (!d.usable.load() || smem > size_t(d.smem_max.load()))
     return cudaSuccess;
-  int per_sm = d.blocks[p.T].load();
+  int per_sm = forced ? 0 : d.blocks[p.T].load();  // the cache holds the rule's stages
   if (per_sm == 0) {
     if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem)) !=
         cudaSuccess)
       return e;
     if (per_sm <= 0)
       return cudaSuccess;
-    d.blocks[p.T].store(per_sm);
+    if (!forced)
+      d.blocks[p.T].store(per_sm);
   }
   const int64_t tiles = int64_t(p.N) * p.HV * Tr::kTiles;
   const int64_t cap = int64_t(d.sms.load()) * per_sm;
