@@ -45,8 +45,6 @@ struct StreamLayout {
         g(v + T * Tr::BV * int(sizeof(InT))),
         end(g + (kda ? T * Tr::K * 4 : 0)),
         bytes((end + 127) / 128 * 128) {}
-  // Bytes the token rows bring (the state rows: K * kRowBytes more).
-  __host__ __device__ constexpr int input_bytes() const { return end - q; }
 };
 
 template <deltac_variant Var, class Tr, class InT, class StT>
