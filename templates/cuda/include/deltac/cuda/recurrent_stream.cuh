@@ -182,24 +182,13 @@ __global__ void __launch_bounds__((Tr::kWarps + 1) * 32)
     const int32_t rs = s_rs[s], ws = s_ws[s];
     const float s8 = s_scale[s];  // an fp8 state is e4m3 times it (params.h); else 1
     float h[R][Vec];
-    if (rs >= 0) {
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        Packed<Vec, StT> x;
-        lds_words<kWords>(reinterpret_cast<const uint32_t*>(
-                              base + (i * G + grp) * Lay::kStride + c0 * int(sizeof(StT))),
-                          x.w);
-        unpack(x, h[i]);
-        if constexpr (kFp8)
-#pragma unroll
-          for (int c = 0; c < Vec; ++c) h[i][c] *= s8;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int c = 0; c < Vec; ++c) h[i][c] = 0.f;
-    }
+    read_rows<kFp8>(h, rs >= 0, s8, [&](int i, float* x) {
+      Packed<Vec, StT> w;
+      lds_words<kWords>(reinterpret_cast<const uint32_t*>(
+                            base + (i * G + grp) * Lay::kStride + c0 * int(sizeof(StT))),
+                        w.w);
+      unpack(w, x);
+    });
     const InT* sq = reinterpret_cast<const InT*>(base + lay.q);
     const InT* sk = reinterpret_cast<const InT*>(base + lay.k);
     const InT* sv = reinterpret_cast<const InT*>(base + lay.v);

@@ -129,6 +129,27 @@ __device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out)
   unpack<N, T, true>(in, out);
 }
 
+// A lane's R state rows of Vec columns in true scale: load(i, h[i]) for
+// each row (an fp8 state then times its head's scale s8), or zeros where
+// there is no state to read.
+template <bool Fp8, int R, int Vec, class Load>
+__device__ __forceinline__ void read_rows(float (&h)[R][Vec], bool has, float s8, Load&& load) {
+  if (has) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      load(i, h[i]);
+      if constexpr (Fp8)
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) h[i][c] *= s8;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) h[i][c] = 0.f;
+  }
+}
+
 // src[0..N) as floats (load_packed, then unpack).
 template <int N, bool Ldg, class T>
 __device__ __forceinline__ void load_n(const T* src, bool vec, float* out) {
@@ -322,26 +343,16 @@ __device__ __forceinline__ void strip_body(const deltac_fwd_params& p, float sca
     }
   };
   StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
-  if (rs >= 0) {
-    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
+  const StT* h0 = rs >= 0 ? static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V
+                          : nullptr;
+  read_rows<kFp8State<StT>>(h, rs >= 0, s8, [&](int i, float* x) {
+    if (!vk) {
+      load_n<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, x);
+    } else {
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      if (!vk) {
-        load_n<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, h[i]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < Vec; ++c) h[i][c] = to_float(h0[int64_t(v0 + c) * K + r0 + i]);
-      }
-      if constexpr (kFp8State<StT>)
-#pragma unroll
-        for (int c = 0; c < Vec; ++c) h[i][c] *= s8;
+      for (int c = 0; c < Vec; ++c) x[c] = to_float(h0[int64_t(v0 + c) * K + r0 + i]);
     }
-  } else {
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-      for (int c = 0; c < Vec; ++c) h[i][c] = 0.f;
-  }
+  });
   if (PerToken && acc == 0 && ht)
     store_state(ht);
 
