@@ -7,9 +7,10 @@
 // as a CUDA graph (launch cost gone).
 // dtype bf16: bf16 activations and weights, the bf16 delta rule; bf16r: the
 // same with the f32 rule (CudaOptions::f32_rule); f32: all f32, no TF32;
-// tf32: f32 with TF32 projections (CudaOptions::tf32).
+// tf32: f32 with TF32 projections (CudaOptions::tf32). --bitnet: DeltaNet
+// with use_bitnet (BitLinear projections: int8 GEMMs), beside the plain one.
 //   deltac_nn_cuda_bench [--layer=gated|deltanet|all] [--dtype=bf16|bf16r|f32|tf32|all]
-//                        [--batch=1] [--tokens=8192] [--iters=20] [--warmup=3]
+//                        [--batch=1] [--tokens=8192] [--iters=20] [--warmup=3] [--bitnet]
 #include "deltac/nn_cuda.h"
 
 #include <cuda_runtime.h>
@@ -38,6 +39,7 @@ void check(cudaError_t e, const char *what) {
 
 struct Options {
   std::string layer = "all", dtype = "bf16";
+  bool bitnet = false;
   int batch = 1, tokens = 8192, iters = 20, warmup = 3;
 };
 
@@ -198,7 +200,7 @@ void bench_gated(const Variant &var, const Options &o, cudaStream_t s) {
     report("gated", dn, "decode graph", B, 1, g, 0);
 }
 
-void bench_deltanet(const Variant &var, const Options &o, cudaStream_t s) {
+void bench_deltanet(const Variant &var, const Options &o, cudaStream_t s, bool bitnet) {
   const int64_t hs = 2048, H = 16, D = hs / H;
   const auto st = random_weights({{"q_proj.weight", {hs, hs}},
                                   {"k_proj.weight", {hs, hs}},
@@ -212,13 +214,15 @@ void bench_deltanet(const Variant &var, const Options &o, cudaStream_t s) {
   c.hidden_size = hs;
   c.num_heads = H;
   c.mode = "decoder";
+  c.use_bitnet = bitnet;
   const ElemType dt = var.dt;
   CudaOptions opt;
   opt.dtype = dt;
   opt.f32_rule = var.f32_rule;
   opt.tf32 = var.tf32;
   CudaDeltaNetAttention layer(c, st, "", opt);
-  const char *dn = var.name;
+  const std::string dname = std::string(var.name) + (bitnet ? "+bitnet" : "");
+  const char *dn = dname.c_str();
   const int B = o.batch, T = o.tokens;
   const double gemm = 2.0 * hs * (5 * hs + H);
   {
@@ -254,10 +258,11 @@ int main(int argc, char **argv) {
     else if (!val("--tokens=").empty()) o.tokens = std::atoi(val("--tokens=").c_str());
     else if (!val("--iters=").empty()) o.iters = std::atoi(val("--iters=").c_str());
     else if (!val("--warmup=").empty()) o.warmup = std::atoi(val("--warmup=").c_str());
+    else if (a == "--bitnet") o.bitnet = true;
     else {
       std::fprintf(stderr, "usage: deltac_nn_cuda_bench [--layer=gated|deltanet|all] "
                            "[--dtype=bf16|bf16r|f32|tf32|all] [--batch=1] [--tokens=8192] [--iters=20] "
-                           "[--warmup=3]\n");
+                           "[--warmup=3] [--bitnet]\n");
       return 2;
     }
   }
@@ -278,7 +283,10 @@ int main(int argc, char **argv) {
                              Variant{"tf32", ElemType::F32, false, true}}) {
       if (o.dtype != "all" && o.dtype != v.name) continue;
       if (o.layer == "all" || o.layer == "gated") bench_gated(v, o, s);
-      if (o.layer == "all" || o.layer == "deltanet") bench_deltanet(v, o, s);
+      if (o.layer == "all" || o.layer == "deltanet") {
+        bench_deltanet(v, o, s, false);
+        if (o.bitnet) bench_deltanet(v, o, s, true);
+      }
     }
   } catch (const Error &e) {
     std::fprintf(stderr, "nn_layer_bench: %s\n", e.what());

@@ -74,6 +74,19 @@ int layernorm_gate(const void *o, const void *g, bool in_bf16, void *out, bool o
 // out[i] = sigmoid(x[i]) * scale (x bf16 or f32; out f32, may be x when f32).
 int sigmoid(const void *x, bool x_bf16, float *out, int64_t n, float scale, void *stream);
 
+// BitLinear (bitlinear_kernels.cu; the numbers of bitlinear.h): x [m, k]
+// (bf16 or f32) quantised per token to q [m, kp] (int8, zeros past k; kp a
+// multiple of 64 >= k) and r [m] (1 / s; NaN for a row with a NaN or
+// infinity). Then y = float(sum_k q t) * gamma[col] * r[row] for the
+// ternary int8 weights t [n, kp] with scales gamma [n]: column col goes to
+// part col / part_cols, column col % part_cols of rows ldy apart, parts
+// part_stride elements apart (one part: part_cols = n); y bf16 or f32.
+int bitlinear_quantize(const void *x, bool x_bf16, int64_t m, int64_t k, int64_t kp, float eps,
+                       int8_t *q, float *r, void *stream);
+int bitlinear_gemm(const int8_t *q, const float *r, int64_t m, int64_t kp, const int8_t *t,
+                   const float *gamma, int64_t n, void *y, bool y_bf16, int64_t ldy,
+                   int64_t part_cols, int64_t part_stride, void *stream);
+
 // The name and text of a launch's error ("no CUDA support" without CUDA).
 const char *error_text(int err);
 

@@ -22,6 +22,14 @@ int layernorm_gate(const void *, const void *, bool, void *, bool, const void *,
   return kNoCuda;
 }
 int sigmoid(const void *, bool, float *, int64_t, float, void *) { return kNoCuda; }
+int bitlinear_quantize(const void *, bool, int64_t, int64_t, int64_t, float, int8_t *, float *,
+                       void *) {
+  return kNoCuda;
+}
+int bitlinear_gemm(const int8_t *, const float *, int64_t, int64_t, const int8_t *, const float *,
+                   int64_t, void *, bool, int64_t, int64_t, int64_t, void *) {
+  return kNoCuda;
+}
 const char *error_text(int) { return "this build of deltac has no CUDA support"; }
 
 } // namespace fused

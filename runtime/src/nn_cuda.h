@@ -41,6 +41,9 @@ struct DeviceMem {
 void upload(DeviceMem *m, const std::vector<float> &v, bool bf16, const char *layer,
             const char *what);
 
+// Host bytes to the device as they are.
+void upload_bytes(DeviceMem *m, const void *p, size_t bytes, const char *layer, const char *what);
+
 // Sub-buffers of one scratch allocation at 256-byte aligned offsets.
 struct Carve {
   size_t total = 0;

@@ -59,6 +59,13 @@ void upload(DeviceMem *m, const std::vector<float> &v, bool bf16, const char *la
         std::string("uploading ") + what);
 }
 
+void upload_bytes(DeviceMem *m, const void *p, size_t bytes, const char *layer,
+                  const char *what) {
+  m->reserve(bytes, layer, what);
+  check(cudaMemcpy(m->p, p, bytes, cudaMemcpyHostToDevice), layer,
+        std::string("uploading ") + what);
+}
+
 DeviceGuard::DeviceGuard(int device, const char *layer) {
   check(cudaGetDevice(&previous), layer, "cudaGetDevice");
   if (previous != device) check(cudaSetDevice(device), layer, "cudaSetDevice");

@@ -1,6 +1,11 @@
 // deltac::nn::CudaDeltaNetAttention: DeltaNetAttention (nn_deltanet.cpp) on
 // device tensors. One batched GEMM writes q, k, v and g as four dense
-// tensors (the stacked weight's four parts), a second one the betas.
+// tensors (the stacked weight's four parts), a second one the betas. With
+// use_bitnet the q / k / v / g and out projections are BitLinear: the CPU
+// layer's packed ternary weights and scales on the device, the activations
+// quantised per token, an int8 tensor-core GEMM (fused.h, bitlinear_*).
+#include "bitlinear.h"
+#include "fused.h"
 #include "nn_cuda.h"
 
 #include "deltac/runtime.h"
@@ -20,6 +25,10 @@ struct CudaDeltaNetAttention::Impl {
   bool rule_bf16; // q, k, v, g, o
   Blas blas;
   DeviceMem w_qkvg, w_beta, w_out, norm_w, norm_b; // weights
+  // BitLinear: ternary int8 weights [rows, kp] and their scales [rows].
+  bool bit = false;
+  int64_t kp_in = 0, kp_out = 0;
+  DeviceMem t_qkvg, g_qkvg, t_out, g_out;
   DeviceMem scratch, ws, state;
   Impl(int dev, bool bf, bool rule_bf, bool tf32)
       : device(dev), bf16(bf), rule_bf16(rule_bf), blas(kName, tf32) {}
@@ -29,10 +38,6 @@ CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
                                              const SafeTensors &w, const std::string &prefix,
                                              const CudaOptions &opt)
     : cfg_(config) {
-  if (config.use_bitnet)
-    throw Error(std::string(kName) +
-                ": use_bitnet: BitLinear does not run on CUDA (no int8 tensor-core GEMM yet); "
-                "the CPU DeltaNetAttention runs it");
   check_options(opt, kName);
   const bool bf16 = opt.dtype == ElemType::BF16, rule_bf16 = bf16 && !opt.f32_rule;
   DeltaNetAttention cpu(config, w, prefix); // the CPU layer's checks, loading and stacking
@@ -45,9 +50,20 @@ CudaDeltaNetAttention::CudaDeltaNetAttention(const DeltaNetConfig &config,
                 " (deltac_cuda_supports)");
   impl_ = std::make_unique<Impl>(layer_device(kName), bf16, rule_bf16, opt.tf32);
   Impl &m = *impl_;
-  upload(&m.w_qkvg, cpu.qkvg_.w, bf16, kName, "q/k/v/g_proj weights");
+  if (config.use_bitnet) {
+    const bitlinear::Weights &a = *cpu.qkvg_.bits, &b = *cpu.out_.bits;
+    m.bit = true;
+    m.kp_in = a.kp;
+    m.kp_out = b.kp;
+    upload_bytes(&m.t_qkvg, a.t.data(), size_t(a.n * a.kp), kName, "q/k/v/g_proj ternary weights");
+    upload(&m.g_qkvg, a.gamma, false, kName, "q/k/v/g_proj scales");
+    upload_bytes(&m.t_out, b.t.data(), size_t(b.n * b.kp), kName, "out_proj ternary weights");
+    upload(&m.g_out, b.gamma, false, kName, "out_proj scales");
+  } else {
+    upload(&m.w_qkvg, cpu.qkvg_.w, bf16, kName, "q/k/v/g_proj weights");
+    upload(&m.w_out, cpu.out_.w, bf16, kName, "out_proj weight");
+  }
   upload(&m.w_beta, cpu.beta_.w, bf16, kName, "beta_proj weight");
-  upload(&m.w_out, cpu.out_.w, bf16, kName, "out_proj weight");
   upload(&m.norm_w, cpu.norm_w_, false, kName, "norm.weight");
   upload(&m.norm_b, cpu.norm_b_, false, kName, "norm.bias");
 }
@@ -78,6 +94,10 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
   Carve cv;
   const size_t qkvg_at = cv.take(size_t(4 * rows * n) * re), beta_at = cv.take(size_t(rows * H) * 4),
                o_at = cv.take(size_t(rows * n) * re), n_at = apart ? cv.take(size_t(rows * n) * e) : o_at;
+  // BitLinear: the quantised activations of either projection and their scales.
+  const int64_t kp = m.kp_in > m.kp_out ? m.kp_in : m.kp_out;
+  const size_t q8_at = m.bit ? cv.take(size_t(rows * kp)) : 0,
+               r_at = m.bit ? cv.take(size_t(rows) * 4) : 0;
   m.scratch.reserve(cv.total, kName, "scratch");
   char *qkvg = m.scratch.as<char>(qkvg_at), *o = m.scratch.as<char>(o_at),
        *normed = m.scratch.as<char>(n_at);
@@ -86,7 +106,25 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   m.blas.set_stream(s);
-  m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, !m.rule_bf16, 4, n * hs, rows * n);
+  int8_t *q8 = m.scratch.as<int8_t>(q8_at);
+  float *r8 = m.scratch.as<float>(r_at);
+  // BitLinear y = x W^T: quantise x [rows, in], the int8 GEMM into y's parts.
+  auto bitlinear = [&](const void *in, int64_t k, int64_t kpad, const DeviceMem &t,
+                       const DeviceMem &g, int64_t outs, void *out, bool out_bf16, int64_t part,
+                       const char *what) {
+    check(cudaError_t(fused::bitlinear_quantize(in, m.bf16, rows, k, kpad, 1e-5f, q8, r8, s)),
+          kName, std::string(what) + ": BitLinear quantisation launch");
+    check(cudaError_t(fused::bitlinear_gemm(q8, r8, rows, kpad, t.as<int8_t>(), g.as<float>(),
+                                            outs, out, out_bf16, part, part,
+                                            int64_t(part) * rows, s)),
+          kName, std::string(what) + ": BitLinear GEMM launch");
+  };
+  if (m.bit)
+    bitlinear(x.data, hs, m.kp_in, m.t_qkvg, m.g_qkvg, 4 * n, qkvg, m.rule_bf16, n,
+              "q/k/v/g_proj");
+  else
+    m.blas.gemm(x.data, m.w_qkvg.p, qkvg, rows, n, hs, n, m.bf16, !m.rule_bf16, 4, n * hs,
+                rows * n);
   m.blas.gemm(x.data, m.w_beta.p, beta, rows, H, hs, H, m.bf16, true);
   check(cudaError_t(fused::sigmoid(beta, false, beta, rows * H, 1.0f, s)), kName,
         "sigmoid kernel launch");
@@ -102,7 +140,10 @@ void CudaDeltaNetAttention::forward(const DeviceTensor &x, const DeviceTensor &y
                                           m.norm_w.as<float>(), m.norm_b.as<float>(), false, rows,
                                           H, D, cfg_.norm_eps, s)),
         kName, "layernorm kernel launch");
-  m.blas.gemm(normed, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
+  if (m.bit)
+    bitlinear(normed, n, m.kp_out, m.t_out, m.g_out, hs, y.data, m.bf16, hs, "out_proj");
+  else
+    m.blas.gemm(normed, m.w_out.p, y.data, rows, hs, n, hs, m.bf16, false);
   if (decoder) state_batch_ = B;
 }
 
