@@ -5,7 +5,7 @@
 // NaN or infinity, whose q are 0), padded with zeros to kp; the GEMM sums
 // q t exactly in int32 (mma.sync m16n8k32 s8) and writes
 // float(sum) * gamma[n] * r[m], the CPU kernels' expression: the same q give
-// bit-identical f32 outputs. Up to 16 rows (decode) a warp per 8 columns
+// bit-identical f32 outputs. Up to 16 rows (decode) a block per 8 columns
 // reads its fragments from global memory instead of shared tiles.
 #include "fused.h"
 
@@ -177,16 +177,17 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const GemmArgs g) {
       }
 }
 
-// Few rows (decode): a warp per 8 output columns and all m <= 16 rows (one
-// m16n8k32 tile a step, the fragments loaded straight from global memory,
-// 4 steps in flight), so that the weights stream once at full width.
+// Few rows (decode): a block per 8 output columns and all m <= 16 rows, its
+// 8 warps taking every 8th 32-byte step of K (one m16n8k32 tile a step,
+// fragments loaded straight from global memory, 4 steps in flight), the
+// warps' int32 sums added in shared memory: the weights stream with many
+// loads in flight.
 constexpr int kSmallM = 16, kSmallWarps = 8;
 
 __global__ void __launch_bounds__(32 * kSmallWarps) gemm_small_kernel(const GemmArgs g, bool bf) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = (lane & 3) * 4;
-  const int64_t n0 = (int64_t(blockIdx.x) * kSmallWarps + (threadIdx.x >> 5)) * 8;
-  if (n0 >= g.n) return;
-  const int64_t col = n0 + gr;
+  __shared__ int part[kSmallWarps][32][4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, t4 = (lane & 3) * 4;
+  const int64_t n0 = int64_t(blockIdx.x) * 8, col = n0 + gr;
   const bool ok0 = gr < g.m, ok1 = gr + 8 < g.m, okc = col < g.n;
   const int8_t *a0 = g.q + (ok0 ? gr : 0) * g.kp + t4, *a1 = g.q + (ok1 ? gr + 8 : 0) * g.kp + t4;
   const int8_t *b = g.t + (okc ? col : 0) * g.kp + t4;
@@ -195,11 +196,18 @@ __global__ void __launch_bounds__(32 * kSmallWarps) gemm_small_kernel(const Gemm
   };
   int acc[4] = {};
 #pragma unroll 4
-  for (int64_t k = 0; k < g.kp; k += 32) {
+  for (int64_t k = int64_t(warp) * 32; k < g.kp; k += 32 * kSmallWarps) {
     const uint32_t a[4] = {word(a0 + k, ok0), word(a1 + k, ok1), word(a0 + k + 16, ok0),
                            word(a1 + k + 16, ok1)};
     mma_s8(acc, a, word(b + k, okc), word(b + k + 16, okc));
   }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
+  __syncthreads();
+  if (warp != 0) return;
+  for (int w = 1; w < kSmallWarps; ++w)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] += part[w][lane][e];
   const int tc = (lane & 3) * 2;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -241,7 +249,7 @@ int bitlinear_gemm(const int8_t *q, const float *r, int64_t m, int64_t kp, const
   const GemmArgs g{q, r, t, gamma, m, n, kp, y, ldy, part_cols, part_stride};
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (m <= kSmallM) {
-    gemm_small_kernel<<<blocks(n, 8 * kSmallWarps), 32 * kSmallWarps, 0, s>>>(g, y_bf16);
+    gemm_small_kernel<<<blocks(n, 8), 32 * kSmallWarps, 0, s>>>(g, y_bf16);
     return int(cudaGetLastError());
   }
   const dim3 grid(blocks(n, kBN), blocks(m, kBM));

@@ -118,7 +118,7 @@ def main():
     def build():  # what the op packs per call, with the data_ptr() reads
         return pack(1, 1, 1, H, H, K, K, 1, dt, dt, 0, 0, q.data_ptr(), k.data_ptr(),
                     v.data_ptr(), g.data_ptr(), beta.data_ptr(), h0.data_ptr(),
-                    o.data_ptr(), ht.data_ptr(), 0, 0.0, 1, threads, 0, 0, 0, 0, 0,
+                    o.data_ptr(), ht.data_ptr(), 0, 0.0, 1, threads, 0, 0, 0, 0, 0, 0,
                     devk, 2, 0, 1 if cuda else 0, stream or 0)
 
     packed = build()
