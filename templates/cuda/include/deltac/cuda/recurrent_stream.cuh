@@ -231,12 +231,7 @@ __global__ void __launch_bounds__((Tr::kWarps + 1) * 32)
         }
       }
       float u[Vec], out[Vec];
-#pragma unroll
-      for (int c = 0; c < Vec; ++c) {
-        const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
-        u[c] = beta * (vv[c] - hk);
-        out[c] = scale * fmaf(u[c], qk, hq);
-      }
+      readout<L>(pk, pq, vv, beta, qk, scale, u, out);
 #pragma unroll
       for (int i = 0; i < R; ++i)
 #pragma unroll

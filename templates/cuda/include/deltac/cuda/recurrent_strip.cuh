@@ -129,6 +129,20 @@ __device__ __forceinline__ void unpack_again(const Packed<N, T>& in, float* out)
   unpack<N, T, true>(in, out);
 }
 
+// A token's readout from the lanes' partial sums of h k and h q (a column
+// each): u = beta (v - h k), o = scale (u q.k + h q).
+template <int L, int Vec>
+__device__ __forceinline__ void readout(const float (&pk)[Vec], const float (&pq)[Vec],
+                                        const float (&vv)[Vec], float beta, float qk, float scale,
+                                        float (&u)[Vec], float (&out)[Vec]) {
+#pragma unroll
+  for (int c = 0; c < Vec; ++c) {
+    const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
+    u[c] = beta * (vv[c] - hk);
+    out[c] = scale * fmaf(u[c], qk, hq);
+  }
+}
+
 // A lane's R state rows of Vec columns in true scale: load(i, h[i]) for
 // each row (an fp8 state then times its head's scale s8), or zeros where
 // there is no state to read.
@@ -692,12 +706,7 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     }
   }
   float u[Vec], out[Vec];
-#pragma unroll
-  for (int c = 0; c < Vec; ++c) {
-    const float hk = reduce_rows<L>(pk[c]), hq = reduce_rows<L>(pq[c]);
-    u[c] = beta * (vv[c] - hk);
-    out[c] = scale * fmaf(u[c], qk, hq);
-  }
+  readout<L>(pk, pq, vv, beta, qk, scale, u, out);
   if (lane < L)
     store_n<Vec>(static_cast<InT*>(p.o) + th * V + v0, vec_io, out);
   if (ht) {
