@@ -29,7 +29,7 @@
 
 namespace {
 
-constexpr int kHeads = 16, kD = 128;
+constexpr int kHeads = 16, kD = 128, kDecodeSteps = 16;
 // Threads of both sides: DELTAC_BENCH_THREADS (default 2, the issue's
 // comparison; e.g. 16 on a 16-core host).
 int threads() {
@@ -108,7 +108,19 @@ void BM_Deltac(benchmark::State& st) {
   }
   st.SetLabel(std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
               " isa=" + info.isa);
+  // Decode cycles through kDecodeSteps tokens: one token repeated would
+  // decay the in-place state towards denormals (ggml's state input is
+  // never updated, so it cannot).
+  Inputs steps = T == 1 ? make_inputs(B * kDecodeSteps, 1) : Inputs{};
+  const size_t row = size_t(B) * kHeads;
+  int s = 0;
   for (auto _ : st) {
+    if (T == 1) {
+      p.q = steps.q.data() + s * row * kD, p.k = steps.k.data() + s * row * kD;
+      p.v = steps.v.data() + s * row * kD;
+      p.g = steps.g.data() + s * row, p.beta = steps.beta.data() + s * row;
+      s = s + 1 == kDecodeSteps ? 0 : s + 1;
+    }
     deltac_forward(&p, &opt);
     benchmark::DoNotOptimize(in.o.data());
   }
