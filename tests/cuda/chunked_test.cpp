@@ -82,6 +82,13 @@ std::vector<Case> all_cases() {
         c = make(var, dt, "gate_near_m30");
         c.g_lo = -30.f, c.g_hi = -29.f, c.T = 200;
         cs.push_back(c);
+        // kda: half a 16-token block of these spans ~27.6 +- 0.8 per
+        // channel, so about half the diagonal blocks stay within
+        // chunked_kda_diag.cuh's limit (30) on all 128 channels (tensor
+        // cores) and the others take the exact path, mixed within chunks.
+        c = make(var, dt, "gate_span_edge");
+        c.g_lo = -3.95f, c.g_hi = -2.95f, c.T = 200;
+        cs.push_back(c);
         // One -inf gate (an exact reset) in the middle of a chunk, and one
         // on a chunk's first token.
         c = make(var, dt, "neg_inf_gate");

@@ -63,6 +63,18 @@ __device__ __forceinline__ void load4f(const T* p, float out[4]) {
   for (int i = 0; i < 4; ++i) out[i] = cvt_f(e[i]);
 }
 
+// Two consecutive elements as floats (p aligned to their pair).
+__device__ __forceinline__ void load2f(const float* p, float& a, float& b) {
+  const float2 x = *reinterpret_cast<const float2*>(p);
+  a = x.x, b = x.y;
+}
+template <class T>
+__device__ __forceinline__ void load2f(const T* p, float& a, float& b) {
+  const uint32_t raw = *reinterpret_cast<const uint32_t*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+  a = cvt_f(e[0]), b = cvt_f(e[1]);
+}
+
 __device__ __forceinline__ uint32_t ld32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }

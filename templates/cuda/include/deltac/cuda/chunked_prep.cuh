@@ -14,14 +14,16 @@
 // kda (decay per key channel): the scan's q / k operands are stored here
 // instead, decayed (Q ∘ scale rq exp(G), K ∘ rk exp(G), K ∘ rk exp(G_last -
 // G)), and fa = fb = beta, fq = fk = 1. The diagonal 16 x 16 blocks of A and
-// Aqk take exact exponentials per element, the blocks below them factor
-// through the row before the block (both factors <= 1) into tensor-core
-// products. Gates are clamped at kGateFloor (exp of any sum holding one is
+// Aqk factor through their middle row into tensor-core products where the
+// gates span little (16-bit compute types; chunked_kda_diag.cuh), else take
+// exact exponentials per element; the blocks below them factor through the
+// row before the block (both factors <= 1) into tensor-core products. Gates are clamped at kGateFloor (exp of any sum holding one is
 // exactly 0 in f32), so a -inf gate resets exactly and never meets
 // (-inf) - (-inf); NaN gates stay NaN.
 #ifndef DELTAC_CUDA_CHUNKED_PREP_CUH
 #define DELTAC_CUDA_CHUNKED_PREP_CUH
 
+#include "deltac/cuda/chunked_kda_diag.cuh"
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
 #include "deltac/params.h"
@@ -178,18 +180,6 @@ __device__ __forceinline__ void load8f(const T* p, float out[8]) {
   const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
   for (int i = 0; i < 8; ++i) out[i] = cvt_f(e[i]);
-}
-
-// Two consecutive elements as floats (p aligned to their pair).
-__device__ __forceinline__ void load2f(const float* p, float& a, float& b) {
-  const float2 x = *reinterpret_cast<const float2*>(p);
-  a = x.x, b = x.y;
-}
-template <class T>
-__device__ __forceinline__ void load2f(const T* p, float& a, float& b) {
-  const uint32_t raw = *reinterpret_cast<const uint32_t*>(p);
-  const T* e = reinterpret_cast<const T*>(&raw);
-  a = cvt_f(e[0]), b = cvt_f(e[1]);
 }
 
 // The intra-chunk work of one (chunk slot, value head), by the whole block
@@ -355,16 +345,38 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         carry = __shfl_sync(0xffffffffu, x, 31);
       }
     }
-  } else if constexpr (kKda) {
+  }
+  // kda: a bit per diagonal block that some channel's gates keep off the
+  // tensor-core path (chunked_kda_diag.cuh; always for f32 compute types,
+  // which keep f32 accuracy on the exact path).
+  unsigned exact = 0;
+  if constexpr (kKda) {
+    unsigned mine = 0;
     for (int c = tid; c < K; c += NTH) {
       float s = 0.f;
       for (int r = 0; r < C; ++r) {
         s += clamp_gate<Tr>(G[r * LG + c]);
         G[r * LG + c] = s;
       }
+      if constexpr (sizeof(Ts) == 2) {
+#pragma unroll
+        for (int b = 0; b < NBLK; ++b)
+          if (!diag_span_ok(G, LG, 16 * b, c))
+            mine |= 1u << b;
+      }
     }
+    if constexpr (sizeof(Ts) == 2) {
+#pragma unroll
+      for (int b = 0; b < NBLK; ++b)
+        if (__syncthreads_or(int(mine >> b & 1u)))
+          exact |= 1u << b;
+    } else {
+      __syncthreads();
+      exact = (1u << NBLK) - 1;
+    }
+  } else {
+    __syncthreads();
   }
-  __syncthreads();
 
   // 3. A (into Af) and Aqk (delta / gated: straight out; kda: staged in Tf).
   if constexpr (!kKda) {
@@ -448,81 +460,138 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
               held[m][h][e];
     }
   } else {
-    // Diagonal 16 x 16 blocks: exact per-channel decays. A thread takes row i
-    // and four columns 4 jg .. 4 jg + 3 (those <= i) of a block over a slice
-    // of the channels, two channels a step: row i's gate, k and q are loaded
-    // once for four pairs, as 8- and 4-byte words (the loop is bound by
-    // shared loads: one lane per pair and channel issued 5 per term). The
-    // slices' sums meet in the kda staging rows (free until the blocks
-    // below), added in slice order. Each lane starts at its own channel pair.
-    constexpr int NI = NBLK * 40;  // (row, column group) items: sum_i (i / 4 + 1) = 40 a block
-    constexpr int KP = K / 2;
-    constexpr int SBUF = int((32 + C - 16) * LK * sizeof(Ts) / (size_t(NI) * 32));
-    constexpr int S0 = NTH / NI < 1 ? 1 : NTH / NI;
-    constexpr int S = S0 < SBUF ? S0 : (SBUF < 1 ? 1 : SBUF);  // channel slices
-    float* part = reinterpret_cast<float*>(dk);                   // [S][NI][4][2]
-    auto item_of = [](int it, int& i, int& jg) {
-      i = 0, jg = it % 40;
-      while (jg > i / 4) jg -= i / 4 + 1, ++i;
-      i += 16 * (it / 40);
-    };
-    auto put = [&](int ii, int j2, float sa, float sq) {
-      Af[ii * (C + 1) + j2] = j2 < ii ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
-      Tf[ii * (C + 1) + j2] = scale * rq[ii] * rk[j2] * sq;
-    };
-    for (int w = tid; w < NI * S; w += NTH) {
-      const int it = w % NI, sl = w / NI;
-      int i, jg;
-      item_of(it, i, jg);
-      const int j0 = (i & ~15) + 4 * jg, nq = i - j0 + 1;  // columns j0 .. j0 + min(4, nq) - 1
-      const int cp0 = sl * KP / S, len = (sl + 1) * KP / S - cp0;
-      float sa[4] = {}, sq[4] = {};
-      const int start = lane % len;
-      for (int m = 0; m < len; ++m) {
-        const int r = start + m < len ? start + m : start + m - len;
-        const int c = 2 * (cp0 + r);
-        const float2 gi = *reinterpret_cast<const float2*>(G + i * LG + c);
-        float ki0, ki1, qi0, qi1;
-        load2f(kn + i * LK + c, ki0, ki1);
-        load2f(qn + i * LK + c, qi0, qi1);
+    // Diagonal blocks on tensor cores (chunked_kda_diag.cuh): a warp per
+    // block and slice of the channels, the slices' sums met in the staging
+    // rows in slice order (deterministic).
+    constexpr int kStage = (32 + C - 16) * LK * int(sizeof(Ts));  // bytes of dk
+    constexpr int SF0 = NW / NBLK < 1 ? 1 : NW / NBLK, SFK = K / 16;
+    constexpr int SFS = 1 + kStage / (NBLK * 16 * 32 * 4);  // slices whose sums fit
+    constexpr int SF = SF0 < SFK ? (SF0 < SFS ? SF0 : SFS) : (SFK < SFS ? SFK : SFS);
+    const bool fast = exact != (1u << NBLK) - 1;
+    static_assert(NBLK * SF <= NW, "a warp per (block, slice)");
+    if (fast) {
+      float* sums = reinterpret_cast<float*>(dk);  // [NBLK][SF - 1][16][32]
+      const int b = warp % NBLK, sl = warp / NBLK;
+      const bool on = sl < SF && !(exact >> b & 1u);
+      float sa[2][4] = {}, sq[2][4] = {};
+      if (on) {
+        kda_diag_block<Ts>(kn, qn, LK, G, LG, 16 * b, 16 * (sl * SFK / SF),
+                           16 * ((sl + 1) * SFK / SF), sa, sq);
+        if (sl > 0) {
+          float* d = sums + (b * (SF - 1) + sl - 1) * 16 * 32 + lane;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if (q < nq) {
-            const int j = j0 + q;
-            const float2 gj = *reinterpret_cast<const float2*>(G + j * LG + c);
-            float kj0, kj1;
-            load2f(kn + j * LK + c, kj0, kj1);
-            const float t0 = kj0 * __expf(gi.x - gj.x), t1 = kj1 * __expf(gi.y - gj.y);
-            sa[q] = fmaf(ki1, t1, fmaf(ki0, t0, sa[q]));
-            sq[q] = fmaf(qi1, t1, fmaf(qi0, t0, sq[q]));
+          for (int e = 0; e < 8; ++e) {
+            d[e * 32] = sa[e / 4][e % 4];
+            d[(8 + e) * 32] = sq[e / 4][e % 4];
           }
         }
       }
+      if constexpr (SF > 1)
+        __syncthreads();
+      if (on && sl == 0) {
+        for (int m = 1; m < SF; ++m) {
+          const float* d = sums + (b * (SF - 1) + m - 1) * 16 * 32 + lane;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        if constexpr (S == 1) {
-          if (q < nq)
-            put(i, j0 + q, sa[q], sq[q]);
-        } else {
-          part[((sl * NI + it) * 4 + q) * 2] = sa[q];
-          part[((sl * NI + it) * 4 + q) * 2 + 1] = sq[q];
+          for (int e = 0; e < 8; ++e) {
+            sa[e / 4][e % 4] += d[e * 32];
+            sq[e / 4][e % 4] += d[(8 + e) * 32];
+          }
         }
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = 16 * b + g + 8 * (e >> 1), jj = 16 * b + 8 * h + 2 * t + (e & 1);
+            Af[i * (C + 1) + jj] = jj < i ? bs[i] * rk[i] * rk[jj] * sa[h][e] : 0.f;
+            if (jj <= i)
+              Tf[i * (C + 1) + jj] = scale * rq[i] * rk[jj] * sq[h][e];
+          }
       }
     }
-    if constexpr (S > 1) {
-      __syncthreads();
-      for (int w = tid; w < NI * 4; w += NTH) {
-        const int it = w / 4, q = w % 4;
+    if (exact) {
+      if (fast && SF > 1)
+        __syncthreads();  // the staging rows held the slices' sums
+      // Other diagonal blocks: exact per-channel decays. A thread takes row i
+      // and four columns 4 jg .. 4 jg + 3 (those <= i) of a block over a slice
+      // of the channels, two channels a step: row i's gate, k and q are loaded
+      // once for four pairs, as 8- and 4-byte words (the loop is bound by
+      // shared loads: one lane per pair and channel issued 5 per term). The
+      // slices' sums meet in the kda staging rows (free until the blocks
+      // below), added in slice order. Each lane starts at its own channel pair.
+      constexpr int NI = NBLK * 40;  // (row, column group) items: sum_i (i / 4 + 1) = 40 a block
+      constexpr int KP = K / 2;
+      constexpr int SBUF = int((32 + C - 16) * LK * sizeof(Ts) / (size_t(NI) * 32));
+      constexpr int S0 = NTH / NI < 1 ? 1 : NTH / NI;
+      constexpr int S = S0 < SBUF ? S0 : (SBUF < 1 ? 1 : SBUF);  // channel slices
+      float* part = reinterpret_cast<float*>(dk);                   // [S][NI][4][2]
+      auto item_of = [](int it, int& i, int& jg) {
+        i = 0, jg = it % 40;
+        while (jg > i / 4) jg -= i / 4 + 1, ++i;
+        i += 16 * (it / 40);
+      };
+      auto put = [&](int ii, int j2, float sa, float sq) {
+        Af[ii * (C + 1) + j2] = j2 < ii ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
+        Tf[ii * (C + 1) + j2] = scale * rq[ii] * rk[j2] * sq;
+      };
+      for (int w = tid; w < NI * S; w += NTH) {
+        const int it = w % NI, sl = w / NI;
+        if (!(exact >> (it / 40) & 1u))
+          continue;
         int i, jg;
         item_of(it, i, jg);
-        const int j = (i & ~15) + 4 * jg + q;
-        if (j <= i) {
-          float sa = 0.f, sq = 0.f;
-          for (int sl = 0; sl < S; ++sl) {
-            sa += part[((sl * NI + it) * 4 + q) * 2];
-            sq += part[((sl * NI + it) * 4 + q) * 2 + 1];
+        const int j0 = (i & ~15) + 4 * jg, nq = i - j0 + 1;  // columns j0 .. j0 + min(4, nq) - 1
+        const int cp0 = sl * KP / S, len = (sl + 1) * KP / S - cp0;
+        float sa[4] = {}, sq[4] = {};
+        const int start = lane % len;
+        for (int m = 0; m < len; ++m) {
+          const int r = start + m < len ? start + m : start + m - len;
+          const int c = 2 * (cp0 + r);
+          const float2 gi = *reinterpret_cast<const float2*>(G + i * LG + c);
+          float ki0, ki1, qi0, qi1;
+          load2f(kn + i * LK + c, ki0, ki1);
+          load2f(qn + i * LK + c, qi0, qi1);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            if (q < nq) {
+              const int j = j0 + q;
+              const float2 gj = *reinterpret_cast<const float2*>(G + j * LG + c);
+              float kj0, kj1;
+              load2f(kn + j * LK + c, kj0, kj1);
+              const float t0 = kj0 * __expf(gi.x - gj.x), t1 = kj1 * __expf(gi.y - gj.y);
+              sa[q] = fmaf(ki1, t1, fmaf(ki0, t0, sa[q]));
+              sq[q] = fmaf(qi1, t1, fmaf(qi0, t0, sq[q]));
+            }
           }
-          put(i, j, sa, sq);
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if constexpr (S == 1) {
+            if (q < nq)
+              put(i, j0 + q, sa[q], sq[q]);
+          } else {
+            part[((sl * NI + it) * 4 + q) * 2] = sa[q];
+            part[((sl * NI + it) * 4 + q) * 2 + 1] = sq[q];
+          }
+        }
+      }
+      if constexpr (S > 1) {
+        __syncthreads();
+        for (int w = tid; w < NI * 4; w += NTH) {
+          const int it = w / 4, q = w % 4;
+          if (!(exact >> (it / 40) & 1u))
+            continue;
+          int i, jg;
+          item_of(it, i, jg);
+          const int j = (i & ~15) + 4 * jg + q;
+          if (j <= i) {
+            float sa = 0.f, sq = 0.f;
+            for (int sl = 0; sl < S; ++sl) {
+              sa += part[((sl * NI + it) * 4 + q) * 2];
+              sq += part[((sl * NI + it) * 4 + q) * 2 + 1];
+            }
+            put(i, j, sa, sq);
+          }
         }
       }
     }
@@ -536,16 +605,32 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
     Ts* right = dk + 32 * LK;  // [16 I][LK] k_j ∘ exp(G_bnd - G_j)
     for (int I = 1; I < NBLK; ++I) {
       const int bnd = 16 * I - 1;
-      for (int idx = tid; idx < 16 * K; idx += NTH) {
-        const int r = idx / K, c = idx % K, i = 16 * I + r;
-        const float e = __expf(G[i * LG + c] - G[bnd * LG + c]);
-        left[r * LK + c] = cvt_t<Ts>(cvt_f(kn[i * LK + c]) * e);
-        qleft[r * LK + c] = cvt_t<Ts>(cvt_f(qn[i * LK + c]) * e);
+      // Eight channels a thread (16-byte rows; every row start is aligned).
+      for (int idx = tid; idx < 16 * K / 8; idx += NTH) {
+        const int r = idx / (K / 8), c = idx % (K / 8) * 8, i = 16 * I + r;
+        float gi[8], gb[8], kv[8], qv[8];
+        load8f(G + i * LG + c, gi);
+        load8f(G + bnd * LG + c, gb);
+        load8f(kn + i * LK + c, kv);
+        load8f(qn + i * LK + c, qv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float x = __expf(gi[e] - gb[e]);
+          kv[e] *= x;
+          qv[e] *= x;
+        }
+        store8(left + r * LK + c, kv);
+        store8(qleft + r * LK + c, qv);
       }
-      for (int idx = tid; idx < 16 * I * K; idx += NTH) {
-        const int r = idx / K, c = idx % K;
-        right[r * LK + c] =
-            cvt_t<Ts>(cvt_f(kn[r * LK + c]) * __expf(G[bnd * LG + c] - G[r * LG + c]));
+      for (int idx = tid; idx < 16 * I * K / 8; idx += NTH) {
+        const int r = idx / (K / 8), c = idx % (K / 8) * 8;
+        float gr[8], gb[8], kv[8];
+        load8f(G + r * LG + c, gr);
+        load8f(G + bnd * LG + c, gb);
+        load8f(kn + r * LK + c, kv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kv[e] *= __expf(gb[e] - gr[e]);
+        store8(right + r * LK + c, kv);
       }
       __syncthreads();
       if constexpr (C > 16) {
@@ -707,23 +792,36 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
     for (int kk = tid; kk < K; kk += NTH) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
   }
   if constexpr (kKda) {
+    // Stored in Ts: 16-bit types take the fast exponential (its ~2^-21
+    // relative error is far below their rounding).
+    auto exp_ts = [](float x) {
+      if constexpr (sizeof(Ts) == 2)
+        return __expf(x);
+      else
+        return expf(x);
+    };
     Ts* qg = ws.qg + slot * C * K;
     Ts* kg = ws.kg + slot * C * K;
     Ts* kd = ws.kd + slot * C * K;
-    for (int idx = tid; idx < C * K / 2; idx += NTH) {
-      const int c = (2 * idx) / K, kk = (2 * idx) % K;
-      float x[2], y[2], z[2];
+    // Eight channels a thread: 16-byte loads and stores.
+    for (int idx = tid; idx < C * K / 8; idx += NTH) {
+      const int c = idx / (K / 8), kk = idx % (K / 8) * 8;
+      float g[8], gl[8], kv[8], x[8], y[8], z[8];
+      load8f(G + c * LG + kk, g);
+      load8f(G + (C - 1) * LG + kk, gl);
+      load8f(kn + c * LK + kk, kv);
+      load8f(qn + c * LK + kk, x);
+      const float fk = rk[c], fq = scale * rq[c];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float e = expf(gam(c, kk + h)), el = expf(gam(C - 1, kk + h) - gam(c, kk + h));
-        const float kv = rk[c] * cvt_f(kn[c * LK + kk + h]);
-        x[h] = scale * rq[c] * cvt_f(qn[c * LK + kk + h]) * e;
-        y[h] = kv * e;
-        z[h] = kv * el;
+      for (int e = 0; e < 8; ++e) {
+        const float ex = exp_ts(g[e]), el = exp_ts(gl[e] - g[e]), kr = fk * kv[e];
+        x[e] *= fq * ex;
+        y[e] = kr * ex;
+        z[e] = kr * el;
       }
-      store2(qg + c * K + kk, x[0], x[1]);
-      store2(kg + c * K + kk, y[0], y[1]);
-      store2(kd + c * K + kk, z[0], z[1]);
+      store8(qg + c * K + kk, x);
+      store8(kg + c * K + kk, y);
+      store8(kd + c * K + kk, z);
     }
   }
 }
