@@ -31,7 +31,10 @@ from deltac.nn import DeltaNetAttention, DeltaNetConfig
 
 PAIRS, KEYS, VALUES = 8, 32, 32
 HIDDEN, HEADS, LAYERS = 64, 2, 2
-STEPS, BATCH, LR = 300, 64, 3e-3
+# 400 steps: at 300, about one seed in 20 was still on the plateau (seed
+# 5187491361756361041: recall 0.856, and 0.857 with the float64 reference);
+# at 400 it reaches 0.975, and 24 other seeds 0.975-1.0.
+STEPS, BATCH, LR = 400, 64, 3e-3
 WINDOW = 50
 
 
