@@ -18,8 +18,8 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 t=$B/tests/cuda/deltac_cuda_tests
 rc=0
-MEM='Cuda/Chunked.*/*T65:Cuda/Chunked.*/*varlen:Cuda/Chunked.*/*K48_V80:Cuda/Chunked.*/*config*:Cuda/Chunked.*/*vk_layout:Cuda/Chunked.*/*inplace'
-RACE='Cuda/Chunked.*/gated_bf16_T65:Cuda/Chunked.*/kda_bf16_T65:Cuda/Chunked.*/*f32_T65:Cuda/Chunked.*/*config1:Cuda/Chunked.*/*config3:Cuda/Chunked.*/*config4'
+MEM='Cuda/Chunked.*/*gate_span_edge:Cuda/Chunked.*/*T65:Cuda/Chunked.*/*varlen:Cuda/Chunked.*/*K48_V80:Cuda/Chunked.*/*config*:Cuda/Chunked.*/*vk_layout:Cuda/Chunked.*/*inplace'
+RACE='Cuda/Chunked.*/gated_bf16_T65:Cuda/Chunked.*/kda_bf16_T65:Cuda/Chunked.*/kda_bf16_gate_span_edge:Cuda/Chunked.*/*f32_T65:Cuda/Chunked.*/*config1:Cuda/Chunked.*/*config3:Cuda/Chunked.*/*config4'
 SPLIT_MEM='Cuda/Chunked.*/*bf16_split8_varlen:Cuda/Chunked.*/*f32_split4_T1000:Cuda/Chunked.*/*bf16_split4_inplace:Cuda/Chunked.*/*split4_narrow:Cuda/Chunked.*/*bf16_split2_T65:Cuda/Chunked.*/*f32_split_default_rule:Cuda/Chunked.*/*f32_split4_vk_layout'
 SPLIT_RACE='Cuda/Chunked.*/gated_bf16_split4_T1000:Cuda/Chunked.*/kda_bf16_split2_T65:Cuda/Chunked.*/delta_f32_split8_varlen:Cuda/Chunked.*/gated_bf16_split4_narrow'
 if [ "${SAN:-all}" = split ]; then
