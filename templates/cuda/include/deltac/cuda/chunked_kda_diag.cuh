@@ -28,15 +28,6 @@ __device__ __forceinline__ bool diag_span_ok(const float* G, int LG, int r0, int
   return first - mid <= kDiagSpan && mid - last <= kDiagSpan;
 }
 
-// x, y -> bf16x2 hi and lo words (x in the low half).
-__device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
-  const __nv_bfloat162 l =
-      __floats2bfloat162_rn(x - __bfloat162float(h.x), y - __bfloat162float(h.y));
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = *reinterpret_cast<const uint32_t*>(&l);
-}
-
 // One warp: the block at rows and columns [r0, r0 + 16), over the channels
 // [c0, c1) (multiples of 16): a[h] += the columns 8h .. 8h + 7 of
 // K K^T ∘ exp(G_i - G_j), q[h] of Q K^T ∘ exp(G_i - G_j), in the m16n8
@@ -62,8 +53,8 @@ __device__ __forceinline__ void kda_diag_block(const Ts* kn, const Ts* qn, int L
         float k0v, k1v, q0v, q1v;
         load2f(kn + i * LK + c, k0v, k1v);
         load2f(qn + i * LK + c, q0v, q1v);
-        split_bf16x2(k0v * e0, k1v * e1, kh.r[2 * s + m], kl.r[2 * s + m]);
-        split_bf16x2(q0v * e0, q1v * e1, qh.r[2 * s + m], ql.r[2 * s + m]);
+        split2<__nv_bfloat16>(k0v * e0, k1v * e1, kh.r[2 * s + m], kl.r[2 * s + m]);
+        split2<__nv_bfloat16>(q0v * e0, q1v * e1, qh.r[2 * s + m], ql.r[2 * s + m]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // columns r0 + 8h + g
@@ -71,8 +62,8 @@ __device__ __forceinline__ void kda_diag_block(const Ts* kn, const Ts* qn, int L
         const float2 gj = *reinterpret_cast<const float2*>(G + j * LG + c);
         float k0v, k1v;
         load2f(kn + j * LK + c, k0v, k1v);
-        split_bf16x2(k0v * __expf(gr.x - gj.x), k1v * __expf(gr.y - gj.y), bh[h].r[s],
-                     bl[h].r[s]);
+        split2<__nv_bfloat16>(k0v * __expf(gr.x - gj.x), k1v * __expf(gr.y - gj.y), bh[h].r[s],
+                              bl[h].r[s]);
       }
     }
 #pragma unroll

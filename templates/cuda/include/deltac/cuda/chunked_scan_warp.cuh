@@ -95,27 +95,6 @@ struct WarpScanTraits {
   static_assert(kWarps == (kSplitO ? 2 * kPairs : kChains + 1), "warps");
 };
 
-// Two floats as one register of two 16-bit values (the lower one first).
-template <class Ts>
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  uint32_t r;
-  if constexpr (std::is_same_v<Ts, __half>) {
-    __half2 h = __floats2half2_rn(a, b);
-    r = *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    r = *reinterpret_cast<uint32_t*>(&h);
-  }
-  return r;
-}
-template <class Ts>
-__device__ __forceinline__ float2 unpack2(uint32_t r) {
-  if constexpr (std::is_same_v<Ts, __half>)
-    return __half22float2(*reinterpret_cast<__half2*>(&r));
-  else
-    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&r));
-}
-
 // c += a b (m16n8k16, f32 accumulate); not volatile: the scheduler may
 // interleave the independent products.
 template <class Ts>
@@ -188,19 +167,6 @@ __device__ __forceinline__ void cp_async_wait_all_() {
 #if DELTAC_MMA_OK
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
-}
-
-// x rounded to the 16-bit type (hi, as A fragment halves) and the rest
-// (lo): x = hi + lo to ~16 more bits. bf16: the halves unpacked by shifts.
-template <class Ts>
-__device__ __forceinline__ void split2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  hi = pack2<Ts>(x0, x1);
-  if constexpr (std::is_same_v<Ts, __half>) {
-    const float2 h = unpack2<Ts>(hi);
-    lo = pack2<Ts>(x0 - h.x, x1 - h.y);
-  } else {
-    lo = pack2<Ts>(x0 - __uint_as_float(hi << 16), x1 - __uint_as_float(hi & 0xffff0000u));
-  }
 }
 
 // The scan of one block: V tile blockIdx.x (BV / 16 chain warps of 16
