@@ -160,12 +160,29 @@ __device__ __forceinline__ void store8(float* p, const float x[8]) {
 }
 template <class T>
 __device__ __forceinline__ void store8(T* p, const float x[8]) {
-  uint4 u;
-  store2(reinterpret_cast<T*>(&u.x), x[0], x[1]);
-  store2(reinterpret_cast<T*>(&u.y), x[2], x[3]);
-  store2(reinterpret_cast<T*>(&u.z), x[4], x[5]);
-  store2(reinterpret_cast<T*>(&u.w), x[6], x[7]);
-  *reinterpret_cast<uint4*>(p) = u;
+  *reinterpret_cast<uint4*>(p) = make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]),
+                                            pack2<T>(x[4], x[5]), pack2<T>(x[6], x[7]));
+}
+// The same to global memory, as one 16-byte store (nvcc split store8's
+// into four 4-byte stores in the prep kernel's output loops).
+template <class T>
+__device__ __forceinline__ void store8_global(T* p, const float x[8]) {
+  if constexpr (sizeof(T) == 4) {
+    store8(p, x);
+  } else {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(pack2<T>(x[0], x[1])),
+                 "r"(pack2<T>(x[2], x[3])), "r"(pack2<T>(x[4], x[5])), "r"(pack2<T>(x[6], x[7])));
+  }
+}
+
+// Four consecutive elements to global memory (p aligned to 4 elements).
+template <class T>
+__device__ __forceinline__ void store4_global(T* p, float4 x) {
+  if constexpr (sizeof(T) == 4)
+    *reinterpret_cast<float4*>(p) = x;
+  else
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(pack2<T>(x.x, x.y)),
+                 "r"(pack2<T>(x.z, x.w)));
 }
 
 // Eight consecutive elements as floats (p aligned to 16 bytes).
@@ -203,14 +220,15 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   // Layout (chunked_prep_smem): delta / gated keep A and T where the raw
   // q, k rows were (read last by the products of step 3); kda keeps both.
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  constexpr size_t kRaw = size_t(2) * C * LK * sizeof(Ts), kAT = size_t(2) * C * (C + 1) * 4;
+  constexpr int LD = Tr::kPrepLD;  // row stride of Af, Tf
+  constexpr size_t kRaw = size_t(2) * C * LK * sizeof(Ts), kAT = size_t(2) * C * LD * 4;
   Ts* kn = reinterpret_cast<Ts*>(smem_raw);  // [C][LK] raw k
   Ts* qn = kn + C * LK;                      // [C][LK] raw q
   Ts* dk = qn + C * LK;                      // kda: [16 + 16 + C - 16][LK]
   float* Af = kKda ? reinterpret_cast<float*>(dk + (32 + C - 16) * LK)
-                   : reinterpret_cast<float*>(smem_raw);  // [C][C + 1]
-  float* Tf = Af + C * (C + 1);  // [C][C + 1]; kda: first Aqk, then T
-  float* G = kKda ? Tf + C * (C + 1)
+                   : reinterpret_cast<float*>(smem_raw);  // [C][LD]
+  float* Tf = Af + C * LD;  // [C][LD]; kda: first Aqk, then T
+  float* G = kKda ? Tf + C * LD
                   : reinterpret_cast<float*>(smem_raw + (kRaw > kAT ? kRaw : kAT));
   float* bs = G + (kKda ? C * LG : C);  // [C]
   float* rq = bs + C;                   // [C]
@@ -241,9 +259,10 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
     const int64_t rem = s1 - t0;
     len = int(rem < C ? rem : C);
   } else {
-    const int64_t per = (int64_t(p.T) + C - 1) / C;
-    n = int(slot_chunk / per);
-    const int64_t c = slot_chunk % per;
+    // 32-bit division: chunk slots stay below 2^31 (the grid's x limit).
+    const uint32_t per = uint32_t((int64_t(p.T) + C - 1) / C), sc = uint32_t(slot_chunk);
+    n = int(sc / per);
+    const int64_t c = sc - uint32_t(n) * per;
     t0 = int64_t(n) * p.T + c * C;
     const int64_t rem = int64_t(p.T) - c * C;
     len = int(rem < C ? rem : C);
@@ -255,12 +274,12 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
 
   // 1. Raw q, k (and kda gate) rows by cp.async, all in flight at once; zero
   // rows past the end of the sequence.
+  const In* qsrc = static_cast<const In*>(p.q);
+  const In* ksrc = static_cast<const In*>(p.k);
+  const int64_t rs = int64_t(p.H) * K;  // row stride of q, k
+  const int64_t base = (t0 * p.H + hqk) * K;
   {
-    const In* q = static_cast<const In*>(p.q);
-    const In* k = static_cast<const In*>(p.k);
     constexpr int SEG = K / E;
-    const int64_t rs = int64_t(p.H) * K;  // row stride of q, k
-    const int64_t base = (t0 * p.H + hqk) * K;
     if constexpr (NTH % SEG == 0 && (C * SEG) % NTH == 0) {
       constexpr int RS = NTH / SEG, NI = C * SEG / NTH;  // row step, items per thread
       const int r0 = tid / SEG, sg = tid % SEG;
@@ -269,30 +288,30 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         const int r = r0 + m * RS;
         const bool in = r < len;
         const int64_t off = in ? base + r * rs + sg * E : 0;
-        cp_async16_zfill(kn + r * LK + sg * E, k + off, in);
-        cp_async16_zfill(qn + r * LK + sg * E, q + off, in);
+        cp_async16_zfill(kn + r * LK + sg * E, ksrc + off, in);
+        cp_async16_zfill(qn + r * LK + sg * E, qsrc + off, in);
       }
     } else {
       for (int i = tid; i < C * SEG; i += NTH) {
         const int r = i / SEG, sg = i % SEG;
         const bool in = r < len;
         const int64_t off = in ? base + r * rs + sg * E : 0;
-        cp_async16_zfill(kn + r * LK + sg * E, k + off, in);
-        cp_async16_zfill(qn + r * LK + sg * E, q + off, in);
+        cp_async16_zfill(kn + r * LK + sg * E, ksrc + off, in);
+        cp_async16_zfill(qn + r * LK + sg * E, qsrc + off, in);
       }
     }
-    if constexpr (kKda) {
-      constexpr int GS = K / 4;
-      for (int i = tid; i < C * GS; i += NTH) {
-        const int r = i / GS, sg = i % GS;
-        if (r < len)
-          cp_async16(G + r * LG + sg * 4, p.g + ((t0 + r) * p.HV + j) * K + sg * 4);
-        else
-          *reinterpret_cast<float4*>(G + r * LG + sg * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-    cp_async_commit();
   }
+  if constexpr (kKda) {
+    constexpr int GS = K / 4;
+    for (int i = tid; i < C * GS; i += NTH) {
+      const int r = i / GS, sg = i % GS;
+      if (r < len)
+        cp_async16(G + r * LG + sg * 4, p.g + ((t0 + r) * p.HV + j) * K + sg * 4);
+      else
+        *reinterpret_cast<float4*>(G + r * LG + sg * 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  cp_async_commit();
   for (int r = tid; r < C; r += NTH) bs[r] = r < len ? p.beta[(t0 + r) * p.HV + j] : 0.f;
   if constexpr (Tr::kGated) {
     for (int r = tid; r < C; r += NTH)
@@ -302,10 +321,12 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   __syncthreads();
 
   // 2. L2-norm factors (f32): four lanes per row, eight elements a load (C *
-  // 4 is a multiple of 32: whole warps take part in the shuffles); the gate
-  // cumsum within the chunk by the last warp.
+  // 4 is a multiple of 32: whole warps take part in the shuffles), a
+  // quarter-warp reading one part of eight rows (the rows' pad puts the
+  // eight 16-byte loads in distinct banks); the gate cumsum within the chunk
+  // by the last warp.
   for (int idx = tid; idx < C * 4; idx += NTH) {
-    const int r = idx / 4, part = idx % 4;
+    const int r = idx / 32 * 8 + idx % 8, part = idx % 32 / 8;
     float ssq = 0.f, ssk = 0.f;
 #pragma unroll
     for (int e = 8 * part; e < K; e += 32) {
@@ -319,7 +340,7 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
       }
     }
 #pragma unroll
-    for (int o = 1; o < 4; o <<= 1) {
+    for (int o = 8; o < 32; o <<= 1) {
       ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
       ssk += __shfl_xor_sync(0xffffffffu, ssk, o);
     }
@@ -343,6 +364,12 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         if (b + lane < C)
           G[b + lane] = x;
         carry = __shfl_sync(0xffffffffu, x, 31);
+      }
+      if constexpr (!kKda) {
+        // The decay from each token to the last of its 16-row block (<= 1),
+        // for the blocks below the diagonal (step 3), in P until the solve.
+        __syncwarp();
+        for (int c = lane; c < C; c += 32) P[c] = __expf(G[c | 15] - G[c]);
       }
     }
   }
@@ -409,24 +436,40 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
           Op::mma(acc[h], fa, fb);
         }
       }
-      float rowf[2], rowg[2];
+      float rowf[2];
 #pragma unroll
       for (int a = 0; a < 2; ++a) {
         const int i = 16 * I + g + 8 * a;
         rowf[a] = isq ? scale * rq[i] : bs[i] * rk[i];
-        rowg[a] = Tr::kGated ? G[i] : 0.f;
       }
+      if (I == J) {  // the decay from token jj to token i; the mask
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int a = e >> 1;
-          const int i = 16 * I + g + 8 * a, jj = 16 * J + 8 * h + 2 * t + (e & 1);
-          float x = acc[h][e] * rk[jj] * rowf[a];
-          if constexpr (Tr::kGated)
-            x *= __expf(rowg[a] - G[jj]);  // the decay from token jj to token i
-          held[m][h][e] = (isq ? i >= jj : i > jj) ? x : 0.f;
+          for (int e = 0; e < 4; ++e) {
+            const int a = e >> 1;
+            const int i = 16 * I + g + 8 * a, jj = 16 * J + 8 * h + 2 * t + (e & 1);
+            float x = acc[h][e] * rk[jj] * rowf[a];
+            if constexpr (Tr::kGated)
+              x *= __expf(G[i] - G[jj]);
+            held[m][h][e] = (isq ? i >= jj : i > jj) ? x : 0.f;
+          }
+      } else {  // below the diagonal: that decay as row factor x column factor, both <= 1
+        if constexpr (Tr::kGated) {
+#pragma unroll
+          for (int a = 0; a < 2; ++a) rowf[a] *= __expf(G[16 * I + g + 8 * a] - G[16 * J + 15]);
         }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int jj = 16 * J + 8 * h + 2 * t + (e & 1);
+            float x = acc[h][e] * rk[jj] * rowf[e >> 1];
+            if constexpr (Tr::kGated)
+              x *= P[jj];
+            held[m][h][e] = x;
+          }
+      }
       if (isq) {
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -442,7 +485,7 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
       while (J >= NBLK - 1 - I) J -= NBLK - 1 - I++;
       J += I + 1;
       const float zero[8] = {};
-      store8(aqk + (16 * I + lane / 2) * C + 16 * J + 8 * (lane % 2), zero);
+      store8_global(aqk + (16 * I + lane / 2) * C + 16 * J + 8 * (lane % 2), zero);
     }
     __syncthreads();  // q, k read by every warp: A may overwrite them
 #pragma unroll
@@ -455,9 +498,9 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          Af[(16 * I + g + 8 * (e >> 1)) * (C + 1) + 16 * J + 8 * h + 2 * t + (e & 1)] =
-              held[m][h][e];
+        for (int a = 0; a < 2; ++a)
+          *reinterpret_cast<float2*>(Af + (16 * I + g + 8 * a) * LD + 16 * J + 8 * h + 2 * t) =
+              make_float2(held[m][h][2 * a], held[m][h][2 * a + 1]);
     }
   } else {
     // Diagonal blocks on tensor cores (chunked_kda_diag.cuh): a warp per
@@ -503,9 +546,9 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int i = 16 * b + g + 8 * (e >> 1), jj = 16 * b + 8 * h + 2 * t + (e & 1);
-            Af[i * (C + 1) + jj] = jj < i ? bs[i] * rk[i] * rk[jj] * sa[h][e] : 0.f;
+            Af[i * LD + jj] = jj < i ? bs[i] * rk[i] * rk[jj] * sa[h][e] : 0.f;
             if (jj <= i)
-              Tf[i * (C + 1) + jj] = scale * rq[i] * rk[jj] * sq[h][e];
+              Tf[i * LD + jj] = scale * rq[i] * rk[jj] * sq[h][e];
           }
       }
     }
@@ -531,8 +574,8 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         i += 16 * (it / 40);
       };
       auto put = [&](int ii, int j2, float sa, float sq) {
-        Af[ii * (C + 1) + j2] = j2 < ii ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
-        Tf[ii * (C + 1) + j2] = scale * rq[ii] * rk[j2] * sq;
+        Af[ii * LD + j2] = j2 < ii ? bs[ii] * rk[ii] * rk[j2] * sa : 0.f;
+        Tf[ii * LD + j2] = scale * rq[ii] * rk[j2] * sq;
       };
       for (int w = tid; w < NI * S; w += NTH) {
         const int it = w % NI, sl = w / NI;
@@ -639,8 +682,8 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
             [&](int r, int jj, float x0, float x1) {
               const int i = 16 * I + r;
               const float f = bs[i] * rk[i];
-              Af[i * (C + 1) + jj] = f * rk[jj] * x0;
-              Af[i * (C + 1) + jj + 1] = f * rk[jj + 1] * x1;
+              Af[i * LD + jj] = f * rk[jj] * x0;
+              Af[i * LD + jj + 1] = f * rk[jj + 1] * x1;
             },
             [&](int, int n0) { return n0 >= 16 * I; });
         block_gemm_tn<Ts, 16, C - 16, K, 2>(
@@ -648,8 +691,8 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
             [&](int r, int jj, float x0, float x1) {
               const int i = 16 * I + r;
               const float f = scale * rq[i];
-              Tf[i * (C + 1) + jj] = f * rk[jj] * x0;
-              Tf[i * (C + 1) + jj + 1] = f * rk[jj + 1] * x1;
+              Tf[i * LD + jj] = f * rk[jj] * x0;
+              Tf[i * LD + jj + 1] = f * rk[jj + 1] * x1;
             },
             [&](int, int n0) { return n0 >= 16 * I; });
       }
@@ -665,30 +708,61 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
       const int i = idx / (C / 8), jj = idx % (C / 8) * 8;
       float x[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = jj + e <= i ? Tf[i * (C + 1) + jj + e] : 0.f;
-      store8(aqk + i * C + jj, x);
+      for (int e = 0; e < 8; ++e) x[e] = jj + e <= i ? Tf[i * LD + jj + e] : 0.f;
+      store8_global(aqk + i * C + jj, x);
     }
     __syncthreads();
   }
+  auto gam = [&](int c, int kk) -> float {  // log of the decay from the chunk start
+    if constexpr (kKda)
+      return G[c * LG + kk];
+    else if constexpr (Tr::kGated)
+      return G[c];
+    else
+      return 0.f;
+  };
   // Diagonal blocks: forward substitution, one lane per column, two blocks
-  // per warp.
+  // per warp; the other warps write the row factors and the chunk decay.
+  constexpr int kSolveWarps = (NBLK + 1) / 2;
+  static_assert(kSolveWarps < NW, "warps left for the row factors");
   {
     const int b = warp * 2 + (lane >> 4), c = lane & 15;
-    if (b < NBLK) {
-      const float* a = Af + 16 * b * (C + 1) + 16 * b;
-      float x[16];
+    if (warp < kSolveWarps) {
+      if (b < NBLK) {
+        const float* a = Af + 16 * b * LD + 16 * b;
+        float x[16];
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float s = i == c ? 1.f : 0.f;
+        for (int i = 0; i < 16; ++i) {
+          float s = i == c ? 1.f : 0.f;
 #pragma unroll
-        for (int jj = 0; jj < i; ++jj) s = fmaf(-a[i * (C + 1) + jj], x[jj], s);
-        x[i] = s;
+          for (int jj = 0; jj < i; ++jj) s = fmaf(-a[i * LD + jj], x[jj], s);
+          x[i] = s;
+        }
+        float* t = Tf + 16 * b * LD + 16 * b;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) t[i * LD + c] = x[i];
       }
-      float* t = Tf + 16 * b * (C + 1) + 16 * b;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) t[i * (C + 1) + c] = x[i];
+    } else {  // the row factors and the chunk decay out, while the solve runs
+      const int ft = tid - 32 * kSolveWarps, fn = NTH - 32 * kSolveWarps;
+      float* f = ws.f + slot * 4 * C;
+      for (int r = ft; r < C; r += fn) {
+        float fa = bs[r], fq = 1.f, fk = 1.f;
+        if constexpr (!kKda) {
+          const float e = Tr::kGated ? expf(gam(r, 0)) : 1.f;
+          const float el = Tr::kGated ? expf(gam(C - 1, 0) - gam(r, 0)) : 1.f;
+          fa = bs[r] * rk[r] * e;
+          fq = scale * rq[r] * e;
+          fk = rk[r] * el;
+        }
+        const bool in = r < len;
+        f[r] = in ? fa : 0.f;
+        f[C + r] = in ? bs[r] : 0.f;
+        f[2 * C + r] = in ? fq : 0.f;
+        f[3 * C + r] = in ? fk : 0.f;
+      }
+      float* gm = ws.gamma + slot * K;
+      for (int kk = ft; kk < K; kk += fn) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
     }
-    static_assert(NBLK <= 2 * NW, "one pass over the diagonal blocks");
   }
   __syncthreads();
   // Off-diagonal blocks by doubling, on tensor cores in f32 (three TF32
@@ -700,7 +774,6 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   static_assert(NW >= 4, "level 2 takes four warps");
   if constexpr (NBLK >= 2) {
     using Of = Mma<float>;
-    constexpr int LD = C + 1;
     const int g = lane >> 2, t = lane & 3;
     auto blk = [&](float* base, int I, int J) { return base + 16 * I * LD + 16 * J; };
     // acc += X Y (16 x 16 each; Y's rows are the k index).
@@ -714,13 +787,20 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         Of::mma(acc[h], fa, fb);
       }
     };
-    // dst (16 x 16, row stride ld) = f * acc.
+    // dst (16 x 16, row stride ld) = f * acc; 8-byte stores where ld is even.
     auto put = [&](float* dst, int ld, const float acc[2][4], float f) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          dst[(g + 8 * (e >> 1)) * ld + 8 * h + 2 * t + (e & 1)] = f * acc[h][e];
+        for (int a = 0; a < 2; ++a) {
+          float* d = dst + (g + 8 * a) * ld + 8 * h + 2 * t;
+          if (ld % 2 == 0) {
+            *reinterpret_cast<float2*>(d) = make_float2(f * acc[h][2 * a], f * acc[h][2 * a + 1]);
+          } else {
+            d[0] = f * acc[h][2 * a];
+            d[1] = f * acc[h][2 * a + 1];
+          }
+        }
     };
     if (warp < NBLK / 2) {
       const int I = 2 * warp + 1, J = I - 1;
@@ -754,42 +834,25 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   // operands) out.
   {
     Ts* t = ws.t + slot * C * C;
-    for (int idx = tid; idx < C * C / 8; idx += NTH) {
-      const int i = idx / (C / 8), jj = idx % (C / 8) * 8;
-      const bool low = jj / 16 <= i / 16;  // blocks above the diagonal: zero
-      float x[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = low ? Tf[i * (C + 1) + jj + e] : 0.f;
-      store8(t + i * C + jj, x);
-    }
-  }
-  auto gam = [&](int c, int kk) -> float {  // log of the decay from the chunk start
-    if constexpr (kKda)
-      return G[c * LG + kk];
-    else if constexpr (Tr::kGated)
-      return G[c];
-    else
-      return 0.f;
-  };
-  {
-    float* f = ws.f + slot * 4 * C;
-    for (int r = tid; r < C; r += NTH) {
-      float fa = bs[r], fq = 1.f, fk = 1.f;
-      if constexpr (!kKda) {
-        const float e = Tr::kGated ? expf(gam(r, 0)) : 1.f;
-        const float el = Tr::kGated ? expf(gam(C - 1, 0) - gam(r, 0)) : 1.f;
-        fa = bs[r] * rk[r] * e;
-        fq = scale * rq[r] * e;
-        fk = rk[r] * el;
+    if constexpr (LD % 4 == 0) {
+      // Four elements a thread: 16-byte shared loads without bank conflicts.
+      for (int idx = tid; idx < C * C / 4; idx += NTH) {
+        const int i = idx / (C / 4), jj = idx % (C / 4) * 4;
+        const bool low = jj / 16 <= i / 16;  // blocks above the diagonal: zero
+        const float4 x = low ? *reinterpret_cast<const float4*>(Tf + i * LD + jj)
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+        store4_global(t + i * C + jj, x);
       }
-      const bool in = r < len;
-      f[r] = in ? fa : 0.f;
-      f[C + r] = in ? bs[r] : 0.f;
-      f[2 * C + r] = in ? fq : 0.f;
-      f[3 * C + r] = in ? fk : 0.f;
+    } else {
+      for (int idx = tid; idx < C * C / 8; idx += NTH) {
+        const int i = idx / (C / 8), jj = idx % (C / 8) * 8;
+        const bool low = jj / 16 <= i / 16;
+        float x[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[e] = low ? Tf[i * LD + jj + e] : 0.f;
+        store8_global(t + i * C + jj, x);
+      }
     }
-    float* gm = ws.gamma + slot * K;
-    for (int kk = tid; kk < K; kk += NTH) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
   }
   if constexpr (kKda) {
     // Stored in Ts: 16-bit types take the fast exponential (its ~2^-21
@@ -819,9 +882,9 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
         y[e] = kr * ex;
         z[e] = kr * el;
       }
-      store8(qg + c * K + kk, x);
-      store8(kg + c * K + kk, y);
-      store8(kd + c * K + kk, z);
+      store8_global(qg + c * K + kk, x);
+      store8_global(kg + c * K + kk, y);
+      store8_global(kd + c * K + kk, z);
     }
   }
 }

@@ -81,6 +81,14 @@ constexpr bool one_of(int x, const int* v, int n) {
 constexpr int pad(int elem) { return 16 / elem; }
 }  // namespace chunked_detail
 
+// Row stride (floats) of the intra-chunk kernel's f32 A and T: C + 4 (its
+// solve's fragment loads and 8-byte stores then meet few bank conflicts);
+// kda keeps C + 1, whose shared memory would otherwise lose a block per
+// multiprocessor at chunk 32.
+constexpr int chunked_prep_ld(int var, int chunk) {
+  return var == DELTAC_VARIANT_KDA ? chunk + 1 : chunk + 4;
+}
+
 // Shared memory of the intra-chunk kernel, in bytes (elem: bytes of the
 // compute type, 2 for bf16/f16 inputs, 4 for f32).
 constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
@@ -88,7 +96,7 @@ constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
   (void)V;
   const size_t C = chunk, LK = K + pad(elem);
   const size_t raw = 2 * C * LK * elem;  // k, q (raw)
-  const size_t at = 2 * C * (C + 1) * 4;  // A, T (f32)
+  const size_t at = 2 * C * size_t(chunked_prep_ld(var, chunk)) * 4;  // A, T (f32)
   size_t b = 0;
   if (var == DELTAC_VARIANT_KDA)  // decayed k / q rows; gate cumsum rows padded
     b = raw + (32 + (C - 16)) * LK * elem + at + C * (K + 4) * 4;

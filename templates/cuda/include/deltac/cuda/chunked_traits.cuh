@@ -69,6 +69,7 @@ struct ChunkedTraits {
   static constexpr int MW3 = chunked_detail::gcd(kWarps, K / 16), NW3 = kWarps / MW3;
   static constexpr int MT3 = K / 16 / MW3, NT3 = NB / NW3;  // per warp
   static constexpr size_t kPrepSmem = chunked_prep_smem(Var, K, V, kElem, C);
+  static constexpr int kPrepLD = chunked_prep_ld(Var, C);  // row stride of its f32 A, T
   // 16-bit delta / gated: as many prep blocks per multiprocessor as fit in
   // shared memory (each with its 1 KB reserve), up to 5 (48 registers; the
   // products wait on latency). Else 0: the compiler's choice.
