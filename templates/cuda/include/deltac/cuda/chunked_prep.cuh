@@ -11,15 +11,20 @@
 //   Aqk = scale lower(Q Kᵀ ∘ exp(G_i - G_j))                 (rq, rk folded in)
 //   row factors fa = beta rk exp(G_i), fb = beta, fq = scale rq exp(G_i),
 //   fk = rk exp(G_last - G_i); gamma = exp(G_last) per key channel.
+// gated: the blocks of A and Aqk below the diagonal take exp(G_i - G_j) as
+// exp(G_i - G_b) exp(G_b - G_j), b the last row of column block J (both
+// factors <= 1 for log decays <= 0); the diagonal blocks one exponential per
+// element.
 // kda (decay per key channel): the scan's q / k operands are stored here
 // instead, decayed (Q ∘ scale rq exp(G), K ∘ rk exp(G), K ∘ rk exp(G_last -
 // G)), and fa = fb = beta, fq = fk = 1. The diagonal 16 x 16 blocks of A and
 // Aqk factor through their middle row into tensor-core products where the
 // gates span little (16-bit compute types; chunked_kda_diag.cuh), else take
 // exact exponentials per element; the blocks below them factor through the
-// row before the block (both factors <= 1) into tensor-core products. Gates are clamped at kGateFloor (exp of any sum holding one is
-// exactly 0 in f32), so a -inf gate resets exactly and never meets
-// (-inf) - (-inf); NaN gates stay NaN.
+// row before the block (both factors <= 1) into tensor-core products.
+// Gates are clamped at kGateFloor (exp of any sum holding one is exactly 0
+// in f32), so a -inf gate resets exactly and never meets (-inf) - (-inf);
+// NaN gates stay NaN.
 #ifndef DELTAC_CUDA_CHUNKED_PREP_CUH
 #define DELTAC_CUDA_CHUNKED_PREP_CUH
 
