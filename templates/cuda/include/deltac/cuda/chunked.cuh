@@ -569,8 +569,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     float* cst = ws.cst;
     Ts* hin = ws.hin;
     void* args[] = {&pp, &ws.offsets, &mc, &split, &pst, &cst, &hin, &skip};
-    if ((e = chunked_launch(k.fold, dev, dim3(k.V / 16, unsigned(p.HV), unsigned(p.N)), 256, 0,
-                            stream, args)) != cudaSuccess ||
+    if ((e = chunked_launch(k.fold, dev, dim3(k.V / 16, unsigned(p.HV), unsigned(p.N)), 256,
+                            int(chunked_fold_smem(k.K)), stream, args)) != cudaSuccess ||
         ws.max_chunks == 0)
       return e;
   }

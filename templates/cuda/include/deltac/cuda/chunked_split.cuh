@@ -8,7 +8,8 @@
 //   fold: per (16 columns, value head, sequence), h = C_0 (segment 0 ran
 //         from h0), h = P_s h + C_s over the later non-empty segments, each
 //         stored over C_s and, for the fix-up, in the compute type (hin:
-//         hi + lo for 16-bit types); the last is ht;
+//         hi + lo for 16-bit types); the last is ht; P_s comes through
+//         shared memory a slab of columns at a time;
 //   fix:  per (chunk, value head, CV columns) of a segment s > 0,
 //         o += qt h_in(s) on tensor cores (h_in = the folded C_{s-1} from
 //         hin), o read and rewritten in place.
@@ -50,6 +51,12 @@ __device__ __forceinline__ void fold_store_hin(Ts* hin, const float (&acc)[R], i
   }
 }
 
+// The fold's P columns a slab (16 where K is not a multiple of 32), and its
+// shared memory: two slabs of P ([K][slab] f32), the next copied while one
+// is used.
+inline constexpr int kFoldSlab = 32;
+constexpr size_t chunked_fold_smem(int K) { return size_t(2) * K * kFoldSlab * 4; }
+
 template <class Ts, int K, int V, int C>
 __global__ void __launch_bounds__(256)
     chunked_fold_kernel(const deltac_fwd_params p, const int32_t* offsets, int64_t max_chunks,
@@ -57,7 +64,12 @@ __global__ void __launch_bounds__(256)
   if (skip && *skip)
     return;
   constexpr int R = K / 16;  // rows per thread
+  constexpr int MW = K % kFoldSlab == 0 ? kFoldSlab : 16;  // slab width (K: a multiple of 16)
+  constexpr int NSL = K / MW, Q4 = MW / 4;                   // slabs a step
+  static_assert(K % MW == 0, "slabs");
   __shared__ float h[K][16];
+  extern __shared__ __align__(16) unsigned char fold_raw[];
+  float4* const slab = reinterpret_cast<float4*>(fold_raw);  // [2][K][Q4]
   const int tid = threadIdx.x, cv = tid % 16, rg = tid / 16;
   const int c0 = blockIdx.x * 16 + cv, j = blockIdx.y, n = blockIdx.z;
   int64_t first, nch, L;
@@ -65,6 +77,18 @@ __global__ void __launch_bounds__(256)
   const int64_t ns = L > 0 ? (nch + L - 1) / L : 1;  // non-empty segments (>= 1)
   auto seg_state = [&](int64_t s) { return cst + ((int64_t(n) * split + s) * p.HV + j) * K * V; };
   auto seg_hin = [&](int64_t s) { return hin + ((int64_t(n) * split + s) * p.HV + j) * 2 * K * V; };
+  // Slab q of the walk (step 1 + q / NSL, columns (q % NSL) MW ..) into buffer b.
+  auto load_slab = [&](int64_t q, int b) {
+    const int64_t s = 1 + q / NSL;
+    const int m0 = int(q % NSL) * MW;
+    const float* P = pst + ((int64_t(n) * split + s) * p.HV + j) * K * K + m0;
+    for (int i = tid; i < K * Q4; i += 256)
+      cp_async16(slab + (b * K + i / Q4) * Q4 + i % Q4, P + (i / Q4) * K + 4 * (i % Q4));
+    cp_async_commit();
+  };
+  const int64_t total = (ns - 1) * NSL;
+  if (total > 0)
+    load_slab(0, 0);
   float acc[R];
   const float* c_0 = seg_state(0);
 #pragma unroll
@@ -74,29 +98,43 @@ __global__ void __launch_bounds__(256)
   }
   if (ns > 1)
     fold_store_hin<Ts, K, V>(seg_hin(0), acc, rg, c0);
-  __syncthreads();
-  for (int64_t s = 1; s < ns; ++s) {
-    const float* P = pst + ((int64_t(n) * split + s) * p.HV + j) * K * K;
-    float* Cs = seg_state(s);
+  // h = P_s h + C_s, step s = 1 .. ns - 1, P_s a slab of columns at a time.
+  for (int64_t q = 0; q < total; ++q) {
+    const int b = int(q & 1), sl = int(q % NSL);
+    const int64_t s = 1 + q / NSL;
+    if (sl == 0) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = Cs[(rg + 16 * i) * V + c0];
-    for (int m = 0; m < K; m += 4) {
-      const float h0 = h[m][cv], h1 = h[m + 1][cv], h2 = h[m + 2][cv], h3 = h[m + 3][cv];
+      for (int i = 0; i < R; ++i) acc[i] = seg_state(s)[(rg + 16 * i) * V + c0];
+    }
+    if (q + 1 < total) {
+      load_slab(q + 1, b ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();  // slab q landed for every thread; h holds step s - 1
+    const float4* sp = slab + b * K * Q4;
+#pragma unroll 4
+    for (int m = 0; m < MW; m += 4) {
+      const int mm = sl * MW + m;
+      const float h0 = h[mm][cv], h1 = h[mm + 1][cv], h2 = h[mm + 2][cv], h3 = h[mm + 3][cv];
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        const float4 pr = __ldg(reinterpret_cast<const float4*>(P + (rg + 16 * i) * K + m));
+        const float4 pr = sp[(rg + 16 * i) * Q4 + m / 4];
         acc[i] += pr.x * h0 + pr.y * h1 + pr.z * h2 + pr.w * h3;
       }
     }
-    __syncthreads();
+    if (sl == NSL - 1) {  // step s done
+      __syncthreads();  // every read of h (step s - 1) is done
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      h[rg + 16 * i][cv] = acc[i];
-      Cs[(rg + 16 * i) * V + c0] = acc[i];
+      for (int i = 0; i < R; ++i) {
+        h[rg + 16 * i][cv] = acc[i];
+        seg_state(s)[(rg + 16 * i) * V + c0] = acc[i];
+      }
+      if (s + 1 < ns)
+        fold_store_hin<Ts, K, V>(seg_hin(s), acc, rg, c0);
     }
-    if (s + 1 < ns)
-      fold_store_hin<Ts, K, V>(seg_hin(s), acc, rg, c0);
-    __syncthreads();
+    __syncthreads();  // slab b read by every thread before it is refilled
   }
   if (p.ht) {
     float* ht = static_cast<float*>(p.ht) + (int64_t(n) * p.HV + j) * K * V;
