@@ -51,11 +51,10 @@ __device__ __forceinline__ void fold_store_hin(Ts* hin, const float (&acc)[R], i
   }
 }
 
-// The fold's P columns a slab (16 where K is not a multiple of 32), and its
-// shared memory: two slabs of P ([K][slab] f32), the next copied while one
-// is used.
-inline constexpr int kFoldSlab = 32;
-constexpr size_t chunked_fold_smem(int K) { return size_t(2) * K * kFoldSlab * 4; }
+// The fold's P columns a slab (K is a multiple of 16), and its shared
+// memory: two slabs of P ([K][slab] f32), the next copied while one is used.
+__host__ __device__ constexpr int chunked_fold_slab(int K) { return K % 32 == 0 ? 32 : 16; }
+constexpr size_t chunked_fold_smem(int K) { return size_t(2) * K * chunked_fold_slab(K) * 4; }
 
 template <class Ts, int K, int V, int C>
 __global__ void __launch_bounds__(256)
@@ -64,8 +63,7 @@ __global__ void __launch_bounds__(256)
   if (skip && *skip)
     return;
   constexpr int R = K / 16;  // rows per thread
-  constexpr int MW = K % kFoldSlab == 0 ? kFoldSlab : 16;  // slab width (K: a multiple of 16)
-  constexpr int NSL = K / MW, Q4 = MW / 4;                   // slabs a step
+  constexpr int MW = chunked_fold_slab(K), NSL = K / MW, Q4 = MW / 4;  // slab width, slabs a step
   static_assert(K % MW == 0, "slabs");
   __shared__ float h[K][16];
   extern __shared__ __align__(16) unsigned char fold_raw[];
