@@ -416,8 +416,17 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // no tile_v, warps, stages or fuse: the default config's, fuse 0) and scan
   // 1 the block scan with its knobs; elsewhere scan 0 is the block scan (1
   // the same run).
-  const bool warp = deltac::cuda::chunked_warp_runs(
-      p.variant, p.K, p.V, deltac::detail::dtype_bytes(p.in_dtype), c.chunk);
+  const int32_t bytes = deltac::detail::dtype_bytes(p.in_dtype);
+  // The TMA scan reads none of tile_v, warps, stages, split or fuse: one
+  // candidate (the default config's) where it runs; elsewhere scan 3 runs
+  // as scan 0.
+  if (c.scan == 3) {
+    const KernelConfig d = default_config(Family::CudaChunked, p);
+    return deltac::cuda::chunked_tma_runs(p.variant, p.K, p.V, bytes, c.chunk) &&
+           c.split == 0 && c.fuse == 0 && c.tile_v == d.tile_v && c.warps == d.warps &&
+           c.stages == d.stages;
+  }
+  const bool warp = deltac::cuda::chunked_warp_runs(p.variant, p.K, p.V, bytes, c.chunk);
   if (!warp && c.scan == 1)
     return false;
   const bool warpScan = warp && c.scan == 0;

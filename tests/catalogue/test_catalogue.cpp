@@ -249,9 +249,10 @@ TEST(Catalogue, ChunkedSplitAndFuseArePrecompiledAtEveryValue) {
     }
 }
 
-// cuda_chunked's scan: 0 the kernel's rule (the warp scan where it runs and
-// no split > 1 or fused launch is asked for), 1 the block scan; both
-// precompiled, both legal everywhere.
+// cuda_chunked's scan: 0 the kernel's rule (the TMA or warp scan where it
+// runs and no split > 1 or fused launch is asked for), 1 the block scan, 3
+// the TMA scan (the rule's scans where it does not run); all precompiled,
+// all legal everywhere.
 TEST(Catalogue, ChunkedScanRule) {
   const FamilyInfo &fi = family_info(Family::CudaChunked);
   ASSERT_TRUE(fi.knobs & kKnobScan);
@@ -268,7 +269,7 @@ TEST(Catalogue, ChunkedScanRule) {
                                              d.chunk, d.scan),
                 warp)
           << k << "x" << v << " dtype " << dt;
-      for (int scan : {0, 1}) {
+      for (int scan : {0, 1, 3}) {
         KernelConfig c = d;
         c.scan = scan;
         EXPECT_EQ(check_config(c, p), "");
@@ -276,8 +277,16 @@ TEST(Catalogue, ChunkedScanRule) {
       }
       KernelConfig c = d;
       c.scan = 2;
-      EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1"), std::string::npos);
+      EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1, 3"), std::string::npos);
+      // The TMA scan: GDN / delta, 16-bit inputs, K = 64 or 128 at chunk 64.
+      EXPECT_EQ(cuda::chunked_tma_runs(p.variant, k, v, dt == DELTAC_F32 ? 4 : 2, d.chunk),
+                dt != DELTAC_F32 && k <= 128 && d.chunk == 64)
+          << k << "x" << v << " dtype " << dt;
     }
+  EXPECT_FALSE(cuda::chunked_tma_runs(DELTAC_VARIANT_KDA, 128, 128, 2, 64));
+  EXPECT_FALSE(cuda::chunked_tma_runs(DELTAC_VARIANT_GATED, 128, 128, 2, 32));
+  EXPECT_FALSE(cuda::chunked_tma_runs(DELTAC_VARIANT_GATED, 128, 80, 2, 64));
+  EXPECT_TRUE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 64, 3));
   // The rule leaves chunk 16 to the block scan (a split or fuse does not
   // change it: the warp scan splits too, and runs unfused).
   EXPECT_FALSE(cuda::chunked_uses_warp_scan(DELTAC_VARIANT_GATED, 128, 128, 2, 16, 0));

@@ -166,39 +166,61 @@ std::vector<Case> all_cases() {
       c.K = c.V = D, c.H = c.HV = 1, c.T = 4097;
       cs.push_back(c);
     }
+    // The cases of a scan forced by `config` (prefix w): T = 1, 65, 1000
+    // (and 64 where asked), batch 3, varlen with 1-token and empty
+    // sequences, VK state, in place, no h0, beta near 2, a -inf gate.
+    auto scan_cases = [&](Dt dt, const std::string& w, int config, bool t64) {
+      for (int T : {1, 64, 65, 1000}) {
+        if (T == 64 && !t64)
+          continue;
+        Case c = make(var, dt, w + "T" + std::to_string(T));
+        c.config = config, c.T = T;
+        cs.push_back(c);
+      }
+      Case c = make(var, dt, w + "batch3_T100");
+      c.config = config, c.B = 3, c.T = 100;
+      cs.push_back(c);
+      c = make(var, dt, w + "varlen");
+      c.config = config, c.cu_seqlens = {0, 1, 65, 195, 198, 198, 1200};
+      cs.push_back(c);
+      c = make(var, dt, w + "vk_layout");
+      c.config = config, c.layout = DELTAC_STATE_VK, c.T = 300;
+      cs.push_back(c);
+      c = make(var, dt, w + "inplace");
+      c.config = config, c.inplace = true, c.T = 130;
+      cs.push_back(c);
+      c = make(var, dt, w + "no_h0");
+      c.config = config, c.h0 = false, c.T = 130;
+      cs.push_back(c);
+      c = make(var, dt, w + "beta2");
+      c.config = config, c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 100;
+      cs.push_back(c);
+      if (var != DELTAC_VARIANT_DELTA) {
+        c = make(var, dt, w + "neg_inf_gate");
+        c.config = config, c.neg_inf_at = 37, c.T = 150;
+        cs.push_back(c);
+      }
+      if (dt == BF16) {
+        c = make(var, dt, w + "K64_gva4");
+        c.config = config, c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 300;
+        cs.push_back(c);
+        c = make(var, dt, w + "K128_V256");
+        c.config = config, c.V = 256, c.T = 300;
+        cs.push_back(c);
+      }
+    };
+    // The TMA scan (config kChunkedTma, chunked_scan_tma.cuh): GDN and delta,
+    // bf16 and f16, K = V = 128 (GVA 2), bf16 K = V = 64 GVA 4 and K = 128 /
+    // V = 256; partial last chunks.
+    if (var != DELTAC_VARIANT_KDA)
+      for (Dt dt : {BF16, F16}) scan_cases(dt, "tma_", kChunkedTma, true);
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /
     // V = 256 and GVA 4; with output warps (kChunkedWarpSplitO) a subset.
     for (Dt dt : {BF16, F16}) {
       const std::string w = "warp_";
-      for (int T : {1, 65, 1000}) {
-        Case c = make(var, dt, w + "T" + std::to_string(T));
-        c.config = kChunkedWarp, c.T = T;
-        cs.push_back(c);
-      }
-      Case c = make(var, dt, w + "batch3_T100");
-      c.config = kChunkedWarp, c.B = 3, c.T = 100;
-      cs.push_back(c);
-      c = make(var, dt, w + "varlen");
-      c.config = kChunkedWarp, c.cu_seqlens = {0, 1, 65, 195, 198, 198, 1200};
-      cs.push_back(c);
-      c = make(var, dt, w + "vk_layout");
-      c.config = kChunkedWarp, c.layout = DELTAC_STATE_VK, c.T = 300;
-      cs.push_back(c);
-      c = make(var, dt, w + "inplace");
-      c.config = kChunkedWarp, c.inplace = true, c.T = 130;
-      cs.push_back(c);
-      c = make(var, dt, w + "no_h0");
-      c.config = kChunkedWarp, c.h0 = false, c.T = 130;
-      cs.push_back(c);
-      c = make(var, dt, w + "beta2");
-      c.config = kChunkedWarp, c.beta_lo = 1.99f, c.beta_hi = 2.f, c.T = 100;
-      cs.push_back(c);
-      if (var != DELTAC_VARIANT_DELTA) {
-        c = make(var, dt, w + "neg_inf_gate");
-        c.config = kChunkedWarp, c.neg_inf_at = 37, c.T = 150;
-        cs.push_back(c);
-      }
+      scan_cases(dt, w, kChunkedWarp, false);
+      Case c;
       // With output warps (config kChunkedWarpSplitO).
       for (int T : {65, 1000}) {
         c = make(var, dt, "warpo_T" + std::to_string(T));
@@ -214,12 +236,6 @@ std::vector<Case> all_cases() {
       if (dt == BF16) {
         c = make(var, dt, "warpo_K64_gva4");
         c.config = kChunkedWarpSplitO, c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 300;
-        cs.push_back(c);
-        c = make(var, dt, w + "K64_gva4");
-        c.config = kChunkedWarp, c.K = c.V = 64, c.HV = 8, c.H = 2, c.T = 300;
-        cs.push_back(c);
-        c = make(var, dt, w + "K128_V256");
-        c.config = kChunkedWarp, c.V = 256, c.T = 300;
         cs.push_back(c);
       }
       // K = V = 256: two chain warps per 16 columns, each with half of the
@@ -272,6 +288,8 @@ TEST_P(Chunked, MatchesFloat64Reference) {
   if (!have_gpu())
     GTEST_SKIP() << "no CUDA device";
   const Case& c = GetParam();
+  if (c.config == kChunkedTma && !tma_scan_device())
+    GTEST_SKIP() << "the TMA scan needs compute capability 9.0 and sm_90a code";
   const uint64_t seed = test_seed();
   std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
   SCOPED_TRACE("seed " + std::to_string(seed) + " (DELTAC_TEST_SEED reproduces it)");

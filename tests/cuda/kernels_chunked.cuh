@@ -111,6 +111,14 @@ cudaError_t run_warp(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStr
                                                            0, 0, W == 2 ? 2 : 0);
 }
 
+// Cfg with the TMA scan (chunked_scan_tma.cuh) where it runs: scan 3.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_tma(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                    const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
+                                                           0, 0, 3);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
@@ -130,6 +138,12 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
     f.run = config == kChunkedWarpSplit2   ? &run_warp_split<Var, K, V, InT, D, 2>
             : config == kChunkedWarpSplit4 ? &run_warp_split<Var, K, V, InT, D, 4>
                                            : &run_warp_split<Var, K, V, InT, D, 8>;
+    return f;
+  }
+  if (config == kChunkedTma) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
+    ChunkedFns f = fns<Var, K, V, InT, D>();
+    f.run = &run_tma<Var, K, V, InT, D>;
     return f;
   }
   if (config == kChunkedWarp || config == kChunkedWarpSplitO) {

@@ -27,21 +27,27 @@ struct ChunkedFns {
 // runs (16-bit inputs, K = 64, 128 or 256; every shape, the block scan elsewhere),
 // 13 the same with output warps (chunked_stages' scan = 2), 14 / 15 / 16
 // the scan's rule (the warp scan where it runs) with the split forced to
-// 2 / 4 / 8 segments (every shape). Every other
+// 2 / 4 / 8 segments (every shape), 17 the TMA scan (chunked_stages' scan 3;
+// the warp scan where it does not run: tma_scan_device says). Every other
 // config runs the block scan (chunked_stages' scan = 1), unless
-// DELTAC_TEST_WARP_SCAN=1 (or 2) in the environment (read once) asks every
+// DELTAC_TEST_WARP_SCAN=1 (or 2, 3) in the environment (read once) asks every
 // config for the warp scan (the rule, scan 0, or scan 2: where it runs, no
-// split asked for, not fused).
+// split asked for, not fused; 3: the TMA scan where it runs).
 inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
 inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
 inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
 inline constexpr int kChunkedWarpSplit2 = 14, kChunkedWarpSplit4 = 15, kChunkedWarpSplit8 = 16;
+inline constexpr int kChunkedTma = 17;
 
 // chunked_stages' scan for every config (harness.cpp; read once): 1 (the
-// block scan), 0 (the rule: the warp scan) when DELTAC_TEST_WARP_SCAN=1, 2
-// when it is 2.
+// block scan), 0 (the rule: the TMA or warp scan) when DELTAC_TEST_WARP_SCAN=1,
+// 2 or 3 when it is 2 or 3.
 int scan_env();
+
+// Whether this device runs the TMA scan (chunked_scan_tma.cuh) of GDN
+// K = V = 128 bf16 (compute capability 9.0, sm_90a code).
+bool tma_scan_device();
 
 // The instantiation for (variant, K, V, in_dtype, config), or empty.
 ChunkedFns find_chunked_delta(int K, int V, int dtype, int config);

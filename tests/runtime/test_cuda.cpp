@@ -102,9 +102,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // cuda_chunked's run-time knobs through options.config: every split (0 =
 // the kernel's rule) with and without the fused launch, batch and varlen
-// (the fused launch runs for batch calls only), the scan's rule (0: the warp
-// scan where no split > 1 or fused launch is asked for) and the block scan
-// (1), against float64. 5 chunks of 64 tokens per sequence, so the forced
+// (the fused launch runs for batch calls only), the scan's rule (0: the TMA
+// or warp scan where no split > 1 or fused launch is asked for), the block
+// scan (1) and the TMA scan (3: unsplit, unfused; the rule's scans where it
+// does not run), against float64. 5 chunks of 64 tokens per sequence, so the forced
 // splits run several segments.
 class CudaChunkedKnobs
     : public ::testing::TestWithParam<std::tuple<int, int, bool, int>> {};
@@ -154,7 +155,7 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(
     Gpu, CudaChunkedKnobs,
     ::testing::Combine(::testing::Values(0, 1, 2, 4, 16), ::testing::Values(0, 1),
-                       ::testing::Bool(), ::testing::Values(0, 1)),
+                       ::testing::Bool(), ::testing::Values(0, 1, 3)),
     [](const auto &info) {
       return "split" + std::to_string(std::get<0>(info.param)) + "_fuse" +
              std::to_string(std::get<1>(info.param)) +

@@ -134,7 +134,9 @@ std::vector<KernelConfig> knob_product(const FamilyInfo &f);
 // and the default config's tile_v, warps, stages (the warp scan reads none
 // of them) and the split values below (at its narrowest V tile, 32), and
 // scan 1 (the block scan) with the rest below;
-// elsewhere scan 0 only (scan 1 runs the same);
+// elsewhere scan 0 only (scan 1 runs the same); scan 3 (the TMA scan) once,
+// with split 0, fuse 0 and the default tile_v, warps, stages, where it runs
+// (chunked_tma_runs), never elsewhere (it runs as scan 0 there);
 // a split S > 1 runs segments of L = ceil(chunks / S) chunks and is kept
 // when it gives at least 2 segments, a shorter L than every smaller split
 // and a grid the kernel takes (seqs x S <= 65535); split 1 only where the

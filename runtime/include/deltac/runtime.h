@@ -169,7 +169,9 @@ typedef struct deltac_run_info {
   int32_t fuse; /* cuda_chunked's knob fuse (0 for other families) */
   /* cuda_chunked's knob scan as configured (0 for other families): 0 is
    * the kernel's rule, so which scan ran follows deltac::cuda::
-   * chunked_uses_warp_scan (chunked_rules.h) and the device's shared memory */
+   * chunked_uses_warp_scan (chunked_rules.h), the grid (the TMA scan where
+   * it runs and one wave holds it: chunked.cuh's chunked_run_plan) and the
+   * device (shared memory; sm_90a for the TMA scan, scan 3) */
   int32_t scan;
 } deltac_run_info;
 

@@ -45,6 +45,7 @@
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
+#include "deltac/cuda/chunked_scan_tma.cuh"
 #include "deltac/cuda/chunked_scan_warp.cuh"
 #include "deltac/cuda/chunked_split.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
@@ -53,6 +54,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -209,6 +211,7 @@ struct ChunkedKernels {
   const void* fix;       // chunked_fix_kernel, chunked_fix_cols(V) columns
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
+  const void* tma;       // chunked_scan_tma_kernel (one warpgroup), or null
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -387,18 +390,125 @@ inline ChunkedPlan chunked_warp_plan(const ChunkedKernels& k, const deltac_fwd_p
   return split > 1 ? ChunkedPlan{sbv, split} : pl;
 }
 
-// The scan a call runs and its plan: the warp scan (*warp) where it runs and
-// scan asks for it (0: chunked_uses_warp_scan's rule, 2: with output
-// warps), else the block scan (no split where the warp scan was asked for
-// but does not fit this device). What chunked_run_stages launches and
-// chunked_carve sizes.
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link to
+// libcuda), or null.
+inline PFN_cuTensorMapEncodeTiled_v12000 chunked_tma_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 f = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return f;
+}
+
+// Whether this device runs k.tma: compute capability 9.0, the kernel built
+// for it (sm_90a code: no static shared memory, which the other targets'
+// stub declares) and the driver's tensor-map encoder. Read once per device
+// and kernel.
+inline bool chunked_tma_device(const ChunkedKernels& k) {
+  if (!k.tma || !chunked_tma_encoder())
+    return false;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess)
+    return false;
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, bool> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(dev, k.tma);
+  const auto it = seen.find(key);
+  if (it != seen.end())
+    return it->second;
+  int major = 0, minor = 0;
+  cudaFuncAttributes a{};
+  const bool ok =
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+      cudaFuncGetAttributes(&a, k.tma) == cudaSuccess && major == 9 && minor == 0 &&
+      a.binaryVersion == 90 && a.sharedSizeBytes == 0;
+  seen[key] = ok;
+  return ok;
+}
+
+// Whether the TMA scan can take p on this device: its kernel runs here, the
+// q, k, v rows are 16-byte aligned (TMA) and every coordinate fits 31 bits.
+inline bool chunked_tma_takes(const ChunkedKernels& k, const deltac_fwd_params& p) {
+  const int64_t rows = chunked_max_chunks(p, k.C) * p.HV * k.C;
+  return p.N > 0 && chunked_aligned(p.q, 16) && chunked_aligned(p.k, 16) &&
+         chunked_aligned(p.v, 16) && int64_t(p.B) * p.T < (int64_t(1) << 31) &&
+         rows < (int64_t(1) << 31) && chunked_tma_device(k);
+}
+
+// The TMA scan's tensor maps for p: q, k [tokens][H][K] and v [tokens][HV][V]
+// in boxes of 64 tokens (q, k: 64 keys, swizzled; v: its 32 columns), T and
+// Aqk [slots x C][C] in C x C boxes (swizzled).
+template <class Ts>
+cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p,
+                             const ChunkedWs<Ts>& ws, TmaScanMaps* m) {
+  const PFN_cuTensorMapEncodeTiled_v12000 enc = chunked_tma_encoder();
+  if (!enc)
+    return cudaErrorNotSupported;
+  const CUtensorMapDataType dt = std::is_same_v<Ts, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint32_t es[3] = {1, 1, 1};
+  auto make = [&](CUtensorMap* map, const void* base, int rank, const cuuint64_t* dims,
+                  const cuuint64_t* strides, const cuuint32_t* box, bool sw) {
+    return enc(map, dt, cuuint32_t(rank), const_cast<void*>(base), dims, strides, box, es,
+               CU_TENSOR_MAP_INTERLEAVE_NONE,
+               sw ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+           CUDA_SUCCESS;
+  };
+  const cuuint64_t tokens = cuuint64_t(p.B) * cuuint64_t(p.T);
+  const cuuint64_t dq[3] = {cuuint64_t(k.K), cuuint64_t(p.H), tokens};
+  const cuuint64_t sq[2] = {cuuint64_t(k.K) * 2, cuuint64_t(p.H) * k.K * 2};
+  const cuuint32_t bq[3] = {64, 1, cuuint32_t(k.C)};
+  const cuuint64_t dv[3] = {cuuint64_t(k.V), cuuint64_t(p.HV), tokens};
+  const cuuint64_t sv[2] = {cuuint64_t(k.V) * 2, cuuint64_t(p.HV) * k.V * 2};
+  const cuuint32_t bv[3] = {cuuint32_t(kTmaScanBV), 1, cuuint32_t(k.C)};
+  const cuuint64_t dt2[2] = {cuuint64_t(k.C), cuuint64_t(ws.max_chunks) * p.HV * k.C};
+  const cuuint64_t st2[1] = {cuuint64_t(k.C) * 2};
+  const cuuint32_t bt[2] = {cuuint32_t(k.C), cuuint32_t(k.C)};
+  const bool ok = make(&m->q, p.q, 3, dq, sq, bq, true) && make(&m->k, p.k, 3, dq, sq, bq, true) &&
+                  make(&m->v, p.v, 3, dv, sv, bv, false) &&
+                  make(&m->t, ws.t, 2, dt2, st2, bt, true) &&
+                  make(&m->a, ws.aqk, 2, dt2, st2, bt, true);
+  return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The scan a call runs and its plan: where tma is given, the TMA scan (*tma;
+// V tile kTmaScanBV, no split) where scan 3 asks for it or the rule (0)
+// picks it and chunked_tma_takes; else the warp scan (*warp) where it runs
+// and scan asks for it (0 or 3: chunked_uses_warp_scan's rule, 2: with
+// output warps), else the block scan (no split where the warp scan was
+// asked for but does not fit this device). What chunked_run_stages launches
+// and chunked_carve sizes (without tma: the warp or block scan's plan, whose
+// workspace also holds the TMA scan's).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
-                                    int force_bv, int force_split, int scan, bool* warp) {
+                                    int force_bv, int force_split, int scan, bool* warp,
+                                    bool* tma = nullptr) {
   *warp = false;
+  if (tma)
+    *tma = false;
   const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
   if (runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))) {
     const ChunkedPlan w =
         chunked_warp_plan(k, p, force_bv, force_split, scan == 2 && k.split_o, force_bv != 0);
+    // The TMA scan: asked for (3), or by the rule (0) where the warp scan
+    // would run unsplit and its grid at V tile 32 fits one wave (not for
+    // batch-invariant calls, whose kernel must not depend on the grid).
+    if (tma && w.bv && (scan == 3 || (scan == 0 && force_bv == 0 && w.split == 1)) &&
+        chunked_tma_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
+      ChunkedDevice d;
+      const int64_t blocks = int64_t(p.N) * p.HV * (k.V / kTmaScanBV);
+      if (scan == 3 || (chunked_device(d) == cudaSuccess && blocks <= d.sms)) {
+        *tma = true;
+        return {kTmaScanBV, 1};
+      }
+    }
     if (w.bv) {
       *warp = true;
       return w;
@@ -479,8 +589,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     return cudaErrorInvalidValue;
   if (route > 0)
     force_split = 1, fuse = 0;
-  bool warp = false;
-  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp);
+  bool warp = false, tma = false;
+  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma);
   if (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
     fuse = 0;  // the warp scan (or the block scan standing in for it) runs unfused
   const int bv = pl.bv;
@@ -528,6 +638,17 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   }
   if (!(stages & 6))
     return cudaSuccess;
+  if (tma && (stages & 2)) {
+    TmaScanMaps maps;
+    if ((e = chunked_tma_maps<Ts>(k, p, ws, &maps)) != cudaSuccess)
+      return e;
+    void* args[] = {&pp, &ws, &maps};
+    if ((e = chunked_launch(k.tma, dev,
+                            dim3(unsigned(k.V / kTmaScanBV), unsigned(p.HV), unsigned(p.N)),
+                            kTmaScanThreads, int(tma_scan_smem(k.K, k.C)), stream, args)) !=
+        cudaSuccess)
+      return e;
+  }
   if (warp && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     const bool so = scan == 2 && k.split_o;
@@ -542,7 +663,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
         cudaSuccess)
       return e;
   }
-  if (!warp && (stages & 2)) {
+  if (!warp && !tma && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     int i = 0;
     while (i < 3 && bv != k.bv0 >> i)
@@ -633,6 +754,10 @@ ChunkedKernels make_chunked_kernels() {
     warp_at(std::integral_constant<int, 0>{}, std::true_type{});
     warp_at(std::integral_constant<int, 1>{}, std::true_type{});
 #endif
+  }
+  if constexpr (chunked_tma_runs(Var, K, V, E, C)) {
+    using Tt = TmaScanTraits<Var, K, V, InT, 1, kTmaScanStages>;
+    k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
   }
   k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<InT, K, V, C>);
   k.fix = reinterpret_cast<const void*>(&chunked_fix_kernel<Tr, chunked_fix_cols(V)>);

@@ -56,8 +56,15 @@ inline constexpr int kChunkedPrepWarps = 8;
 //     (chunked.cuh's chunked_warp_plan), no fused launch) where it runs,
 //     else the block scan;
 //   1 the block scan (chunked_scan.cuh: reads BV, Warps, Stages, the split
-//     and the fused launch).
-inline constexpr int kChunkedScans[] = {0, 1};
+//     and the fused launch);
+//   3 the TMA scan (chunked_scan_tma.cuh: warpgroup products with the state
+//     in shared memory, 32 value columns a block, stages loaded by TMA;
+//     sm_90a, GDN / delta, 16-bit inputs, K = 64 or 128, chunk 64; no split)
+//     where it runs, else as 0. The rule takes it where it runs and the warp
+//     scan's grid at V tile 32 fits one wave unsplit (chunked.cuh,
+//     chunked_run_plan).
+// (2, the warp scan with output warps, is for tests and benchmarks.)
+inline constexpr int kChunkedScans[] = {0, 1, 3};
 // The V tiles the warp scan compiles, widest first.
 inline constexpr int kChunkedWarpBVs[] = {64, 32};
 
@@ -259,6 +266,29 @@ constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
   return {0, 0, 0, 0};
 }
 
+// The TMA scan (chunked_scan_tma.cuh): one warpgroup of 32 value columns and
+// a producer warp a block; a stage holds q, k [C][K] and T, Aqk [C][C]
+// (16-bit, 128-byte swizzled), the v tile [C][32] and the row factors and
+// decays (f32), 1 KB aligned; per stage 2 of them; the warpgroup's S_hi,
+// S_lo [K][32], r, v', fk v' [C][32] (16-bit); 2 mbarriers a stage; 1 KB to
+// align the base. H200, GDN 16/32 heads 1x32768: scan 0.63 vs the warp
+// scan's 0.85 ms; slower where the grid takes several waves
+// (docs/performance.md, "The TMA scan").
+inline constexpr int kTmaScanBV = 32, kTmaScanStages = 2, kTmaScanThreads = 160;
+constexpr int tma_round1k(int b) { return (b + 1023) / 1024 * 1024; }
+constexpr int tma_scan_stage_bytes(int K, int chunk) {
+  return tma_round1k(2 * chunk * K * 2 + tma_round1k(chunk * kTmaScanBV * 2) +
+                     2 * chunk * chunk * 2 + (4 * chunk + K) * 4);
+}
+constexpr size_t tma_scan_smem(int K, int chunk) {
+  return size_t(kTmaScanStages) * tma_scan_stage_bytes(K, chunk) +
+         size_t(tma_round1k(2 * K * 64 + 3 * chunk * 64)) + 16 * kTmaScanStages + 1024;
+}
+constexpr bool chunked_tma_runs(int var, int K, int V, int in_bytes, int chunk) {
+  return var != DELTAC_VARIANT_KDA && in_bytes == 2 && (K == 64 || K == 128) && chunk == 64 &&
+         V % kTmaScanBV == 0 && tma_scan_smem(K, chunk) <= kChunkedSmemSm90;
+}
+
 // Whether a call with knob scan (as the catalogue lists it) runs the warp
 // scan: scan 0 (the rule) where it runs, whatever split (it splits too) and
 // fuse (read as 0). H200: the
@@ -268,7 +298,7 @@ constexpr ChunkedChoice chunked_default(int var, int K, int V, int in_bytes,
 // 1x32768 (version 13). The kernel narrows it to the device's
 // shared memory at run time (block scan without a split where it does not fit).
 constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan) {
-  return scan == 0 && chunked_warp_runs(var, K, V, in_bytes, chunk);
+  return (scan == 0 || scan == 3) && chunked_warp_runs(var, K, V, in_bytes, chunk);
 }
 
 }  // namespace deltac::cuda

@@ -10,9 +10,11 @@
 //       scan. Split: segments per sequence (0: chunked_default_split's rule
 //       on the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
 //       block scan's fused launch where it fits (chunked_stages), 0 three
-//       launches; Scan: 0 the rule (the warp scan where it runs:
-//       chunked_uses_warp_scan; it reads Split, not Fuse), 1 the block scan
-//       (reads BV, Warps, Stages, Split, Fuse). All three are
+//       launches; Scan: 0 the rule (the TMA scan where it runs and the grid
+//       is one wave, else the warp scan where it runs: chunked_uses_warp_scan;
+//       it reads Split, not Fuse), 1 the block scan (reads BV, Warps, Stages,
+//       Split, Fuse), 3 the TMA scan where it runs (reads none; sm_90a,
+//       chunked_tma_runs), else as 0. All three are
 //       run-time values of the kernel: chunked_run<..., Stages>(..., split,
 //       fuse, scan) takes them as arguments. With no workspace it takes
 //       one from the stream-ordered allocator (cudaMallocAsync /
@@ -149,7 +151,8 @@ cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                     Split == 16,
                 "split: 0 (the rule) or one of kChunkedSplits");
   static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
-  static_assert(Scan == 0 || Scan == 1, "scan: 0 (the rule) or 1 (the block scan)");
+  static_assert(Scan == 0 || Scan == 1 || Scan == 3,
+                "scan: 0 (the rule), 1 (the block scan) or 3 (the TMA scan)");
   return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, stream, workspace,
                                                                workspace_bytes, skip, det, route,
                                                                Split, Fuse, Scan);
