@@ -1,0 +1,18 @@
+// The TMA scan's kernels (chunked_scan_tma.cuh), instantiated alone for
+// tma_ptxas_check.sh, which reads ptxas's report on them.
+#include "deltac/cuda/chunked.cuh"
+
+namespace {
+namespace dcd = deltac::cuda::detail;
+template <deltac_variant Var, int K, int V, class T>
+const void* tma_kernel() {
+  using Tt = dcd::TmaScanTraits<Var, K, V, T, 1, deltac::cuda::kTmaScanStages>;
+  return reinterpret_cast<const void*>(&dcd::chunked_scan_tma_kernel<Var, Tt>);
+}
+}  // namespace
+
+const void* deltac_tma_ptxas_kernels[] = {
+    tma_kernel<DELTAC_VARIANT_GATED, 128, 128, __nv_bfloat16>(),
+    tma_kernel<DELTAC_VARIANT_DELTA, 64, 64, __nv_bfloat16>(),
+    tma_kernel<DELTAC_VARIANT_GATED, 128, 128, __half>(),
+};
