@@ -154,7 +154,8 @@ void BM_RecurrentPrefill(benchmark::State& st) {
 
 // Decode: T = 1, batch st.range(0), heads st.range(1), state updated in
 // place (ht = h0, as an inference loop does), threads st.range(2) (0 = all
-// cores), isa st.range(3). Iterations cycle through kDecodeSteps different
+// cores), isa st.range(3), state layout st.range(4) (0 KV, 1 VK: ggml's and
+// llama.cpp's). Iterations cycle through kDecodeSteps different
 // input tokens (with one token repeated, the state decays towards a fixed
 // point and passes through denormals). state_GBps counts the state read and
 // written once each.
@@ -167,6 +168,7 @@ void BM_Decode(benchmark::State& st) {
   Problem in = make_problem(Var, B * kDecodeSteps, 1, H, kD, kD, false);
   pr.p.ht = pr.h0.data();
   pr.p.threads = int(st.range(2));
+  pr.p.state_layout = st.range(4) ? DELTAC_STATE_VK : DELTAC_STATE_KV;
   const size_t gw = Var == DELTAC_VARIANT_KDA ? kD : 1;
   int s = 0;
   deltac::cpu::isa::Isa isa;
@@ -269,8 +271,9 @@ void decode_args(benchmark::internal::Benchmark* b) {
   for (int64_t isa : isa_args())
     for (int threads : {0, 1})
       for (int H : {16, 32})
-        for (int B : {1, 2, 4, 8, 16, 32, 64}) b->Args({B, H, threads, isa});
-  b->ArgNames({"batch", "heads", "threads", "isa"})->UseRealTime();
+        for (int B : {1, 2, 4, 8, 16, 32, 64})
+          for (int layout : {0, 1}) b->Args({B, H, threads, isa, layout});
+  b->ArgNames({"batch", "heads", "threads", "isa", "layout"})->UseRealTime();
 }
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_DELTA)->Apply(decode_args);
 BENCHMARK_TEMPLATE(BM_Decode, DELTAC_VARIANT_GATED)->Apply(decode_args);

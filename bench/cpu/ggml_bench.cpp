@@ -8,7 +8,8 @@
 //
 // deltac runs through the C API with mode auto (the family, knobs and
 // instruction set its rule picks; the label says which), q/k L2 norm fused,
-// initial state in, final state out (decode: in place, as an inference loop).
+// initial state in, final state out (decode: in place, as an inference loop),
+// with the state in deltac's KV layout and in ggml's own (VK).
 // ggml runs its op alone (its q/k inputs are already unit vectors; llama.cpp
 // normalises them with separate ggml_l2_norm ops, rows "l2norm" add them),
 // state in, the new state written to the op's output (llama.cpp then copies
@@ -80,9 +81,11 @@ void counters(benchmark::State& st, int B, int T) {
       benchmark::Counter(double(B) * T, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// st.range: B, T.
+// st.range: B, T, layout (0: KV, deltac's default; 1: VK, ggml's own: its
+// state row j is value j's K keys).
 void BM_Deltac(benchmark::State& st) {
   const int B = int(st.range(0)), T = int(st.range(1));
+  const bool vk = st.range(2) != 0;
   Inputs in = make_inputs(B, T);
   deltac_fwd_params p{};
   p.variant = DELTAC_VARIANT_GATED;
@@ -91,7 +94,7 @@ void BM_Deltac(benchmark::State& st) {
   p.H = p.HV = kHeads;
   p.K = p.V = kD;
   p.in_dtype = p.out_dtype = p.state_dtype = DELTAC_F32;
-  p.state_layout = DELTAC_STATE_KV;
+  p.state_layout = vk ? DELTAC_STATE_VK : DELTAC_STATE_KV;
   p.q = in.q.data(), p.k = in.k.data(), p.v = in.v.data();
   p.g = in.g.data(), p.beta = in.beta.data();
   p.h0 = in.h0.data();
@@ -107,7 +110,7 @@ void BM_Deltac(benchmark::State& st) {
     return;
   }
   st.SetLabel(std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
-              " isa=" + info.isa);
+              " isa=" + info.isa + (vk ? " layout=vk" : " layout=kv"));
   // Decode cycles through kDecodeSteps tokens: one token repeated would
   // decay the in-place state towards denormals (ggml's state input is
   // never updated, so it cannot).
@@ -173,16 +176,9 @@ void BM_Ggml(benchmark::State& st) {
 
 void shapes(benchmark::internal::Benchmark* b, bool ggml) {
   for (auto bt : {std::pair{1, 4096}, std::pair{1, 8192}, std::pair{1, 1}, std::pair{8, 1}})
-    for (int l2 : ggml ? std::vector<int>{0, 1} : std::vector<int>{0}) {
-      if (ggml)
-        b->Args({bt.first, bt.second, l2});
-      else
-        b->Args({bt.first, bt.second});
-    }
-  if (ggml)
-    b->ArgNames({"B", "T", "l2norm"});
-  else
-    b->ArgNames({"B", "T"});
+    for (int x : {0, 1})  // ggml: l2norm; deltac: layout
+      b->Args({bt.first, bt.second, x});
+  b->ArgNames({"B", "T", ggml ? "l2norm" : "layout"});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 

@@ -210,13 +210,18 @@ TEST(DecodePool, InPlaceSlotsWithPadding) {
 }
 
 TEST(DecodePool, VkLayoutAndK128) {
-  for (Family f : kFamilies1) {
-    PoolCase c;
-    c.family = f, c.layout = DELTAC_STATE_VK, c.K = c.V = 128, c.HV = 2, c.H = 1;
-    c.read = {3, 1, -1};
-    c.N = 3, c.slots = 5;
-    check_case(c);
-  }
+  // Every variant: the VK decode tile has a per-key (kda), a per-head
+  // (gated) and no decay (delta) form.
+  for (deltac_variant var : kVars)
+    for (Family f : kFamilies1) {
+      SCOPED_TRACE("var " + std::to_string(var));
+      PoolCase c;
+      c.var = var;
+      c.family = f, c.layout = DELTAC_STATE_VK, c.K = c.V = 128, c.HV = 2, c.H = 1;
+      c.read = {3, 1, -1};
+      c.N = 3, c.slots = 5;
+      check_case(c);
+    }
 }
 
 TEST(DecodePool, CopyOnWritePrefixShared) {

@@ -7,7 +7,8 @@
 // KV layout: a tile is [K][VB] floats with row stride V, 16 KiB for K = 128,
 // VB = 32; its rows share few L1 sets (stride 512 B), so only the last half
 // of sweep 1 is still in L1 and sweep 2 runs backwards to hit it. VK layout:
-// columns are contiguous and each is updated right after its dot products.
+// columns are contiguous; four at a time get their dot products, then their
+// update while they are in L1 (one read of the state).
 // Work is split over threads in contiguous ranges of (sequence, head, tile)
 // units, so batch 1 keeps every thread busy, and a thread gets the same
 // state slices on every call (they stay in its L2 between decode steps).
@@ -138,7 +139,7 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
 
 #if DELTAC_CPU_FMA
 // The four horizontal sums of a[0..3].
-inline __m128 hsum4(const simd::vf (&a)[4]) {
+__attribute__((always_inline)) inline __m128 hsum4(const simd::vf (&a)[4]) {
 #if DELTAC_CPU_AVX512  // fold each 16-lane vector to 8 lanes first
   __m256 b[4];
   for (int i = 0; i < 4; ++i)
@@ -154,27 +155,30 @@ inline __m128 hsum4(const simd::vf (&a)[4]) {
 #endif
 
 // VK layout ([V][K]: each state column is K contiguous floats). Columns are
-// done four at a time (8 accumulators), each updated right after its dot
-// products while it is in L1: one pass over the state. Same arguments as
-// decode_tile, src/dst at the tile's first column (stride K).
-template <int VB, bool Decay>
-inline void decode_tile_vk(const float* src, float* dst, int K,
+// done four at a time (8 accumulators), then updated row by row while they
+// are in L1 (k and the decay read once per row for all four): one pass over
+// the state. PerKey: a per row (kda); else one a for the head (av[0]). Same
+// arguments as decode_tile, src/dst at the tile's first column (stride K).
+template <int VB, bool Decay, bool PerKey, int KC>
+inline void decode_tile_vk(const float* src, float* dst, int K_,
                            const float* ka, const float* qa, const float* k,
                            const float* av, float beta, float kq,
                            const float* v, float* ob, const float* next) {
   using namespace simd;
+  const int K = KC ? KC : K_;
+  const vf ah = set1(Decay && !PerKey ? av[0] : 1.0f);
   for (int c0 = 0; c0 < VB; c0 += 4) {
     const float* pf = next ? next + size_t(c0) * K : nullptr;
     float hk[4] = {}, hq[4] = {};
     if (src) {
       vf ak[4], aq[4];
       for (int i = 0; i < 4; ++i) ak[i] = aq[i] = zero();
+#pragma GCC unroll 8
       for (int r = 0; r < K; r += W) {
         const vf kv = load(ka + r), qv = load(qa + r);
-        if (pf) {
-          __builtin_prefetch(pf + 4 * r, 0, kPrefetchLocality);
-          __builtin_prefetch(pf + 4 * r + 16, 0, kPrefetchLocality);
-        }
+        if (pf)  // the next head's four columns: 4 W floats a step
+          for (int l = 0; l < 4 * W; l += 16)
+            __builtin_prefetch(pf + 4 * r + l, 0, kPrefetchLocality);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           vf x = load(src + size_t(c0 + i) * K + r);
@@ -195,22 +199,29 @@ inline void decode_tile_vk(const float* src, float* dst, int K,
       }
 #endif
     }
+    vf uv[4];
     for (int i = 0; i < 4; ++i) {
       const float u = beta * (v[c0 + i] - hk[i]);
       ob[c0 + i] = hq[i] + kq * u;
-      if (!dst)
-        continue;
-      const vf uv = set1(u);
-      float* d = dst + size_t(c0 + i) * K;
-      const float* h = src ? src + size_t(c0 + i) * K : nullptr;
-      for (int r = 0; r < K; r += W) {
+      uv[i] = set1(u);
+    }
+    if (!dst)
+      continue;
+    float* d = dst + size_t(c0) * K;
+    const float* h = src ? src + size_t(c0) * K : nullptr;
+#pragma GCC unroll 2
+    for (int r = 0; r < K; r += W) {
+      const vf kr = load(k + r);
+      const vf a = PerKey ? load(av + r) : ah;
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
         vf x = zero();
-        if (src) {
-          x = load(h + r);
+        if (h) {
+          x = load(h + size_t(i) * K + r);
           if (Decay)
-            x *= load(av + r);
+            x *= a;
         }
-        store(d + r, fma(load(k + r), uv, x));
+        store(d + size_t(i) * K + r, fma(kr, uv[i], x));
       }
     }
   }
@@ -329,9 +340,10 @@ void decode_impl(const deltac_fwd_params& p) {
           next += size_t(v0) * K;
       }
       if (vk)
-        decode_tile_vk<VB, Decay>(src ? src + size_t(v0) * K : nullptr,
-                                  dst ? dst + size_t(v0) * K : nullptr, K,
-                                  ka, qa, k, av, beta, kq, vb + v0, ob, next);
+        decode_tile_vk<VB, Decay, Var == DELTAC_VARIANT_KDA, KC>(
+            src ? src + size_t(v0) * K : nullptr,
+            dst ? dst + size_t(v0) * K : nullptr, K, ka, qa, k, av, beta, kq,
+            vb + v0, ob, next);
       else
         decode_tile<NV, Decay>(src ? src + v0 : nullptr,
                              dst ? dst + v0 : nullptr, K, V, ka, qa, k,
