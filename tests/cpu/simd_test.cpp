@@ -1,11 +1,16 @@
 // deltac::cpu::simd::exp against std::exp, special values included: the CPU
-// kernels' decays (params.h, "Non-finite values") rest on it.
+// kernels' decays (params.h, "Non-finite values") rest on it. The bf16
+// vector conversions against the scalar ones (convert.h), bit for bit.
 #include "deltac/cpu/simd.h"
+#include "deltac/convert.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 namespace {
 
@@ -57,6 +62,49 @@ TEST(SimdExp, RelativeErrorOverTheRange) {
     }
   }
   EXPECT_LE(worst, 4e-7) << "at x = " << at;
+}
+
+// store_bf16 rounds W floats given as bit patterns; each lane must equal
+// deltac::f32_to_bf16 (nearest even, quiet NaN, denormals kept).
+void expect_bf16_lanes(const uint32_t* bits) {
+  simd::vf x;
+  std::memcpy(&x, bits, sizeof x);
+  uint16_t got[simd::W];
+  simd::store_bf16(got, x);
+  for (int i = 0; i < simd::W; ++i) {
+    float f;
+    std::memcpy(&f, &bits[i], 4);
+    ASSERT_EQ(got[i], deltac::f32_to_bf16(f)) << "bits 0x" << std::hex << bits[i];
+  }
+}
+
+TEST(SimdBf16, StoreMatchesScalarBitForBit) {
+  // Ties (odd and even), the largest finite value and the ones that round
+  // to inf, infinities, NaNs (signalling and quiet, both signs), denormals.
+  std::vector<uint32_t> v = {0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u,
+                             0x3f80ffffu, 0x3f807fffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu,
+                             0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
+                             0xffc00001u, 0x7fffffffu, 0x00000001u, 0x00008000u, 0x00018000u,
+                             0x807fffffu, 0x00800000u, 0xc0490fdbu, 0x3eaaaaabu};
+  // And a deterministic sweep over the 32-bit patterns (stride prime to 2^32).
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(uint32_t(u));
+  while (v.size() % simd::W) v.push_back(0x3f800000u);
+  for (size_t i = 0; i < v.size(); i += simd::W) expect_bf16_lanes(&v[i]);
+}
+
+TEST(SimdBf16, LoadIsExactForEveryPattern) {
+  for (uint32_t h0 = 0; h0 < 65536; h0 += simd::W) {
+    uint16_t h[simd::W];
+    for (int i = 0; i < simd::W; ++i) h[i] = uint16_t(h0 + i);
+    const simd::vf x = simd::load_bf16(h);
+    for (int i = 0; i < simd::W; ++i) {
+      const float want = deltac::bf16_to_f32(h[i]);
+      uint32_t a, b;
+      std::memcpy(&a, &x[i], 4);
+      std::memcpy(&b, &want, 4);
+      ASSERT_EQ(a, b) << "bf16 0x" << std::hex << h[i];
+    }
+  }
 }
 
 }  // namespace

@@ -13,9 +13,13 @@
 // units, so batch 1 keeps every thread busy, and a thread gets the same
 // state slices on every call (they stay in its L2 between decode steps).
 // A state pool only moves the per-sequence state pointers (read and write
-// slot); bf16 states, state_steps and accepted take recurrent.h's path.
+// slot). S, the state's element: float, or uint16_t for a bf16 state
+// (widened as read, rounded to nearest even as written); fp8 states,
+// state_steps and accepted take recurrent.h's path.
 #ifndef DELTAC_CPU_DECODE_H
 #define DELTAC_CPU_DECODE_H
+
+#include <type_traits>
 
 #include "deltac/cpu/common.h"
 
@@ -46,12 +50,19 @@ inline int32_t write_slot(const deltac_fwd_params& p, int n) {
   return s >= 0 && s < p.num_slots ? s : -1;
 }
 
-// Whether decode_impl's two-pass kernel takes p: an f32 state, no
+// Whether decode_impl's two-pass kernel takes p: an f32 or bf16 state, no
 // state_steps and no accepted counts (a pool is fine). Other calls run the
 // tiled recurrence (recurrent.h), which takes every decode field.
 inline bool decode_fast(const deltac_fwd_params& p) {
-  return p.state_dtype == DELTAC_F32 && !p.state_steps && !p.accepted;
+  return (p.state_dtype == DELTAC_F32 || p.state_dtype == DELTAC_BF16) &&
+         !p.state_steps && !p.accepted;
 }
+
+// A state vector's W elements as f32, and back.
+inline simd::vf load_state(const float* p) { return simd::load(p); }
+inline simd::vf load_state(const uint16_t* p) { return simd::load_bf16(p); }
+inline void store_state(float* p, simd::vf x) { simd::store(p, x); }
+inline void store_state(uint16_t* p, simd::vf x) { simd::store_bf16(p, x); }
 
 // True when the decode path applies: no sequence longer than one token.
 inline bool decode_applies(const deltac_fwd_params& p) {
@@ -68,23 +79,23 @@ inline bool decode_applies(const deltac_fwd_params& p) {
 // ka = a k, qa = a q, k, av = a (per row; unused without Decay); v, ob: the
 // tile's VB columns of v and of the unscaled output. next: K * VB floats
 // (or null) to prefetch, in address order, spread over the two sweeps.
-template <int NV, bool Decay>
-inline void decode_tile(const float* src, float* dst, int K, int V,
+template <int NV, bool Decay, typename S>
+inline void decode_tile(const S* src, S* dst, int K, int V,
                         const float* ka, const float* qa, const float* k,
                         const float* av, float beta, float kq, const float* v,
-                        float* ob, const float* next, bool stream) {
+                        float* ob, const S* next, bool stream) {
   using namespace simd;
   vf hk[NV], hq[NV];
   for (int c = 0; c < NV; ++c) hk[c] = hq[c] = zero();
   if (src)
     for (int r = 0; r < K; ++r) {
       const vf kv = set1(ka[r]), qv = set1(qa[r]);
-      const float* h = src + size_t(r) * V;
+      const S* h = src + size_t(r) * V;
       if (next)
         __builtin_prefetch(next + size_t(r) * NV * W, 0, kPrefetchLocality);
 #pragma GCC unroll 8
       for (int c = 0; c < NV; ++c) {
-        vf x = load(h + c * W);
+        vf x = load_state(h + c * W);
 #if DELTAC_CPU_AVX
         // One load for both FMAs: GCC otherwise folds it into each (two
         // loads per vector, and the load ports become the limit).
@@ -105,34 +116,37 @@ inline void decode_tile(const float* src, float* dst, int K, int V,
   // Rows in reverse: the rows sweep 1 read last are still in L1 (see top).
   for (int r = K - 1; r >= 0; --r) {
     const vf kv = set1(k[r]);
-    float* d = dst + size_t(r) * V;
+    S* d = dst + size_t(r) * V;
     if (!src) {
 #pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) store(d + c * W, kv * u[c]);
+      for (int c = 0; c < NV; ++c) store_state(d + c * W, kv * u[c]);
       continue;
     }
-    const float* h = src + size_t(r) * V;
-    if (next && NV * W > 16)
-      __builtin_prefetch(next + size_t(r) * NV * W + 16, 0, kPrefetchLocality);
+    const S* h = src + size_t(r) * V;
+    constexpr int kLine = 64 / sizeof(S);  // elements a cache line
+    if (next && NV * W > kLine)
+      __builtin_prefetch(next + size_t(r) * NV * W + kLine, 0, kPrefetchLocality);
     const vf a = set1(Decay ? av[r] : 1.0f);
 #pragma GCC unroll 8
     for (int c = 0; c < NV; ++c) {
-      vf x = load(h + c * W);
+      vf x = load_state(h + c * W);
       if (Decay)
         x *= a;
       const vf y = fma(kv, u[c], x);
+      if constexpr (std::is_same_v<S, float>) {
 #if DELTAC_CPU_AVX512
-      if (stream) { // a separate, large ht: skip reading its lines first
-        _mm512_stream_ps(d + c * W, y);
-        continue;
-      }
+        if (stream) { // a separate, large ht: skip reading its lines first
+          _mm512_stream_ps(d + c * W, y);
+          continue;
+        }
 #elif DELTAC_CPU_AVX
-      if (stream) { // a separate, large ht: skip reading its lines first
-        _mm256_stream_ps(d + c * W, y);
-        continue;
-      }
+        if (stream) { // a separate, large ht: skip reading its lines first
+          _mm256_stream_ps(d + c * W, y);
+          continue;
+        }
 #endif
-      store(d + c * W, y);
+      }
+      store_state(d + c * W, y);
     }
   }
 }
@@ -159,16 +173,17 @@ __attribute__((always_inline)) inline __m128 hsum4(const simd::vf (&a)[4]) {
 // are in L1 (k and the decay read once per row for all four): one pass over
 // the state. PerKey: a per row (kda); else one a for the head (av[0]). Same
 // arguments as decode_tile, src/dst at the tile's first column (stride K).
-template <int VB, bool Decay, bool PerKey, int KC>
-inline void decode_tile_vk(const float* src, float* dst, int K_,
+template <int VB, bool Decay, bool PerKey, int KC, typename S>
+inline void decode_tile_vk(const S* src, S* dst, int K_,
                            const float* ka, const float* qa, const float* k,
                            const float* av, float beta, float kq,
-                           const float* v, float* ob, const float* next) {
+                           const float* v, float* ob, const S* next) {
   using namespace simd;
   const int K = KC ? KC : K_;
   const vf ah = set1(Decay && !PerKey ? av[0] : 1.0f);
+  constexpr int kLine = 64 / sizeof(S);  // elements a cache line
   for (int c0 = 0; c0 < VB; c0 += 4) {
-    const float* pf = next ? next + size_t(c0) * K : nullptr;
+    const S* pf = next ? next + size_t(c0) * K : nullptr;
     float hk[4] = {}, hq[4] = {};
     if (src) {
       vf ak[4], aq[4];
@@ -177,11 +192,11 @@ inline void decode_tile_vk(const float* src, float* dst, int K_,
       for (int r = 0; r < K; r += W) {
         const vf kv = load(ka + r), qv = load(qa + r);
         if (pf)  // the next head's four columns: 4 W floats a step
-          for (int l = 0; l < 4 * W; l += 16)
+          for (int l = 0; l < 4 * W; l += kLine)
             __builtin_prefetch(pf + 4 * r + l, 0, kPrefetchLocality);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
-          vf x = load(src + size_t(c0 + i) * K + r);
+          vf x = load_state(src + size_t(c0 + i) * K + r);
 #if DELTAC_CPU_AVX
           asm("" : "+x"(x));  // one load for both FMAs (see decode_tile)
 #endif
@@ -207,8 +222,8 @@ inline void decode_tile_vk(const float* src, float* dst, int K_,
     }
     if (!dst)
       continue;
-    float* d = dst + size_t(c0) * K;
-    const float* h = src ? src + size_t(c0) * K : nullptr;
+    S* d = dst + size_t(c0) * K;
+    const S* h = src ? src + size_t(c0) * K : nullptr;
 #pragma GCC unroll 2
     for (int r = 0; r < K; r += W) {
       const vf kr = load(k + r);
@@ -217,18 +232,18 @@ inline void decode_tile_vk(const float* src, float* dst, int K_,
       for (int i = 0; i < 4; ++i) {
         vf x = zero();
         if (h) {
-          x = load(h + size_t(i) * K + r);
+          x = load_state(h + size_t(i) * K + r);
           if (Decay)
             x *= a;
         }
-        store(d + size_t(i) * K + r, fma(kr, uv[i], x));
+        store_state(d + size_t(i) * K + r, fma(kr, uv[i], x));
       }
     }
   }
 }
 
-template <deltac_variant Var, int VB, int KC, int VC>
-void decode_impl(const deltac_fwd_params& p) {
+template <typename S, deltac_variant Var, int VB, int KC, int VC>
+void decode_typed(const deltac_fwd_params& p) {
   using namespace simd;
   constexpr int NV = VB / W;
   constexpr bool Decay = Var != DELTAC_VARIANT_DELTA;
@@ -236,14 +251,14 @@ void decode_impl(const deltac_fwd_params& p) {
   const int HV = p.HV, group = p.HV / p.H, tiles = V / VB;
   const float scale = kernel_scale(p, K);
   const int64_t units = int64_t(num_seqs(p)) * HV * tiles;
-  const float* h0 = static_cast<const float*>(p.h0);
-  float* ht = static_cast<float*>(p.ht);
+  const S* h0 = static_cast<const S*>(p.h0);
+  S* ht = static_cast<S*>(p.ht);
   const size_t nK = pad16(K);
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   // ht apart from h0, larger than caches hold, rows on 64-byte lines: write
   // it with streaming stores (gated, batch 8 x 32 heads, 16 MiB each way:
   // 1.40 -> 0.84 ms). Small states stay cached for the next step instead.
-  const bool stream = ht && ht != h0 && V * 4 % 64 == 0 && VB * 4 % 64 == 0 &&
+  const bool stream = std::is_same_v<S, float> && ht && ht != h0 && V * 4 % 64 == 0 && VB * 4 % 64 == 0 &&
                       (reinterpret_cast<uintptr_t>(ht) & 63) == 0 &&
                       double(units / tiles) * K * V * 4 >= kStreamStateBytes;
 
@@ -260,8 +275,8 @@ void decode_impl(const deltac_fwd_params& p) {
     int64_t cur = -1, th = 0;
     bool empty = false;
     float beta = 0.0f, kq = 0.0f;
-    const float* src = nullptr;  // this head's state in h0 / ht, or null
-    float* dst = nullptr;
+    const S* src = nullptr;  // this head's state in h0 / ht, or null
+    S* dst = nullptr;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t hidx = u / tiles;
       const int v0 = int(u % tiles) * VB;
@@ -304,22 +319,22 @@ void decode_impl(const deltac_fwd_params& p) {
       }
       if (empty && vk) {  // no token: the written state is the read one
         if (dst && dst != src) {
-          float* d = dst + size_t(v0) * K;
+          S* d = dst + size_t(v0) * K;
           if (src)
-            std::memcpy(d, src + size_t(v0) * K, sizeof(float) * K * VB);
+            std::memcpy(d, src + size_t(v0) * K, sizeof(S) * K * VB);
           else
-            std::memset(d, 0, sizeof(float) * K * VB);
+            std::memset(d, 0, sizeof(S) * K * VB);
         }
         continue;
       }
       if (empty) {
         if (dst && dst != src)
           for (int r = 0; r < K; ++r) {
-            float* d = dst + size_t(r) * V + v0;
+            S* d = dst + size_t(r) * V + v0;
             if (src)
-              std::memcpy(d, src + size_t(r) * V + v0, sizeof(float) * VB);
+              std::memcpy(d, src + size_t(r) * V + v0, sizeof(S) * VB);
             else
-              std::memset(d, 0, sizeof(float) * VB);
+              std::memset(d, 0, sizeof(S) * VB);
           }
         continue;
       }
@@ -328,7 +343,7 @@ void decode_impl(const deltac_fwd_params& p) {
       // strided rows alone defeat the hardware prefetcher (batch 64 from
       // DRAM: 9.2 -> 6.1 ms on one thread). Next head of another sequence:
       // its read slot's.
-      const float* next = nullptr;
+      const S* next = nullptr;
       if (h0 && (hidx + 1) * tiles < u1) {
         const int nn = int((hidx + 1) / HV), nj = int((hidx + 1) % HV);
         const int32_t ns = nn == n ? 0 : read_slot(p, nn);
@@ -368,6 +383,15 @@ void decode_impl(const deltac_fwd_params& p) {
     const int64_t t = omp_get_thread_num(), m = omp_get_num_threads();
     run(units * t / m, units * (t + 1) / m);
   }
+}
+
+// decode_fast(p) holds: an f32 or a bf16 state.
+template <deltac_variant Var, int VB, int KC, int VC>
+void decode_impl(const deltac_fwd_params& p) {
+  if (p.state_dtype == DELTAC_BF16)
+    decode_typed<uint16_t, Var, VB, KC, VC>(p);
+  else
+    decode_typed<float, Var, VB, KC, VC>(p);
 }
 
 }}}  // namespace deltac::cpu::DELTAC_CPU_NS::detail

@@ -28,9 +28,9 @@ void recurrent_tiled(const deltac_fwd_params& p) {
   detail::recurrent_impl<Var, TileV, KC, VC>(p);
 }
 
-// One token per sequence (at most), two-pass tiled, in place allowed. A bf16
-// state, state_steps or accepted counts run the tiled recurrence with the
-// same tile (decode.h: decode_fast).
+// One token per sequence (at most), two-pass tiled, in place allowed. An
+// fp8 state, state_steps or accepted counts run the tiled recurrence with
+// the same tile (decode.h: decode_fast).
 template <deltac_variant Var, int TileV, int KC = 0, int VC = 0>
 void decode(const deltac_fwd_params& p) {
   static_assert(TileV == 16 || TileV == 32, "tile_v: 16 or 32");

@@ -79,6 +79,28 @@ inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x}; }
 #endif
 inline vf zero() { return vf{}; }
 
+// W bf16 values (raw bits) widened to f32: exact.
+typedef uint16_t vh __attribute__((vector_size(2 * W)));
+inline vf load_bf16(const uint16_t* p) {
+  vh h;
+  std::memcpy(&h, p, sizeof h);
+  const vu u = __builtin_convertvector(h, vu) << 16;
+  vf r;
+  std::memcpy(&r, &u, sizeof r);
+  return r;
+}
+// x rounded to bf16, to nearest even; a NaN stays a quiet NaN (bit for bit
+// deltac::f32_to_bf16).
+inline void store_bf16(uint16_t* p, vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  const vu r = (u & 0x7fffffffu) > 0x7f800000u
+                   ? (u >> 16) | 0x40u
+                   : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const vh h = __builtin_convertvector(r, vh);
+  std::memcpy(p, &h, sizeof h);
+}
+
 // a * b + c, fused when the target has FMA.
 inline vf fma(vf a, vf b, vf c) {
 #if DELTAC_CPU_AVX512
