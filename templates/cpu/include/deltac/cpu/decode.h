@@ -191,7 +191,7 @@ inline void decode_tile_vk(const S* src, S* dst, int K_,
 #pragma GCC unroll 8
       for (int r = 0; r < K; r += W) {
         const vf kv = load(ka + r), qv = load(qa + r);
-        if (pf)  // the next head's four columns: 4 W floats a step
+        if (pf)  // the next head's four columns: 4 W elements a step
           for (int l = 0; l < 4 * W; l += kLine)
             __builtin_prefetch(pf + 4 * r + l, 0, kPrefetchLocality);
 #pragma GCC unroll 4
@@ -258,7 +258,8 @@ void decode_typed(const deltac_fwd_params& p) {
   // ht apart from h0, larger than caches hold, rows on 64-byte lines: write
   // it with streaming stores (gated, batch 8 x 32 heads, 16 MiB each way:
   // 1.40 -> 0.84 ms). Small states stay cached for the next step instead.
-  const bool stream = std::is_same_v<S, float> && ht && ht != h0 && V * 4 % 64 == 0 && VB * 4 % 64 == 0 &&
+  const bool stream = std::is_same_v<S, float> && ht && ht != h0 &&
+                      V * 4 % 64 == 0 && VB * 4 % 64 == 0 &&
                       (reinterpret_cast<uintptr_t>(ht) & 63) == 0 &&
                       double(units / tiles) * K * V * 4 >= kStreamStateBytes;
 
