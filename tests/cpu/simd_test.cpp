@@ -1,8 +1,10 @@
 // deltac::cpu::simd::exp against std::exp, special values included: the CPU
-// kernels' decays (params.h, "Non-finite values") rest on it. The bf16
-// vector conversions against the scalar ones (convert.h), bit for bit.
+// kernels' decays (params.h, "Non-finite values") rest on it. The bf16 and
+// fp8 e4m3 vector conversions against the scalar ones (convert.h, fp8.h),
+// bit for bit.
 #include "deltac/cpu/simd.h"
 #include "deltac/convert.h"
+#include "deltac/fp8.h"
 
 #include <gtest/gtest.h>
 
@@ -103,6 +105,44 @@ TEST(SimdBf16, LoadIsExactForEveryPattern) {
       std::memcpy(&a, &x[i], 4);
       std::memcpy(&b, &want, 4);
       ASSERT_EQ(a, b) << "bf16 0x" << std::hex << h[i];
+    }
+  }
+}
+
+TEST(SimdFp8, LoadIsExactForEveryByte) {
+  for (int b0 = 0; b0 < 256; b0 += simd::W) {
+    uint8_t b[simd::W];
+    for (int i = 0; i < simd::W; ++i) b[i] = uint8_t(b0 + i);
+    const simd::vf x = simd::load_fp8e4m3(b);
+    for (int i = 0; i < simd::W; ++i) {
+      const float want = deltac::fp8e4m3_to_f32(b[i]);
+      uint32_t a, w;
+      std::memcpy(&a, &x[i], 4);
+      std::memcpy(&w, &want, 4);
+      ASSERT_EQ(a, w) << "e4m3 0x" << std::hex << int(b[i]);
+    }
+  }
+}
+
+TEST(SimdFp8, StoreMatchesScalarBitForBit) {
+  // Subnormal steps and their ties, 2^-6, the saturation edge (448, 464),
+  // infinities, NaNs, and a deterministic sweep of the 32-bit patterns.
+  std::vector<uint32_t> v = {0x00000000u, 0x80000000u, 0x3a800000u, 0x3b000000u, 0x3ac00000u,
+                             0x3b400000u, 0x3c7fffffu, 0x3c800000u, 0x3f880000u, 0x3f980000u,
+                             0x43e00000u, 0x43e7ffffu, 0x43e80000u, 0x43f00000u, 0x7f7fffffu,
+                             0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x00000001u,
+                             0xc3dfffffu, 0xbf800000u};
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(uint32_t(u));
+  while (v.size() % simd::W) v.push_back(0x3f800000u);
+  for (size_t i = 0; i < v.size(); i += simd::W) {
+    simd::vf x;
+    std::memcpy(&x, &v[i], sizeof x);
+    uint8_t got[simd::W];
+    simd::store_fp8e4m3(got, x);
+    for (int l = 0; l < simd::W; ++l) {
+      float f;
+      std::memcpy(&f, &v[i + l], 4);
+      ASSERT_EQ(int(got[l]), int(deltac::f32_to_fp8e4m3(f))) << "bits 0x" << std::hex << v[i + l];
     }
   }
 }

@@ -13,8 +13,9 @@
 // units, so batch 1 keeps every thread busy, and a thread gets the same
 // state slices on every call (they stay in its L2 between decode steps).
 // A state pool only moves the per-sequence state pointers (read and write
-// slot). S, the state's element: float, or uint16_t for a bf16 state
-// (widened as read, rounded to nearest even as written); fp8 states,
+// slot). S, the state's element: float, uint16_t (bf16) or uint8_t (fp8
+// e4m3: the head's state_scale folds into a k, a q and u, so the tiles see
+// the stored values); widened as read, rounded to nearest even as written.
 // state_steps and accepted take recurrent.h's path.
 #ifndef DELTAC_CPU_DECODE_H
 #define DELTAC_CPU_DECODE_H
@@ -50,12 +51,11 @@ inline int32_t write_slot(const deltac_fwd_params& p, int n) {
   return s >= 0 && s < p.num_slots ? s : -1;
 }
 
-// Whether decode_impl's two-pass kernel takes p: an f32 or bf16 state, no
-// state_steps and no accepted counts (a pool is fine). Other calls run the
-// tiled recurrence (recurrent.h), which takes every decode field.
+// Whether decode_impl's two-pass kernel takes p: no state_steps and no
+// accepted counts (a pool is fine). Other calls run the tiled recurrence
+// (recurrent.h), which takes every decode field.
 inline bool decode_fast(const deltac_fwd_params& p) {
-  return (p.state_dtype == DELTAC_F32 || p.state_dtype == DELTAC_BF16) &&
-         !p.state_steps && !p.accepted;
+  return !p.state_steps && !p.accepted;
 }
 
 // A state vector's W elements as f32, and back.
@@ -63,6 +63,8 @@ inline simd::vf load_state(const float* p) { return simd::load(p); }
 inline simd::vf load_state(const uint16_t* p) { return simd::load_bf16(p); }
 inline void store_state(float* p, simd::vf x) { simd::store(p, x); }
 inline void store_state(uint16_t* p, simd::vf x) { simd::store_bf16(p, x); }
+inline simd::vf load_state(const uint8_t* p) { return simd::load_fp8e4m3(p); }
+inline void store_state(uint8_t* p, simd::vf x) { simd::store_fp8e4m3(p, x); }
 
 // True when the decode path applies: no sequence longer than one token.
 inline bool decode_applies(const deltac_fwd_params& p) {
@@ -77,13 +79,14 @@ inline bool decode_applies(const deltac_fwd_params& p) {
 // One [K][VB] tile at columns already offset into src/dst (row stride V).
 // src null: h = 0. dst null: the state is not written (o needs only sweep 1).
 // ka = a k, qa = a q, k, av = a (per row; unused without Decay); v, ob: the
-// tile's VB columns of v and of the unscaled output. next: K * VB floats
-// (or null) to prefetch, in address order, spread over the two sweeps.
+// tile's VB columns of v and of the unscaled output. next: K * VB elements
+// (or null) to prefetch, in address order, spread over the two sweeps. us:
+// 1, or 1 / state_scale for an fp8 state (ka, qa carry state_scale).
 template <int NV, bool Decay, typename S>
 inline void decode_tile(const S* src, S* dst, int K, int V,
                         const float* ka, const float* qa, const float* k,
                         const float* av, float beta, float kq, const float* v,
-                        float* ob, const S* next, bool stream) {
+                        float* ob, const S* next, bool stream, float us) {
   using namespace simd;
   vf hk[NV], hq[NV];
   for (int c = 0; c < NV; ++c) hk[c] = hq[c] = zero();
@@ -110,6 +113,7 @@ inline void decode_tile(const S* src, S* dst, int K, int V,
   for (int c = 0; c < NV; ++c) {
     u[c] = bv * (load(v + c * W) - hk[c]);
     store(ob + c * W, fma(kqv, u[c], hq[c]));
+    u[c] *= set1(us);  // in the stored state's scale
   }
   if (!dst)
     return;
@@ -177,7 +181,8 @@ template <int VB, bool Decay, bool PerKey, int KC, typename S>
 inline void decode_tile_vk(const S* src, S* dst, int K_,
                            const float* ka, const float* qa, const float* k,
                            const float* av, float beta, float kq,
-                           const float* v, float* ob, const S* next) {
+                           const float* v, float* ob, const S* next,
+                           float us) {
   using namespace simd;
   const int K = KC ? KC : K_;
   const vf ah = set1(Decay && !PerKey ? av[0] : 1.0f);
@@ -218,7 +223,7 @@ inline void decode_tile_vk(const S* src, S* dst, int K_,
     for (int i = 0; i < 4; ++i) {
       const float u = beta * (v[c0 + i] - hk[i]);
       ob[c0 + i] = hq[i] + kq * u;
-      uv[i] = set1(u);
+      uv[i] = set1(u * us);
     }
     if (!dst)
       continue;
@@ -255,6 +260,7 @@ void decode_typed(const deltac_fwd_params& p) {
   S* ht = static_cast<S*>(p.ht);
   const size_t nK = pad16(K);
   const bool vk = p.state_layout == DELTAC_STATE_VK;
+  const bool fp8 = std::is_same_v<S, uint8_t> && p.state_scale;
   // ht apart from h0, larger than caches hold, rows on 64-byte lines: write
   // it with streaming stores (gated, batch 8 x 32 heads, 16 MiB each way:
   // 1.40 -> 0.84 ms). Small states stay cached for the next step instead.
@@ -275,7 +281,7 @@ void decode_typed(const deltac_fwd_params& p) {
     float* ob = vb + pad16(V);
     int64_t cur = -1, th = 0;
     bool empty = false;
-    float beta = 0.0f, kq = 0.0f;
+    float beta = 0.0f, kq = 0.0f, us = 1.0f;
     const S* src = nullptr;  // this head's state in h0 / ht, or null
     S* dst = nullptr;
     for (int64_t u = u0; u < u1; ++u) {
@@ -307,15 +313,14 @@ void decode_typed(const deltac_fwd_params& p) {
             const vf a = set1(std::exp(p.g[th]));
             for (int r = 0; r < K; r += W) store(av + r, a);
           }
-          if (Decay) {
-            for (int r = 0; r < K; r += W) {
-              store(ka + r, load(av + r) * load(k + r));
-              store(qa + r, load(av + r) * load(q + r));
-            }
-          } else {
-            std::memcpy(ka, k, sizeof(float) * K);
-            std::memcpy(qa, q, sizeof(float) * K);
+          // ka, qa also carry an fp8 state's scale (stored value x scale).
+          const vf sc = set1(fp8 ? p.state_scale[j] : 1.0f);
+          for (int r = 0; r < K; r += W) {
+            const vf a = Decay ? load(av + r) * sc : sc;
+            store(ka + r, a * load(k + r));
+            store(qa + r, a * load(q + r));
           }
+          us = fp8 ? 1.0f / p.state_scale[j] : 1.0f;
         }
       }
       if (empty && vk) {  // no token: the written state is the read one
@@ -359,11 +364,11 @@ void decode_typed(const deltac_fwd_params& p) {
         decode_tile_vk<VB, Decay, Var == DELTAC_VARIANT_KDA, KC>(
             src ? src + size_t(v0) * K : nullptr,
             dst ? dst + size_t(v0) * K : nullptr, K, ka, qa, k, av, beta, kq,
-            vb + v0, ob, next);
+            vb + v0, ob, next, us);
       else
         decode_tile<NV, Decay>(src ? src + v0 : nullptr,
                              dst ? dst + v0 : nullptr, K, V, ka, qa, k,
-                             av, beta, kq, vb + v0, ob, next, stream);
+                             av, beta, kq, vb + v0, ob, next, stream, us);
       store_row(p.o, p.out_dtype, th * V + v0, ob, VB, scale);
     }
 #if DELTAC_CPU_AVX
@@ -386,11 +391,13 @@ void decode_typed(const deltac_fwd_params& p) {
   }
 }
 
-// decode_fast(p) holds: an f32 or a bf16 state.
+// decode_fast(p) holds.
 template <deltac_variant Var, int VB, int KC, int VC>
 void decode_impl(const deltac_fwd_params& p) {
   if (p.state_dtype == DELTAC_BF16)
     decode_typed<uint16_t, Var, VB, KC, VC>(p);
+  else if (p.state_dtype == DELTAC_FP8_E4M3)
+    decode_typed<uint8_t, Var, VB, KC, VC>(p);
   else
     decode_typed<float, Var, VB, KC, VC>(p);
 }

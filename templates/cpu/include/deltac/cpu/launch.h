@@ -28,8 +28,8 @@ void recurrent_tiled(const deltac_fwd_params& p) {
   detail::recurrent_impl<Var, TileV, KC, VC>(p);
 }
 
-// One token per sequence (at most), two-pass tiled, in place allowed. An
-// fp8 state, state_steps or accepted counts run the tiled recurrence with
+// One token per sequence (at most), two-pass tiled, in place allowed, any
+// state dtype. state_steps or accepted counts run the tiled recurrence with
 // the same tile (decode.h: decode_fast).
 template <deltac_variant Var, int TileV, int KC = 0, int VC = 0>
 void decode(const deltac_fwd_params& p) {

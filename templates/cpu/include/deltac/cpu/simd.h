@@ -81,10 +81,33 @@ inline vf zero() { return vf{}; }
 
 // W bf16 values (raw bits) widened to f32: exact.
 typedef uint16_t vh __attribute__((vector_size(2 * W)));
+// W 8- or 16-bit values zero-extended to 32 bits (GCC makes scalar code of
+// __builtin_convertvector from a narrow vector, so the x86 widening loads).
+inline vu widen(const uint8_t* p) {
+#if DELTAC_CPU_AVX512
+  return vu(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#elif DELTAC_CPU_FMA
+  return vu(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#else
+  vu r;
+  for (int i = 0; i < W; ++i) r[i] = p[i];
+  return r;
+#endif
+}
+inline vu widen(const uint16_t* p) {
+#if DELTAC_CPU_AVX512
+  return vu(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#elif DELTAC_CPU_FMA
+  return vu(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  vu r;
+  for (int i = 0; i < W; ++i) r[i] = p[i];
+  return r;
+#endif
+}
+
 inline vf load_bf16(const uint16_t* p) {
-  vh h;
-  std::memcpy(&h, p, sizeof h);
-  const vu u = __builtin_convertvector(h, vu) << 16;
+  const vu u = widen(p) << 16;
   vf r;
   std::memcpy(&r, &u, sizeof r);
   return r;
@@ -99,6 +122,42 @@ inline void store_bf16(uint16_t* p, vf x) {
                    : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const vh h = __builtin_convertvector(r, vh);
   std::memcpy(p, &h, sizeof h);
+}
+
+// W fp8 e4m3 bytes as f32: exact, bit for bit deltac::fp8e4m3_to_f32
+// (exponent 0 subnormal, 0x7f / 0xff NaN).
+typedef uint8_t vb __attribute__((vector_size(W)));
+inline vf load_fp8e4m3(const uint8_t* p) {
+  const vu w = widen(p), a = w & 0x7fu;
+  const vf sub = __builtin_convertvector(vi(a), vf) * (1.0f / 512.0f);
+  vu su;
+  std::memcpy(&su, &sub, sizeof su);
+  vu r = a < 8u ? su : (a << 20) + (120u << 23);
+  r = a == 0x7fu ? vu{} + 0x7fc00000u : r;
+  r |= (w & 0x80u) << 24;
+  vf out;
+  std::memcpy(&out, &r, sizeof out);
+  return out;
+}
+// x as e4m3, to nearest even, finite values past 448 saturated, inf and NaN
+// NaN: bit for bit deltac::f32_to_fp8e4m3.
+inline void store_fp8e4m3(uint8_t* p, vf x) {
+  vu u;
+  std::memcpy(&u, &x, sizeof u);
+  const vu a = u & 0x7fffffffu;
+  vf af;
+  std::memcpy(&af, &a, sizeof af);
+  // Below 2^-6: steps of 2^-9, rounded to nearest even by the 1.5 2^23 trick.
+  const vf sf = (af * 512.0f + 12582912.0f) - 12582912.0f;
+  const vu sub = vu(__builtin_convertvector(sf, vi));
+  vu n = ((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - (120u << 3);
+  n = n > 0x7eu ? vu{} + 0x7eu : n;
+  vu r = a < 0x3c800000u ? sub : n;
+  r = a >= 0x43e00000u ? vu{} + 0x7eu : r;
+  r = a >= 0x7f800000u ? vu{} + 0x7fu : r;
+  r |= (u >> 24) & 0x80u;
+  const vb out = __builtin_convertvector(r, vb);
+  std::memcpy(p, &out, sizeof out);
 }
 
 // a * b + c, fused when the target has FMA.
