@@ -150,10 +150,10 @@ inline void store_fp8e4m3(uint8_t* p, vf x) {
   // Below 2^-6: steps of 2^-9, rounded to nearest even by the 1.5 2^23 trick.
   const vf sf = (af * 512.0f + 12582912.0f) - 12582912.0f;
   const vu sub = vu(__builtin_convertvector(sf, vi));
+  // Normal: 3 mantissa bits, nearest even; past 448 (0x7e) saturated.
   vu n = ((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - (120u << 3);
   n = n > 0x7eu ? vu{} + 0x7eu : n;
   vu r = a < 0x3c800000u ? sub : n;
-  r = a >= 0x43e00000u ? vu{} + 0x7eu : r;
   r = a >= 0x7f800000u ? vu{} + 0x7fu : r;
   r |= (u >> 24) & 0x80u;
   const vb out = __builtin_convertvector(r, vb);
