@@ -66,32 +66,42 @@ TEST(SimdExp, RelativeErrorOverTheRange) {
   EXPECT_LE(worst, 4e-7) << "at x = " << at;
 }
 
-// store_bf16 rounds W floats given as bit patterns; each lane must equal
-// deltac::f32_to_bf16 (nearest even, quiet NaN, denormals kept).
-void expect_bf16_lanes(const uint32_t* bits) {
-  simd::vf x;
-  std::memcpy(&x, bits, sizeof x);
-  uint16_t got[simd::W];
-  simd::store_bf16(got, x);
-  for (int i = 0; i < simd::W; ++i) {
-    float f;
-    std::memcpy(&f, &bits[i], 4);
-    ASSERT_EQ(got[i], deltac::f32_to_bf16(f)) << "bits 0x" << std::hex << bits[i];
-  }
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The listed f32 bit patterns, then a deterministic sweep over all of them
+// (stride prime to 2^32), padded to whole vectors.
+std::vector<uint32_t> with_sweep(std::vector<uint32_t> v) {
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(uint32_t(u));
+  while (v.size() % simd::W) v.push_back(0x3f800000u);
+  return v;
 }
 
 TEST(SimdBf16, StoreMatchesScalarBitForBit) {
   // Ties (odd and even), the largest finite value and the ones that round
   // to inf, infinities, NaNs (signalling and quiet, both signs), denormals.
-  std::vector<uint32_t> v = {0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u,
-                             0x3f80ffffu, 0x3f807fffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu,
-                             0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
-                             0xffc00001u, 0x7fffffffu, 0x00000001u, 0x00008000u, 0x00018000u,
-                             0x807fffffu, 0x00800000u, 0xc0490fdbu, 0x3eaaaaabu};
-  // And a deterministic sweep over the 32-bit patterns (stride prime to 2^32).
-  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(uint32_t(u));
-  while (v.size() % simd::W) v.push_back(0x3f800000u);
-  for (size_t i = 0; i < v.size(); i += simd::W) expect_bf16_lanes(&v[i]);
+  const std::vector<uint32_t> v = with_sweep(
+      {0x00000000u, 0x80000000u, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu,
+       0x3f807fffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0xff7fffffu, 0x7f800000u,
+       0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffc00001u, 0x7fffffffu, 0x00000001u,
+       0x00008000u, 0x00018000u, 0x807fffffu, 0x00800000u, 0xc0490fdbu, 0x3eaaaaabu});
+  for (size_t i = 0; i < v.size(); i += simd::W) {
+    simd::vf x;
+    std::memcpy(&x, &v[i], sizeof x);
+    uint16_t got[simd::W];
+    simd::store_bf16(got, x);
+    for (int l = 0; l < simd::W; ++l)
+      ASSERT_EQ(got[l], deltac::f32_to_bf16(from_bits(v[i + l])))
+          << "bits 0x" << std::hex << v[i + l];
+  }
 }
 
 TEST(SimdBf16, LoadIsExactForEveryPattern) {
@@ -99,13 +109,8 @@ TEST(SimdBf16, LoadIsExactForEveryPattern) {
     uint16_t h[simd::W];
     for (int i = 0; i < simd::W; ++i) h[i] = uint16_t(h0 + i);
     const simd::vf x = simd::load_bf16(h);
-    for (int i = 0; i < simd::W; ++i) {
-      const float want = deltac::bf16_to_f32(h[i]);
-      uint32_t a, b;
-      std::memcpy(&a, &x[i], 4);
-      std::memcpy(&b, &want, 4);
-      ASSERT_EQ(a, b) << "bf16 0x" << std::hex << h[i];
-    }
+    for (int i = 0; i < simd::W; ++i)
+      ASSERT_EQ(bits(x[i]), bits(deltac::bf16_to_f32(h[i]))) << "bf16 0x" << std::hex << h[i];
   }
 }
 
@@ -114,36 +119,28 @@ TEST(SimdFp8, LoadIsExactForEveryByte) {
     uint8_t b[simd::W];
     for (int i = 0; i < simd::W; ++i) b[i] = uint8_t(b0 + i);
     const simd::vf x = simd::load_fp8e4m3(b);
-    for (int i = 0; i < simd::W; ++i) {
-      const float want = deltac::fp8e4m3_to_f32(b[i]);
-      uint32_t a, w;
-      std::memcpy(&a, &x[i], 4);
-      std::memcpy(&w, &want, 4);
-      ASSERT_EQ(a, w) << "e4m3 0x" << std::hex << int(b[i]);
-    }
+    for (int i = 0; i < simd::W; ++i)
+      ASSERT_EQ(bits(x[i]), bits(deltac::fp8e4m3_to_f32(b[i])))
+          << "e4m3 0x" << std::hex << int(b[i]);
   }
 }
 
 TEST(SimdFp8, StoreMatchesScalarBitForBit) {
   // Subnormal steps and their ties, 2^-6, the saturation edge (448, 464),
-  // infinities, NaNs, and a deterministic sweep of the 32-bit patterns.
-  std::vector<uint32_t> v = {0x00000000u, 0x80000000u, 0x3a800000u, 0x3b000000u, 0x3ac00000u,
-                             0x3b400000u, 0x3c7fffffu, 0x3c800000u, 0x3f880000u, 0x3f980000u,
-                             0x43e00000u, 0x43e7ffffu, 0x43e80000u, 0x43f00000u, 0x7f7fffffu,
-                             0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x00000001u,
-                             0xc3dfffffu, 0xbf800000u};
-  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) v.push_back(uint32_t(u));
-  while (v.size() % simd::W) v.push_back(0x3f800000u);
+  // infinities, NaNs.
+  const std::vector<uint32_t> v = with_sweep(
+      {0x00000000u, 0x80000000u, 0x3a800000u, 0x3b000000u, 0x3ac00000u, 0x3b400000u,
+       0x3c7fffffu, 0x3c800000u, 0x3f880000u, 0x3f980000u, 0x43e00000u, 0x43e7ffffu,
+       0x43e80000u, 0x43f00000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+       0xffc00001u, 0x00000001u, 0xc3dfffffu, 0xbf800000u});
   for (size_t i = 0; i < v.size(); i += simd::W) {
     simd::vf x;
     std::memcpy(&x, &v[i], sizeof x);
     uint8_t got[simd::W];
     simd::store_fp8e4m3(got, x);
-    for (int l = 0; l < simd::W; ++l) {
-      float f;
-      std::memcpy(&f, &v[i + l], 4);
-      ASSERT_EQ(int(got[l]), int(deltac::f32_to_fp8e4m3(f))) << "bits 0x" << std::hex << v[i + l];
-    }
+    for (int l = 0; l < simd::W; ++l)
+      ASSERT_EQ(int(got[l]), int(deltac::f32_to_fp8e4m3(from_bits(v[i + l]))))
+          << "bits 0x" << std::hex << v[i + l];
   }
 }
 

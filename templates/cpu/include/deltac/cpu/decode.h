@@ -61,9 +61,9 @@ inline bool decode_fast(const deltac_fwd_params& p) {
 // A state vector's W elements as f32, and back.
 inline simd::vf load_state(const float* p) { return simd::load(p); }
 inline simd::vf load_state(const uint16_t* p) { return simd::load_bf16(p); }
+inline simd::vf load_state(const uint8_t* p) { return simd::load_fp8e4m3(p); }
 inline void store_state(float* p, simd::vf x) { simd::store(p, x); }
 inline void store_state(uint16_t* p, simd::vf x) { simd::store_bf16(p, x); }
-inline simd::vf load_state(const uint8_t* p) { return simd::load_fp8e4m3(p); }
 inline void store_state(uint8_t* p, simd::vf x) { simd::store_fp8e4m3(p, x); }
 
 // True when the decode path applies: no sequence longer than one token.

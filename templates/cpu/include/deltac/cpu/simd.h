@@ -79,26 +79,21 @@ inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x}; }
 #endif
 inline vf zero() { return vf{}; }
 
-// W bf16 values (raw bits) widened to f32: exact.
-typedef uint16_t vh __attribute__((vector_size(2 * W)));
 // W 8- or 16-bit values zero-extended to 32 bits (GCC makes scalar code of
 // __builtin_convertvector from a narrow vector, so the x86 widening loads).
-inline vu widen(const uint8_t* p) {
+template <typename T>  // uint8_t or uint16_t
+inline vu widen(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2, "widen: 8- or 16-bit values");
 #if DELTAC_CPU_AVX512
-  return vu(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  if constexpr (sizeof(T) == 1)
+    return vu(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  else
+    return vu(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 #elif DELTAC_CPU_FMA
-  return vu(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-#else
-  vu r;
-  for (int i = 0; i < W; ++i) r[i] = p[i];
-  return r;
-#endif
-}
-inline vu widen(const uint16_t* p) {
-#if DELTAC_CPU_AVX512
-  return vu(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-#elif DELTAC_CPU_FMA
-  return vu(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  if constexpr (sizeof(T) == 1)
+    return vu(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  else
+    return vu(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 #else
   vu r;
   for (int i = 0; i < W; ++i) r[i] = p[i];
@@ -106,6 +101,8 @@ inline vu widen(const uint16_t* p) {
 #endif
 }
 
+// W bf16 values (raw bits) as f32: exact.
+typedef uint16_t vh __attribute__((vector_size(2 * W)));
 inline vf load_bf16(const uint16_t* p) {
   const vu u = widen(p) << 16;
   vf r;
