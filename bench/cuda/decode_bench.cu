@@ -111,6 +111,7 @@ struct Shape {
   bool pdl = true;         // programmatic dependent launch
   bool fp8_state = false;  // e4m3 (bf16_state false), scale 1/16 per head
   int stages = 0;          // the stream kernel's ring, 0: its rule
+  bool no_h0 = false, no_ht = false;  // without the state's load / store
 };
 
 size_t state_elem_bytes(const Shape& s) { return s.fp8_state ? 1 : s.bf16_state ? 2 : 4; }
@@ -207,7 +208,7 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   deltac::cuda::detail::stream_stages_override = s.stages;
   auto launch_all = [&] {
     for (void* st : states) {
-      p.h0 = st, p.ht = st;
+      p.h0 = s.no_h0 ? nullptr : st, p.ht = s.no_ht ? nullptr : st;
       if (s.warps)
         CHECK(run_knobs<Var>(p, stream, s));
       else
@@ -261,6 +262,75 @@ double copy_gbs(size_t bytes, size_t l2_bytes, int sms) {
   return 2.0 * bytes / (us * 1e3);
 }
 
+// The batch-1 floor: a one-token step's grid (GDN 16/32 heads, K = V = 128,
+// f32 state: 128 blocks of 64 threads, 16 KB of state a block) without its
+// arithmetic, launched as the decode kernels are (PDL, graph replay).
+// Mode 0: the PDL wait only. 1: + the block's state prefetched into L2
+// before the wait, then read, negated and written back in place (16-byte
+// accesses, a warp's 512 contiguous bytes each). 2: as 1, scaled by a
+// value from the block's q row summed over the warp (a load and a reduction
+// before the stores, as the decode kernel has).
+template <int Mode>
+__global__ void __launch_bounds__(64) floor_kernel(float4* state, const In* q) {
+  constexpr int kPer = 16;  // float4 a thread
+  float4* mine = state + size_t(blockIdx.x) * 64 * kPer;
+  if constexpr (Mode >= 1) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(mine + threadIdx.x * kPer);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(uint32_t(16 * kPer))
+                 : "memory");
+  }
+  deltac::cuda::detail::pdl_enter();
+  if constexpr (Mode >= 1) {
+    float4 x[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) x[i] = mine[i * 64 + threadIdx.x];
+    float f = -1.f;
+    if constexpr (Mode == 2) {
+      f = __bfloat162float(q[(blockIdx.x / 8) * kK + (threadIdx.x % 32) * 4]);
+      f = deltac::cuda::detail::reduce_rows<1>(f) == 12345.f ? 2.f : -1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      x[i].x *= f, x[i].y *= f, x[i].z *= f, x[i].w *= f;
+      mine[i * 64 + threadIdx.x] = x[i];
+    }
+  }
+}
+
+void bench_floor(size_t l2_bytes) {
+  constexpr int kBlocks = 128;
+  const size_t bytes = size_t(kBlocks) * 64 * 16 * 16;  // 2 MB: 32 heads of 128 x 128 f32
+  const int copies = int(2 * l2_bytes / bytes + 1);
+  std::vector<float4*> states(copies);
+  for (auto& st : states) {
+    CHECK(cudaMalloc(&st, bytes));
+    CHECK(cudaMemset(st, 0, bytes));
+  }
+  In* q = nullptr;
+  CHECK(cudaMalloc(&q, 16 * kK * sizeof(In)));
+  CHECK(cudaMemset(q, 0, 16 * kK * sizeof(In)));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto run = [&](auto kernel, bool pdl) {
+    return time_graph(stream, [&] {
+      for (float4* st : states)
+        CHECK(deltac::cuda::detail::launch_ex(kernel, kBlocks, 64, stream, pdl, st,
+                                              static_cast<const In*>(q)));
+    }, copies);
+  };
+  const char* what[] = {"PDL wait only", "+ state prefetched, read, written", "+ a q row reduced"};
+  for (bool pdl : {true, false}) {
+    const float us[] = {run(floor_kernel<0>, pdl), run(floor_kernel<1>, pdl),
+                        run(floor_kernel<2>, pdl)};
+    for (int m = 0; m < 3; ++m)
+      std::printf("floor %-34s pdl %d: %6.2f us per step (graph replay, %d copies)\n", what[m],
+                  int(pdl), us[m], copies);
+  }
+  CHECK(cudaStreamDestroy(stream));
+  for (auto* st : states) CHECK(cudaFree(st));
+  CHECK(cudaFree(q));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,13 +340,16 @@ int main(int argc, char** argv) {
     return 0;
   }
   // --quick: the first 62 rows; --rows=I,J,..: only those rows (0-based, as
-  // listed without options; for a profiler run).
-  bool quick = false;
+  // listed without options; for a profiler run); --floor: the batch-1 floor
+  // rows first.
+  bool quick = false, floor = false;
   std::vector<int> only;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--floor") {
+      floor = true;
     } else if (arg.rfind("--rows=", 0) == 0) {
       for (size_t i = 7; i < arg.size();) {
         size_t e = arg.find(',', i);
@@ -291,7 +364,7 @@ int main(int argc, char** argv) {
         i = e + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--rows=I,J,..]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--floor] [--rows=I,J,..]\n", argv[0]);
       return 2;
     }
   }
@@ -303,6 +376,8 @@ int main(int argc, char** argv) {
   std::printf("%-6s %3s %3s %5s %2s %5s %4s %5s %5s %3s %6s %9s %9s %10s %8s %8s\n", "var", "H",
               "HV", "batch", "T", "state", "pool", "bv/w", "form", "pdl", "copies", "graph_us",
               "launch_us", "state_GB/s", "copy_GB/s", "of_copy");
+  if (floor)
+    bench_floor(l2);
   std::mt19937 rng(1234);
   const char* names[] = {"delta", "gated", "kda"};
   std::vector<std::pair<int, Shape>> shapes;
@@ -442,6 +517,14 @@ int main(int argc, char** argv) {
       s.fp8_state = st == 2, s.form = Form::Stream, s.stages = stages;
       add(1, s);
     }
+  // Batch 1 without the state's load, its store or both (rows 297..): what
+  // each costs a step.
+  for (auto [bf16, bv, w] : {std::tuple{false, 0, 0}, {true, 32, 2}})
+    for (int m = 0; m < 4; ++m) {
+      Shape s{16, 32, 1, 1, bf16, false, bv, w};
+      s.no_h0 = m & 1, s.no_ht = m & 2;
+      add(1, s);
+    }
   if (!only.empty()) {
     std::vector<std::pair<int, Shape>> picked;
     for (int i : only) {
@@ -493,6 +576,8 @@ int main(int argc, char** argv) {
                 r.launch_us, gbs, cgbs, 100.0 * gbs / cgbs);
     if (s.stages)
       std::printf("  stages %d", s.stages);
+    if (s.no_h0 || s.no_ht)
+      std::printf("  without%s%s", s.no_h0 ? " h0" : "", s.no_ht ? " ht" : "");
     std::printf("\n");
     std::fflush(stdout);
   }

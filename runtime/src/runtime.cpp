@@ -305,7 +305,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (!chooseDevice(opt, prob, &device, &err))
     return failWith(err);
   // Batch-invariant: no choice may read the device's size against the
-  // batch (sm_count 0: the CUDA recurrent kernel's wide V tile).
+  // batch (sm_count stays 0).
   if (device == Device::CUDA && !opt.deterministic)
     prob.sm_count = rt::cuda_sm_count();
   if (device == Device::CPU)

@@ -570,17 +570,27 @@ TEST(CudaJitCompile, EveryRecurrentFormCompiles) {
     bool staged = false;  // the staged one-token kernel (recurrent_staged)
   } rows[] = {
       {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::Split, 4096},
-      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::StripOne},
-      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 32, 2, 1, false, cuda::RecurrentKernel::StripOne},
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 16, 2, 1, false, cuda::RecurrentKernel::StripOne, 1,
+       true},
+      {1, 96, 96, DELTAC_BF16, DELTAC_F32, 32, 2, 1, false, cuda::RecurrentKernel::StripOne, 1,
+       true},
       {2, 80, 112, DELTAC_F32, DELTAC_BF16, 16, 2, 4, true, cuda::RecurrentKernel::Strip},
       {0, 256, 80, DELTAC_BF16, DELTAC_BF16, 16, 4, 3, false, cuda::RecurrentKernel::Strip},
       {1, 128, 128, DELTAC_BF16, DELTAC_F32, 16, 4, 1, false, cuda::RecurrentKernel::Split, 4096},
-      {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
-      // a bf16 state on a small grid: the staged one-token kernel
+      {0, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne, 1,
+       true},
+      // the staged one-token kernel on small grids: an f32 state up to
+      // kRecurrentStagedF32Grid blocks, others up to kRecurrentSmallGrid
+      // (512 blocks here: two value heads, four tiles, 64 sequences)
       {1, 128, 128, DELTAC_BF16, DELTAC_BF16, 32, 2, 1, false, cuda::RecurrentKernel::StripOne, 1,
        true},
+      {1, 128, 128, DELTAC_BF16, DELTAC_BF16, 32, 2, 1, false, cuda::RecurrentKernel::StripOne, 64,
+       true},
+      {1, 128, 128, DELTAC_BF16, DELTAC_F32, 32, 2, 1, false, cuda::RecurrentKernel::StripOne, 64,
+       false},
       // the kernel cuda_jit_enabled's probe compiles
-      {1, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne},
+      {1, 16, 16, DELTAC_F32, DELTAC_F32, 16, 1, 1, false, cuda::RecurrentKernel::StripOne, 1,
+       true},
   };
   for (const Row &r : rows) {
     ProgramCall call(r.variant, r.K, r.V, r.T, r.in);

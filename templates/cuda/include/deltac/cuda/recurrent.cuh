@@ -12,8 +12,8 @@
 // safe: no allocation, no host synchronisation. K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
 // Returns cudaErrorInvalidValue when p does not match the instantiation
 // (nothing is launched), else the launch's error. The kernel assumes the
-// rest of p was validated (deltac::check_params). The tile width is chosen
-// by the grid size and the warps are the catalogue's default for it; the
+// rest of p was validated (deltac::check_params). The tile width is 32
+// where it divides V (else 16) and the warps are the catalogue's default; the
 // entry with every knob fixed is deltac::cuda::recurrent_cfg in
 // deltac/cuda/launch.cuh.
 #ifndef DELTAC_CUDA_RECURRENT_CUH
@@ -63,17 +63,18 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
 // Whether a one-token call of p with knobs (bv, warps), the strip vec and
 // `blocks` in its grid runs the staged kernel (recurrent_strip.cuh's
 // strip_staged_kernel) rather than the one holding its state in registers:
-// under Auto for a bf16 or fp8 state on a small grid, under Strip wherever it
-// applies, never under Packed; it applies where its geometry fits
-// (strip_staged_fits) to K-first states with 16-byte aligned bases. H200
-// (docs/performance.md "Decode", version 4): batch 1 bf16 2.5 us staged;
-// large grids and f32 states ran faster from registers. The precompiled
-// launch and NVRTC ask this alike.
+// under Auto on a small grid (kRecurrentSmallGrid blocks; an f32 state
+// kRecurrentStagedF32Grid), under Strip wherever it applies, never under
+// Packed; it applies where its geometry fits (strip_staged_fits) to K-first
+// states with 16-byte aligned bases. H200 (docs/performance.md "Decode",
+// the staged kernel by row groups): batch 1 at 32 / 2, f32 2.67 us staged
+// against 2.75 from registers, bf16 2.42 against 2.49; larger grids ran
+// faster from registers. The precompiled launch and NVRTC ask this alike.
 inline bool recurrent_staged(const deltac_fwd_params& p, int bv, int warps, int vec, Form form,
                              int64_t blocks) {
   const int st = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
-  const bool want = form == Form::Strip ||
-                    (form == Form::Auto && st < 4 && blocks <= kRecurrentSmallGrid);
+  const int64_t small = st == 4 ? kRecurrentStagedF32Grid : kRecurrentSmallGrid;
+  const bool want = form == Form::Strip || (form == Form::Auto && blocks <= small);
   return want && p.state_layout == DELTAC_STATE_KV && recurrent_flags(p, p.variant).st &&
          strip_staged_fits(p.K, bv, warps, vec, st, p.in_dtype == DELTAC_F32 ? 4 : 2);
 }
@@ -382,7 +383,7 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
-// (32 only when it divides V), or 0 to choose by the grid size; form and
+// (32 only when it divides V), or 0 for the default (32 where it divides V); form and
 // pdl as in recurrent_knobs.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv,
@@ -398,16 +399,9 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
   bool vec_io, vec_state;
   call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
 
-  // Wide tiles (32 columns) unless that leaves the GPU short of blocks, as
-  // in small-batch decode: then 16-column tiles give twice the blocks.
-  if (bv == 0) {
+  // Wide tiles (32 columns) at every grid size (the catalogue's default).
+  if (bv == 0)
     bv = kWide;
-    int dev = 0, sms = 0;
-    if (kWide == 32 && cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        int64_t(p.N) * p.HV * (V / 32) < 2 * int64_t(sms))
-      bv = 16;
-  }
   // The catalogue's default warps for the chosen tile (deltac/catalogue.h).
   if (bv == 16)
     return launch<Var, K, V, 16, cuda_recurrent_default_warps(K, 16), InT>(

@@ -107,6 +107,13 @@ struct RecurrentChoice {
 // faster at batch 1 (H200, GDN 16/32 heads K = V = 128: 2.8 against 3.6 us
 // f32, docs/performance.md "Decode", version 4).
 constexpr int64_t kRecurrentSmallGrid = 1024;
+// Under Auto the staged one-token kernel runs on small grids, for an f32
+// state on at most this many blocks (recurrent.cuh, recurrent_staged):
+// H200, GDN 16/32 heads K = V = 128 at 32 / 2, batch 1 (128 blocks) 2.68
+// us staged against 2.75 from registers, batch 8 (1024 blocks) 12.96
+// against 11.73 (docs/performance.md "Decode", the staged kernel by row
+// groups).
+constexpr int64_t kRecurrentStagedF32Grid = 256;
 
 // Under Auto a token runs the one-token strip kernel where a lane's state
 // slice is at least 64 bytes wide, where the grid is small (at most

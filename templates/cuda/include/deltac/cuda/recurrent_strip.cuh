@@ -485,6 +485,22 @@ __device__ __forceinline__ void cp_async_row_wait() {
 #endif
 }
 
+// cp_async_row_wait<n> for n in 0..8 given at run time (a constant once the
+// caller's loop is unrolled).
+__device__ __forceinline__ void cp_async_row_wait_n(int n) {
+  switch (n) {
+    case 0: cp_async_row_wait<0>(); break;
+    case 1: cp_async_row_wait<1>(); break;
+    case 2: cp_async_row_wait<2>(); break;
+    case 3: cp_async_row_wait<3>(); break;
+    case 4: cp_async_row_wait<4>(); break;
+    case 5: cp_async_row_wait<5>(); break;
+    case 6: cp_async_row_wait<6>(); break;
+    case 7: cp_async_row_wait<7>(); break;
+    default: cp_async_row_wait<8>(); break;
+  }
+}
+
 // strip_body for calls of at most one token per sequence (no cu_seqlens,
 // p.T <= 1, no state_steps / accepted): the state stays packed in registers
 // (a bf16 state in half the registers of floats, so twice the bytes per
@@ -501,6 +517,11 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
                                           bool vec_state, bool vec_qk) {
   constexpr int K = Tr::K, V = Tr::V, R = Tr::R, L = Tr::L, Vec = Tr::kVec;
   constexpr int kWords = Vec * int(sizeof(StT)) / 4;  // one row of a lane, in words
+  // Staged: the rows come in at most 8 cp.async groups, and the first pass
+  // takes each group as it lands (not all rows at once).
+  constexpr int kRowsPerGroup = R < 32 ? (R < 4 ? R : 4) : (R + 7) / 8;
+  constexpr int kGroups = (R + kRowsPerGroup - 1) / kRowsPerGroup;
+  static_assert(kGroups <= 8, "strip_one: at most 8 groups of rows");
   constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
 
@@ -598,17 +619,19 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     }
   };
   if constexpr (Staged) {
-    cp_async_row_commit();  // q, k: group 1 of 2
+    cp_async_row_commit();  // q, k: the first group, then kGroups of rows
     // Zero-filled rows when there is no state to read (v: a valid address,
     // not read).
     const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs >= 0 ? rs : 0) * p.HV + j) * K * V;
 #pragma unroll
-    for (int i = 0; i < R; ++i)
+    for (int i = 0; i < R; ++i) {
       cp_async_row<kWords * 4>(&stage[i][threadIdx.x * kWords],
                                rs >= 0 ? static_cast<const void*>(h0 + int64_t(r0 + i) * V + v0)
                                        : p.v,
                                rs >= 0);
-    cp_async_row_commit();
+      if ((i + 1) % kRowsPerGroup == 0 || i + 1 == R)
+        cp_async_row_commit();
+    }
   } else if (rs >= 0) {
     const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
 #pragma unroll
@@ -661,7 +684,7 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   }
 
   if constexpr (Staged) {  // q and k (all threads' pieces)
-    cp_async_row_wait<1>();
+    cp_async_row_wait_n(kGroups);
     __syncthreads();
   }
   float dot = 0.f, ssq = 0.f, ssk = 0.f;
@@ -681,45 +704,49 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   const float qk = dot * rq * rk;
   if constexpr (kGated)
     a = expf(a);
-  if constexpr (Staged)
-    cp_async_row_wait<0>();
 
+  // The products take q and k as loaded, and the norms and a head's one
+  // decay factor scale their sums (h'^T k = a rk h^T k_raw) and u (k u^T =
+  // k_raw (rk u)^T): the norms' reductions run beside the products, and the
+  // first pass has no per-element multiply (kda's factors are per row).
   float pk[Vec], pq[Vec];
 #pragma unroll
   for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
 #pragma unroll
   for (int i = 0; i < R; ++i) {
-    const float ki = kv(i) * rk, qi = qv(i) * rq;
-    if constexpr (!Staged)
-      kr[i] = ki;
-    if constexpr (kKda)
-      gr[i] = expf(gr[i]);
-    const float ai = (kKda ? gr[i] : a) * s8;
+    if constexpr (Staged)
+      if (i % kRowsPerGroup == 0)
+        cp_async_row_wait_n(kGroups - 1 - i / kRowsPerGroup);
+    const float ki = kv(i), qi = qv(i);
     float x[Vec];
     unpack(row(i), x);
+    if constexpr (kKda) {
+      gr[i] = expf(gr[i]);
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) x[c] *= gr[i];
+    }
 #pragma unroll
     for (int c = 0; c < Vec; ++c) {
-      if (Var != DELTAC_VARIANT_DELTA || kFp8)
-        x[c] *= ai;
       pk[c] = fmaf(x[c], ki, pk[c]);
       pq[c] = fmaf(x[c], qi, pq[c]);
     }
   }
+  const float head = (kKda ? 1.f : a) * s8;  // the sums' one factor
+#pragma unroll
+  for (int c = 0; c < Vec; ++c) pk[c] *= head * rk, pq[c] *= head * rq;
   float u[Vec], out[Vec];
   readout<L>(pk, pq, vv, beta, qk, scale, u, out);
   if (lane < L)
     store_n<Vec>(static_cast<InT*>(p.o) + th * V + v0, vec_io, out);
   if (ht) {
 #pragma unroll
+    for (int c = 0; c < Vec; ++c) u[c] *= rk;
+#pragma unroll
     for (int i = 0; i < R; ++i) {
       const float ai = (kKda ? gr[i] : a) * s8;
       float x[Vec];
       unpack_again(row(i), x);
-      float ki;
-      if constexpr (Staged)
-        ki = kv(i) * rk;
-      else
-        ki = kr[i];
+      const float ki = kv(i);
 #pragma unroll
       for (int c = 0; c < Vec; ++c) {
         if (Var != DELTAC_VARIANT_DELTA || kFp8)
@@ -788,11 +815,21 @@ __device__ __forceinline__ void prefetch_state(const deltac_fwd_params& p) {
 #endif
 }
 
+// Before the PDL wait: the parameters the kernel reads, so that their
+// constant-cache misses are behind it (they never change during a launch).
+__device__ __forceinline__ void touch_params(const deltac_fwd_params& p) {
+  asm volatile("" ::"l"(p.q), "l"(p.k), "l"(p.v), "l"(p.o), "l"(p.beta), "l"(p.g));
+  asm volatile("" ::"l"(p.h0), "l"(p.ht), "l"(p.read_slots), "l"(p.write_slots),
+               "l"(p.state_scale), "r"(p.T), "r"(p.HV), "r"(p.H), "r"(p.num_slots),
+               "r"(p.qk_l2norm), "r"(p.state_layout));
+}
+
 template <deltac_variant Var, class Tr, class InT, class StT>
 __global__ void __launch_bounds__(Tr::kThreads)
     strip_one_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      bool vec_qk, const int32_t* skip) {
   prefetch_state<Tr, StT>(p);
+  touch_params(p);
   pdl_enter();
   if (skip && *skip != 0)
     return;
@@ -817,6 +854,7 @@ __global__ void __launch_bounds__(Tr::kThreads,
   static_assert(StagedFits<Tr, InT, StT>::value,
                 "strip_staged_kernel: no staged geometry for these knobs");
   prefetch_state<Tr, StT>(p);
+  touch_params(p);
   pdl_enter();
   if (skip && *skip != 0)
     return;
