@@ -525,6 +525,16 @@ int main(int argc, char** argv) {
       s.no_h0 = m & 1, s.no_ht = m & 2;
       add(1, s);
     }
+  // tile_v 64 (not a catalogue value), contiguous and pooled, at the large
+  // batches (rows 305..): f32 on 4 warps, bf16 on 2 (staged) and 4 warps.
+  for (int batch : {64, 256, 512})
+    for (auto [bf16, w, f] : {std::tuple{false, 4, Form::Auto}, {true, 4, Form::Auto},
+                              {true, 2, Form::Strip}})
+      for (bool pool : {false, true}) {
+        Shape s{16, 32, batch, 1, bf16, pool, 64, w};
+        s.form = f;
+        add(1, s);
+      }
   if (!only.empty()) {
     std::vector<std::pair<int, Shape>> picked;
     for (int i : only) {
