@@ -85,6 +85,20 @@ std::vector<uint32_t> with_sweep(std::vector<uint32_t> v) {
   return v;
 }
 
+// store(dst, x) on the f32 bit patterns v, a vector at a time, equals
+// ref(f) for every element f.
+template <typename T, typename Store, typename Ref>
+void expect_stores_match(const std::vector<uint32_t>& v, Store store, Ref ref) {
+  for (size_t i = 0; i < v.size(); i += simd::W) {
+    simd::vf x;
+    std::memcpy(&x, &v[i], sizeof x);
+    T got[simd::W];
+    store(got, x);
+    for (int l = 0; l < simd::W; ++l)
+      ASSERT_EQ(int(got[l]), int(ref(from_bits(v[i + l])))) << "bits 0x" << std::hex << v[i + l];
+  }
+}
+
 TEST(SimdBf16, StoreMatchesScalarBitForBit) {
   // Ties (odd and even), the largest finite value and the ones that round
   // to inf, infinities, NaNs (signalling and quiet, both signs), denormals.
@@ -93,15 +107,7 @@ TEST(SimdBf16, StoreMatchesScalarBitForBit) {
        0x3f807fffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0xff7fffffu, 0x7f800000u,
        0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffc00001u, 0x7fffffffu, 0x00000001u,
        0x00008000u, 0x00018000u, 0x807fffffu, 0x00800000u, 0xc0490fdbu, 0x3eaaaaabu});
-  for (size_t i = 0; i < v.size(); i += simd::W) {
-    simd::vf x;
-    std::memcpy(&x, &v[i], sizeof x);
-    uint16_t got[simd::W];
-    simd::store_bf16(got, x);
-    for (int l = 0; l < simd::W; ++l)
-      ASSERT_EQ(got[l], deltac::f32_to_bf16(from_bits(v[i + l])))
-          << "bits 0x" << std::hex << v[i + l];
-  }
+  expect_stores_match<uint16_t>(v, simd::store_bf16, deltac::f32_to_bf16);
 }
 
 TEST(SimdBf16, LoadIsExactForEveryPattern) {
@@ -133,15 +139,7 @@ TEST(SimdFp8, StoreMatchesScalarBitForBit) {
        0x3c7fffffu, 0x3c800000u, 0x3f880000u, 0x3f980000u, 0x43e00000u, 0x43e7ffffu,
        0x43e80000u, 0x43f00000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
        0xffc00001u, 0x00000001u, 0xc3dfffffu, 0xbf800000u});
-  for (size_t i = 0; i < v.size(); i += simd::W) {
-    simd::vf x;
-    std::memcpy(&x, &v[i], sizeof x);
-    uint8_t got[simd::W];
-    simd::store_fp8e4m3(got, x);
-    for (int l = 0; l < simd::W; ++l)
-      ASSERT_EQ(int(got[l]), int(deltac::f32_to_fp8e4m3(from_bits(v[i + l]))))
-          << "bits 0x" << std::hex << v[i + l];
-  }
+  expect_stores_match<uint8_t>(v, simd::store_fp8e4m3, deltac::f32_to_fp8e4m3);
 }
 
 }  // namespace

@@ -78,6 +78,14 @@ inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x,
 inline vf set1(float x) { return vf{x, x, x, x, x, x, x, x}; }
 #endif
 inline vf zero() { return vf{}; }
+// The bits of x as a To of the same size.
+template <typename To, typename From>
+inline To as(From x) {
+  static_assert(sizeof(To) == sizeof(From), "as: same size");
+  To r;
+  std::memcpy(&r, &x, sizeof r);
+  return r;
+}
 
 // W 8- or 16-bit values zero-extended to 32 bits (GCC makes scalar code of
 // __builtin_convertvector from a narrow vector, so the x86 widening loads).
@@ -103,17 +111,11 @@ inline vu widen(const T* p) {
 
 // W bf16 values (raw bits) as f32: exact.
 typedef uint16_t vh __attribute__((vector_size(2 * W)));
-inline vf load_bf16(const uint16_t* p) {
-  const vu u = widen(p) << 16;
-  vf r;
-  std::memcpy(&r, &u, sizeof r);
-  return r;
-}
+inline vf load_bf16(const uint16_t* p) { return as<vf>(widen(p) << 16); }
 // x rounded to bf16, to nearest even; a NaN stays a quiet NaN (bit for bit
 // deltac::f32_to_bf16).
 inline void store_bf16(uint16_t* p, vf x) {
-  vu u;
-  std::memcpy(&u, &x, sizeof u);
+  const vu u = as<vu>(x);
   const vu r = (u & 0x7fffffffu) > 0x7f800000u
                    ? (u >> 16) | 0x40u
                    : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -126,24 +128,18 @@ inline void store_bf16(uint16_t* p, vf x) {
 typedef uint8_t vb __attribute__((vector_size(W)));
 inline vf load_fp8e4m3(const uint8_t* p) {
   const vu w = widen(p), a = w & 0x7fu;
-  const vf sub = __builtin_convertvector(vi(a), vf) * (1.0f / 512.0f);
-  vu su;
-  std::memcpy(&su, &sub, sizeof su);
-  vu r = a < 8u ? su : (a << 20) + (120u << 23);
+  const vu sub = as<vu>(__builtin_convertvector(vi(a), vf) * (1.0f / 512.0f));
+  vu r = a < 8u ? sub : (a << 20) + (120u << 23);
   r = a == 0x7fu ? vu{} + 0x7fc00000u : r;
   r |= (w & 0x80u) << 24;
-  vf out;
-  std::memcpy(&out, &r, sizeof out);
-  return out;
+  return as<vf>(r);
 }
 // x as e4m3, to nearest even, finite values past 448 saturated, inf and NaN
 // NaN: bit for bit deltac::f32_to_fp8e4m3.
 inline void store_fp8e4m3(uint8_t* p, vf x) {
-  vu u;
-  std::memcpy(&u, &x, sizeof u);
+  const vu u = as<vu>(x);
   const vu a = u & 0x7fffffffu;
-  vf af;
-  std::memcpy(&af, &a, sizeof af);
+  const vf af = as<vf>(a);
   // Below 2^-6: steps of 2^-9, rounded to nearest even by the 1.5 2^23 trick.
   const vf sf = (af * 512.0f + 12582912.0f) - 12582912.0f;
   const vu sub = vu(__builtin_convertvector(sf, vi));
@@ -206,15 +202,8 @@ inline vf exp(vf x) {
   y = fma(y, r * r, r + 1.0f);
   // 2^n; n = 128 gives the bits of +inf. (Unsigned: a NaN lane's n is
   // INT_MIN, and its y is NaN whatever p2 is.)
-  const vu bits = (vu)(n + 127) << 23;
-  vf p2;
-  std::memcpy(&p2, &bits, sizeof p2);
-  vf res = y * p2;
-  vi rb;
-  std::memcpy(&rb, &res, sizeof rb);
-  rb &= ~under;
-  std::memcpy(&res, &rb, sizeof res);
-  return res;
+  const vf p2 = as<vf>((vu)(n + 127) << 23);
+  return as<vf>(as<vi>(y * p2) & ~under);
 }
 
 }}}  // namespace deltac::cpu::DELTAC_CPU_NS::simd
