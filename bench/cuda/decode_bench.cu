@@ -125,7 +125,7 @@ cudaError_t run_knobs(const deltac_fwd_params& p, cudaStream_t st, const Shape& 
   if (s.bv == B && s.warps == W)                                                       \
     return recurrent_knobs<Var, kK, kV, In, B, W>(p, st, nullptr, s.form, s.pdl);
   DELTAC_K(32, 1) DELTAC_K(32, 2) DELTAC_K(32, 4) DELTAC_K(32, 8) DELTAC_K(16, 1) DELTAC_K(16, 2)
-  DELTAC_K(16, 4) DELTAC_K(64, 2) DELTAC_K(64, 4)
+  DELTAC_K(16, 4) DELTAC_K(64, 2) DELTAC_K(64, 4) DELTAC_K(128, 4) DELTAC_K(128, 8)
 #undef DELTAC_K
   return cudaErrorInvalidValue;
 }
@@ -532,6 +532,16 @@ int main(int argc, char** argv) {
                               {true, 2, Form::Strip}})
       for (bool pool : {false, true}) {
         Shape s{16, 32, batch, 1, bf16, pool, 64, w};
+        s.form = f;
+        add(1, s);
+      }
+  // A whole head a block (tile_v 128, rows 323..): the pool's slot load once
+  // per 64 KB (f32) instead of 16; f32 on 8 warps, bf16 on 4 (staged) and 8.
+  for (int batch : {64, 256, 512})
+    for (auto [bf16, w, f] : {std::tuple{false, 8, Form::Auto}, {true, 4, Form::Strip},
+                              {true, 8, Form::Auto}, {true, 8, Form::Strip}})
+      for (bool pool : {false, true}) {
+        Shape s{16, 32, batch, 1, bf16, pool, 128, w};
         s.form = f;
         add(1, s);
       }

@@ -4,7 +4,8 @@
 // optionally loads a tuning database, then times, host wall clock around
 // deltac_forward + stream sync: the first call of each kind (decode, then a
 // prompt: each reaches kernels not yet loaded) and the median of 20 later
-// ones. Qwen3-Next GDN: 16 q/k heads, 32 value heads, K = V = 128, bf16,
+// ones; then plain calls back to back (per call: host side, and with the
+// kernels). Qwen3-Next GDN: 16 q/k heads, 32 value heads, K = V = 128, bf16,
 // f32 state, device pointers, caller workspace.
 //   deltac_cuda_first_call [--tokens=8192] [--batch=64] [--db=FILE]
 #include "bench_fill.cuh"
@@ -143,6 +144,26 @@ int main(int argc, char **argv) {
                 c.name, c.B, c.T, info.family, info.tuned ? ", tuned" : "", ms[0], med,
                 extra, extra < 1.0 ? "met" : "NOT met");
     rc |= extra >= 1.0;
+    // Plain calls back to back (no graph, no sync between them): per call,
+    // the host's time to return from deltac_forward and the stream's time
+    // (the larger of the host side and the kernel). Issue #8's goal at
+    // batch 1: <= 4 us a call.
+    for (int round = 0; round < 3; ++round) {
+      const int n = c.T > 1 ? 50 : 2000;
+      check(cudaStreamSynchronize(stream), "sync");
+      t0 = Clock::now();
+      for (int i = 0; i < n; ++i)
+        if (deltac_forward(&p, &opt) != 0) {
+          std::fprintf(stderr, "first_call: %s: %s\n", c.name, deltac_last_error());
+          return 1;
+        }
+      const double host = msSince(t0);
+      check(cudaStreamSynchronize(stream), "run");
+      const double all = msSince(t0);
+      std::printf("%-6s B=%d T=%d: %d plain calls back to back: %.2f us a call (host side "
+                  "%.2f us)\n",
+                  c.name, c.B, c.T, n, 1e3 * all / n, 1e3 * host / n);
+    }
     for (void *ptr : {(void *)b.q, (void *)b.k, (void *)b.v, (void *)b.o, (void *)b.g,
                       (void *)b.beta, (void *)b.h, b.ws})
       cudaFree(ptr);

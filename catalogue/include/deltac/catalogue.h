@@ -452,12 +452,7 @@ inline KernelConfig default_config(Family f, const Problem &p) {
     c.chunk = cpu_rule(p.cpu_isa, p.cpu_split512).chunk;
     break;
   case Family::CudaRecurrent:
-    // Wide tiles at every batch: halving them on small grids (twice the
-    // blocks) measured no faster for f32 states at batch 1 and slower for
-    // bf16 / fp8 ones (H200, GDN 32 value heads K = V = 128: f32 2.76-2.81
-    // against 2.67 us, bf16 3.23-3.29 against 2.42; docs/performance.md
-    // "Decode", the staged kernel by row groups).
-    c.tile_v = p.V % 32 == 0 ? 32 : 16;
+    c.tile_v = cuda_recurrent_default_tile(p.V);
     c.warps = cuda_recurrent_default_warps(p.K, c.tile_v);
     break;
   case Family::CudaChunked: {

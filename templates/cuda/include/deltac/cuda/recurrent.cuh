@@ -383,14 +383,14 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
-// (32 only when it divides V), or 0 for the default (32 where it divides V); form and
-// pdl as in recurrent_knobs.
+// (32 only when it divides V), or 0 for the default
+// (cuda_recurrent_default_tile); form and pdl as in recurrent_knobs.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv,
                          Form form = Form::Auto, bool pdl = true) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
-  constexpr int kWide = wide_bv<V>();
+  constexpr int kWide = cuda_recurrent_default_tile(V);
   if (bv != 0 && bv != 16 && bv != kWide)
     return cudaErrorInvalidValue;
   if (p.N == 0)
@@ -399,10 +399,8 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
   bool vec_io, vec_state;
   call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
 
-  // Wide tiles (32 columns) at every grid size (the catalogue's default).
-  if (bv == 0)
+  if (bv == 0)  // the catalogue's default tile and warps (recurrent_rules.h)
     bv = kWide;
-  // The catalogue's default warps for the chosen tile (deltac/catalogue.h).
   if (bv == 16)
     return launch<Var, K, V, 16, cuda_recurrent_default_warps(K, 16), InT>(
         p, scale, vec_io, vec_state, stream, nullptr, form, pdl);

@@ -18,6 +18,12 @@ namespace deltac {
 constexpr int cuda_recurrent_row_groups(int K, int BV) {
   return K / (32 / (BV / 4));
 }
+// Default V tile: 32 columns where they divide V, else 16, at every batch
+// (halving it on small grids measured no faster for f32 states at batch 1
+// and slower for bf16 / fp8 ones; H200, GDN 32 value heads K = V = 128: f32
+// 2.76-2.81 against 2.67 us, bf16 3.23-3.29 against 2.42; docs/
+// performance.md "Decode", the staged kernel by row groups).
+constexpr int cuda_recurrent_default_tile(int V) { return V % 32 == 0 ? 32 : 16; }
 // Default warps: the fewest of 2, 4, 8 that split the row groups into at
 // most 16 per warp (64 state floats per thread): 2 for every K with tile_v
 // 16 and for K <= 128 with tile_v 32, else 4. More state per thread puts

@@ -67,12 +67,6 @@ struct StripTraits {
   static constexpr bool ok_one = kGeom.ok_one;
 };
 
-// V-tile width with the most columns per block: 32 when it divides V.
-template <int V>
-constexpr int wide_bv() {
-  return V % 32 == 0 ? 32 : 16;
-}
-
 }  // namespace deltac::cuda
 
 #endif  // DELTAC_CUDA_TRAITS_CUH
