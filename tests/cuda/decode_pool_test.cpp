@@ -8,6 +8,7 @@
 #include "deltac/test_seed.h"
 #include "harness.h"
 #include "kernels.h"
+#include "slot_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -212,6 +214,10 @@ std::vector<double> o_values(const std::vector<uint8_t>& raw, int dtype, size_t 
   return v;
 }
 
+void expect_outputs(const PoolCase& c, Inputs& in, const deltac_fwd_params& d,
+                    const std::vector<double>& o, std::vector<double> ht,
+                    std::vector<double> st);
+
 class DecodePool : public ::testing::TestWithParam<PoolCase> {};
 
 TEST_P(DecodePool, MatchesFloat64Reference) {
@@ -234,7 +240,14 @@ TEST_P(DecodePool, MatchesFloat64Reference) {
   ASSERT_NE(fn, nullptr);
   ASSERT_EQ(fn(d, nullptr, c.bv), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_outputs(c, in, d, o, ht, st);
+}
 
+// The call's o, pool and state_steps on the device (d) against the float64
+// reference (o, ht, st); pool entries no sequence writes unchanged.
+void expect_outputs(const PoolCase& c, Inputs& in, const deltac_fwd_params& d,
+                    const std::vector<double>& o, std::vector<double> ht,
+                    std::vector<double> st) {
   const int odt = in.p.out_dtype;
   std::vector<uint8_t> oraw(in.o_elems * (odt == DELTAC_BF16 ? 2 : 4));
   download(oraw.data(), d.o, oraw.size());
@@ -455,6 +468,71 @@ void steps_equal_prefill(bool bf16_state) {
 
 TEST(DecodePoolGraph, StepsEqualPrefillF32) { steps_equal_prefill(false); }
 TEST(DecodePoolGraph, StepsEqualPrefillBf16State) { steps_equal_prefill(true); }
+
+// A pool's read slots written by the kernel just before the call, which
+// lets its dependents start at once and writes the slots 50 us later: the
+// one-token kernels start their state loads from the slot read before the
+// PDL wait and must end with the one read after it (recurrent_strip.cuh,
+// slot_guess). c.read: the slots written; `stale`: those in place before.
+struct StaleCase {
+  PoolCase c;
+  std::vector<int32_t> stale;
+};
+void PrintTo(const StaleCase& s, std::ostream* os) { *os << s.c.name; }
+
+class DecodePoolPdl : public ::testing::TestWithParam<StaleCase> {};
+
+TEST_P(DecodePoolPdl, SlotsWrittenByThePredecessor) {
+  const PoolCase& c = GetParam().c;
+  const std::vector<int32_t>& stale = GetParam().stale;
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Inputs in;
+  make_inputs(c, rng, &in);
+  if (!have_gpu())
+    GTEST_SKIP() << "no CUDA device";
+  std::vector<double> o, ht, st;
+  ref::forward(in.p, &o, &ht, nullptr);
+  std::vector<Dev> devs;
+  const deltac_fwd_params d = to_device(in, &devs);
+  Dev fresh;
+  const int32_t* slots = fresh.up(c.read.data(), c.read.size() * 4);
+  ASSERT_NE(slots, nullptr);
+  int32_t* dst = const_cast<int32_t*>(d.read_slots);
+  ASSERT_EQ(cudaMemcpy(dst, stale.data(), stale.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  KernelFn fn = find_kernel(c.var, c.K, c.V, c.bf16_in);
+  ASSERT_NE(fn, nullptr);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(launch_slot_writer(dst, slots, c.N, 50000, s), cudaSuccess);
+  ASSERT_EQ(fn(d, s, c.bv), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+  expect_outputs(c, in, d, o, ht, st);
+}
+
+std::vector<StaleCase> stale_cases() {
+  std::vector<StaleCase> cs;
+  for (auto [name, var, bf16] : {std::tuple{"gated", DELTAC_VARIANT_GATED, false},
+                                 {"gated_bf16_state", DELTAC_VARIANT_GATED, true},
+                                 {"delta", DELTAC_VARIANT_DELTA, false},
+                                 {"kda", DELTAC_VARIANT_KDA, false}}) {
+    StaleCase s;
+    s.c.name = name, s.c.var = var, s.c.bf16_state = bf16;
+    // Moved, kept, a slot that becomes padding and padding that becomes a
+    // slot.
+    s.c.N = 6, s.c.slots = 9, s.c.read = {7, 1, -1, 8, 0, 4};
+    s.stale = {0, 1, 2, -1, 3, 5};
+    cs.push_back(s);
+  }
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, DecodePoolPdl, ::testing::ValuesIn(stale_cases()),
+                         [](const ::testing::TestParamInfo<StaleCase>& info) {
+                           return info.param.c.name;
+                         });
 
 }  // namespace
 }  // namespace deltac::test

@@ -514,7 +514,7 @@ __device__ __forceinline__ void cp_async_row_wait_n(int n) {
 // it copied; q / k take one block barrier.
 template <deltac_variant Var, class Tr, class InT, class StT, bool Staged>
 __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scale, bool vec_io,
-                                          bool vec_state, bool vec_qk) {
+                                          bool vec_state, bool vec_qk, int32_t guess) {
   constexpr int K = Tr::K, V = Tr::V, R = Tr::R, L = Tr::L, Vec = Tr::kVec;
   constexpr int kWords = Vec * int(sizeof(StT)) / 4;  // one row of a lane, in words
   // Staged: the rows come in at most 8 cp.async groups, and the first pass
@@ -618,38 +618,55 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
       return hp[i];
     }
   };
-  if constexpr (Staged) {
-    cp_async_row_commit();  // q, k: the first group, then kGroups of rows
-    // Zero-filled rows when there is no state to read (v: a valid address,
-    // not read).
-    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs >= 0 ? rs : 0) * p.HV + j) * K * V;
+  // The lane's state rows from slot `slot` (-1: zeros).
+  auto load_state = [&](int32_t slot) {
+    if constexpr (Staged) {
+      // Zero-filled rows when there is no state to read (v: a valid
+      // address, not read).
+      const StT* h0 =
+          static_cast<const StT*>(p.h0) + (int64_t(slot >= 0 ? slot : 0) * p.HV + j) * K * V;
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      cp_async_row<kWords * 4>(&stage[i][threadIdx.x * kWords],
-                               rs >= 0 ? static_cast<const void*>(h0 + int64_t(r0 + i) * V + v0)
-                                       : p.v,
-                               rs >= 0);
-      if ((i + 1) % kRowsPerGroup == 0 || i + 1 == R)
-        cp_async_row_commit();
-    }
-  } else if (rs >= 0) {
-    const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(rs) * p.HV + j) * K * V;
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      if (!vk) {
-        load_packed<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, hp[i]);
-      } else {
-        StT x[Vec];
-#pragma unroll
-        for (int c = 0; c < Vec; ++c) x[c] = h0[int64_t(v0 + c) * K + r0 + i];
-        load_packed<Vec, false>(x, false, hp[i]);
+      for (int i = 0; i < R; ++i) {
+        cp_async_row<kWords * 4>(&stage[i][threadIdx.x * kWords],
+                                 slot >= 0 ? static_cast<const void*>(h0 + int64_t(r0 + i) * V + v0)
+                                           : p.v,
+                                 slot >= 0);
+        if ((i + 1) % kRowsPerGroup == 0 || i + 1 == R)
+          cp_async_row_commit();
       }
+    } else if (slot >= 0) {
+      const StT* h0 = static_cast<const StT*>(p.h0) + (int64_t(slot) * p.HV + j) * K * V;
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        if (!vk) {
+          load_packed<Vec, false>(h0 + int64_t(r0 + i) * V + v0, vec_state, hp[i]);
+        } else {
+          StT x[Vec];
+#pragma unroll
+          for (int c = 0; c < Vec; ++c) x[c] = h0[int64_t(v0 + c) * K + r0 + i];
+          load_packed<Vec, false>(x, false, hp[i]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (auto& w : hp[i].w) w = 0u;
     }
-  } else {
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-      for (auto& w : hp[i].w) w = 0u;
+  };
+  if constexpr (Staged)
+    cp_async_row_commit();  // q, k: the first group, then kGroups of rows
+  // A pool's state loads start from the slot read before the PDL wait
+  // (guess) instead of waiting for the read after it, and start again where
+  // the two differ (after every earlier group landed: the counts below hold).
+  const int32_t ls = !p.read_slots                                          ? rs
+                     : p.h0 && guess >= 0 && guess < p.num_slots ? guess
+                                                                             : -1;
+  load_state(ls);
+  if (rs != ls) {
+    if constexpr (Staged)
+      cp_async_row_wait<0>();
+    load_state(rs);
   }
   StT* ht = ws >= 0 ? static_cast<StT*>(p.ht) + (int64_t(ws) * p.HV + j) * K * V : nullptr;
   // Row i of the state, x in true scale (fp8: stored times 1 / s8).
@@ -788,7 +805,7 @@ __global__ void __launch_bounds__(Tr::kThreads, (strip_min_blocks<Tr>()))
 // Small grids only (kRecurrentSmallGrid): larger ones start mostly after
 // the predecessor, where a prefetch gains nothing.
 template <class Tr, class StT>
-__device__ __forceinline__ void prefetch_state(const deltac_fwd_params& p) {
+__device__ __forceinline__ void prefetch_state(const deltac_fwd_params& p, int32_t guess) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (!p.h0 || gridDim.x > kRecurrentSmallGrid)
     return;
@@ -797,22 +814,33 @@ __device__ __forceinline__ void prefetch_state(const deltac_fwd_params& p) {
   bid /= Tr::kTiles;
   const int j = bid % p.HV, n = bid / p.HV;
   int64_t slot = n;
-  if (p.read_slots) {  // from L2 (not L1: the load after the wait must not hit this line)
-    slot = __ldcg(p.read_slots + n);
+  if (p.read_slots) {
+    slot = guess;
     if (slot < 0 || slot >= p.num_slots)
       return;
   }
+  // One prefetch a warp (lane 0): the instruction takes warp-uniform
+  // operands, so one a lane made ptxas loop over the 32 lanes.
   constexpr int64_t kHead = int64_t(Tr::K) * Tr::V * int64_t(sizeof(StT));
-  constexpr int64_t kShare = kHead / Tr::kTiles;
-  constexpr int64_t kPiece = (kShare / Tr::kThreads + 15) / 16 * 16;  // 16-byte multiple
-  const int64_t lo = tile * kShare + threadIdx.x * kPiece;
-  const int64_t hi = lo + kPiece < (tile + 1) * kShare ? lo + kPiece : (tile + 1) * kShare;
+  constexpr int64_t kShare = kHead / Tr::kTiles / Tr::kWarps;  // K, BV multiples of 16
+  static_assert(kShare % 16 == 0, "prefetch_state: 16-byte pieces");
+  const int64_t lo = (int64_t(tile) * Tr::kWarps + threadIdx.x / 32) * kShare;
   const uintptr_t base = reinterpret_cast<uintptr_t>(p.h0) + slot * p.HV * kHead + j * kHead;
-  if (hi > lo && (base + lo) % 16 == 0 && (hi - lo) % 16 == 0)
+  if (threadIdx.x % 32 == 0 && base % 16 == 0)
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + lo),
-                 "r"(uint32_t(hi - lo))
+                 "r"(uint32_t(kShare))
                  : "memory");
 #endif
+}
+
+// Before the PDL wait: a pool's read slot for the block's sequence as it
+// stands (a predecessor may still write it), from L2 so that the read after
+// the wait does not hit this line in L1; -1 without a pool or h0.
+template <class Tr>
+__device__ __forceinline__ int32_t slot_guess(const deltac_fwd_params& p) {
+  if (!p.read_slots || !p.h0)
+    return -1;
+  return __ldcg(p.read_slots + int(blockIdx.x) / Tr::kTiles / p.HV);
 }
 
 // Before the PDL wait: the parameters the kernel reads, so that their
@@ -828,12 +856,13 @@ template <deltac_variant Var, class Tr, class InT, class StT>
 __global__ void __launch_bounds__(Tr::kThreads)
     strip_one_kernel(const deltac_fwd_params p, float scale, bool vec_io, bool vec_state,
                      bool vec_qk, const int32_t* skip) {
-  prefetch_state<Tr, StT>(p);
+  const int32_t guess = slot_guess<Tr>(p);
+  prefetch_state<Tr, StT>(p, guess);
   touch_params(p);
   pdl_enter();
   if (skip && *skip != 0)
     return;
-  strip_one<Var, Tr, InT, StT, false>(p, scale, vec_io, vec_state, vec_qk);
+  strip_one<Var, Tr, InT, StT, false>(p, scale, vec_io, vec_state, vec_qk, guess);
 }
 
 template <class Tr, class InT, class StT>
@@ -853,13 +882,14 @@ __global__ void __launch_bounds__(Tr::kThreads,
                         bool vec_qk, const int32_t* skip) {
   static_assert(StagedFits<Tr, InT, StT>::value,
                 "strip_staged_kernel: no staged geometry for these knobs");
-  prefetch_state<Tr, StT>(p);
+  const int32_t guess = slot_guess<Tr>(p);
+  prefetch_state<Tr, StT>(p, guess);
   touch_params(p);
   pdl_enter();
   if (skip && *skip != 0)
     return;
   (void)vec_state;  // true: the launch asks for aligned states
-  strip_one<Var, Tr, InT, StT, true>(p, scale, vec_io, true, vec_qk);
+  strip_one<Var, Tr, InT, StT, true>(p, scale, vec_io, true, vec_qk, guess);
 }
 
 }  // namespace deltac::cuda::detail
