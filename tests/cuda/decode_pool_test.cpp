@@ -337,6 +337,17 @@ std::vector<PoolCase> pool_cases() {
           c.read = {3, 0, -1, 8};
           cs.push_back(c);
         }
+    // 64 columns on 2 warps (one token; bf16 and fp8 states only): the
+    // staged kernel's tensor-core sums over two 16-column tiles a warp,
+    // bf16 and f32 inputs (the latter as bf16 hi + lo).
+    for (bool bf16_in : {true, false})
+      for (bool fp8 : {false, true}) {
+        c = make(std::string(fp8 ? "fp8" : "bf16") + "_state_tile64_warps2" +
+                 (bf16_in ? "" : "_f32_in"));
+        c.bf16_state = !fp8, c.fp8_state = fp8, c.bf16_in = bf16_in, c.bv = kKnobs64x2;
+        c.N = 6, c.read = {3, 0, -1, 8, 5, 2};
+        cs.push_back(c);
+      }
     for (bool steps : {false, true})
       for (bool bf16 : {false, true}) {
         c = make(std::string("accepted_0_to_4") + (steps ? "_steps" : "") + (bf16 ? "_bf16" : ""));

@@ -43,8 +43,9 @@ inline bool pdl_under_test() {
   return on;
 }
 
-// bv: recurrent_bv's tile width, or at K = V = 128 kKnobs32x2 / kKnobs16x1
-// for recurrent_knobs with (tile_v, warps) = (32, 2) / (16, 1).
+// bv: recurrent_bv's tile width, or at K = V = 128 kKnobs32x2 / kKnobs16x1 /
+// kKnobs64x2 for recurrent_knobs with (tile_v, warps) = (32, 2) / (16, 1) /
+// (64, 2) (one token, 16-bit and fp8 states: the only kernel of those knobs).
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t run_recurrent(const deltac_fwd_params& p, cudaStream_t stream, int bv) {
   using namespace cuda::detail;
@@ -54,6 +55,9 @@ cudaError_t run_recurrent(const deltac_fwd_params& p, cudaStream_t stream, int b
                                                     pdl_under_test());
     if (bv == kKnobs16x1)
       return recurrent_knobs<Var, K, V, InT, 16, 1>(p, stream, nullptr, form_under_test(),
+                                                    pdl_under_test());
+    if (bv == kKnobs64x2)
+      return recurrent_knobs<Var, K, V, InT, 64, 2>(p, stream, nullptr, form_under_test(),
                                                     pdl_under_test());
   }
   return recurrent_bv<Var, K, V, InT>(p, stream, bv, form_under_test(), pdl_under_test());

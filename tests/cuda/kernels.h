@@ -12,9 +12,9 @@ namespace deltac::test {
 // form / PDL of kernels.cuh's form_under_test, pdl_under_test).
 using KernelFn = cudaError_t (*)(const deltac_fwd_params&, cudaStream_t, int bv);
 
-// Values of bv that select the knobs (tile_v, warps) = (32, 2) and (16, 1)
-// (K = V = 128 only; kernels.cuh).
-constexpr int kKnobs32x2 = -2, kKnobs16x1 = -1;
+// Values of bv that select the knobs (tile_v, warps) = (32, 2), (16, 1) and
+// (64, 2) (K = V = 128 only; kernels.cuh).
+constexpr int kKnobs32x2 = -2, kKnobs16x1 = -1, kKnobs64x2 = -3;
 
 // The instantiation for (variant, K, V, dtype), or null when the tests did
 // not instantiate it. One definition per variant (kernels_<variant>.cu).

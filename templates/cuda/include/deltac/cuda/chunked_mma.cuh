@@ -161,6 +161,20 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #endif
 }
 
+// Four 8 x 8 matrices of 16-bit elements, transposed, from shared memory:
+// lanes 8j .. 8j + 7 give the eight 16-byte rows of matrix j (shared-space
+// address `addr`), r[j] is this lane's part of it.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+#if DELTAC_MMA_OK
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  (void)addr;
+  r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+
 template <class Ts>
 struct Mma;
 
@@ -209,18 +223,9 @@ struct Mma16 {
   // The same fragments from the transposed storage: A from a [k][m] tile
   // (a at (k0, m0), row stride lda), B from a [k][n] tile (ldmatrix .trans).
   __device__ static __forceinline__ void load_a_t(FragA& f, const Ts* a, int lda) {
-    const int lane = threadIdx.x & 31;
-#if DELTAC_MMA_OK
-    const int mat = lane >> 3;
-    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(
-        a + ((lane & 7) + (mat >> 1) * 8) * lda + (mat & 1) * 8));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3])
-                 : "r"(addr));
-#else
-    (void)lane;
-    f.r[0] = f.r[1] = f.r[2] = f.r[3] = 0;
-#endif
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    ldmatrix_x4_trans(f.r, static_cast<uint32_t>(__cvta_generic_to_shared(
+                               a + ((lane & 7) + (mat >> 1) * 8) * lda + (mat & 1) * 8)));
   }
   __device__ static __forceinline__ void load_b_t(FragB& f, const Ts* b, int ldb) {
     const int lane = threadIdx.x & 31;

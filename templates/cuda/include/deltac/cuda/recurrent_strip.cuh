@@ -7,6 +7,7 @@
 #define DELTAC_CUDA_RECURRENT_STRIP_CUH
 
 #include "deltac/cuda/recurrent_kernel.cuh"
+#include "deltac/cuda/recurrent_mma.cuh"
 
 namespace deltac::cuda::detail {
 
@@ -524,6 +525,11 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   static_assert(kGroups <= 8, "strip_one: at most 8 groups of rows");
   constexpr bool kKda = Var == DELTAC_VARIANT_KDA;
   constexpr bool kGated = Var == DELTAC_VARIANT_GATED;
+  // Staged bf16 states of delta / gated: h'^T k and h'^T q on tensor cores
+  // (below), where a warp's columns make whole 16-column tiles and a
+  // lane's rows whole 8-row pieces; the rows land swizzled (at).
+  constexpr bool kMma = Staged && std::is_same_v<StT, __nv_bfloat16> && !kKda && Vec == 8 &&
+                        Tr::WV % 16 == 0 && R % 8 == 0;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r0 = (lane / L) * R;
@@ -550,6 +556,13 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   constexpr int kQk = Staged ? 1 : R;
   __shared__ __align__(16) InT sqk[Staged ? 2 : 1][Staged ? K : 1];
   float qr[kQk] = {}, kr[kQk] = {}, gr[kKda ? R : 1], vv[Vec], beta = 0.f, a = 1.f;
+  // kMma: this lane's columns of the product tiles (mma_col), their v.
+  constexpr int kMmaCols = kMma ? Tr::WV / 8 : 1;
+  float vm[kMmaCols];
+  const InT* vin = static_cast<const InT*>(p.v) + th * V;
+  auto mma_col = [&](int m) {  // tile m / 2, rows 8 (m % 2) + lane / 4
+    return tile * Tr::BV + warp * Tr::WV + 8 * m + lane / 4;
+  };
   auto qk_at = [&](int w, int i) {  // q (w = 0) or k row r0 + i from shared
     if constexpr (sizeof(InT) == 2) {
       const int e = r0 + i;  // r0 may be odd: the word holding element e
@@ -595,7 +608,10 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
     }
     if constexpr (kKda)
       load_n<R, true>(p.g + th * K + r0, vec_qk, gr);
-    load_n<Vec, true>(static_cast<const InT*>(p.v) + th * V + v0, vec_io, vv);
+    if constexpr (kMma)  // the columns of the lane's sums (mma_col)
+      for (int m = 0; m < kMmaCols; ++m) vm[m] = cvt_f(__ldg(vin + mma_col(m)));
+    else
+      load_n<Vec, true>(vin + v0, vec_io, vv);
     beta = __ldg(p.beta + th);
     if constexpr (kGated)
       a = __ldg(p.g + th);
@@ -609,10 +625,14 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   // Row i of the lane: stage[i][threadIdx.x] (Staged), else hp[i].
   __shared__ __align__(16) uint32_t stage[Staged ? R : 1][Staged ? Tr::kThreads * kWords : 1];
   Packed<Vec, StT> hp[Staged ? 1 : R] = {};
+  // Staged: where thread t's row i lies in stage[i] (in words): kMma
+  // swizzles them so that eight rows of a lane are one conflict-free
+  // ldmatrix.
+  auto at = [&](int i, int t) { return (kMma ? staged_slot(i, t) : t) * kWords; };
   auto row = [&](int i) {
     if constexpr (Staged) {
       Packed<Vec, StT> x;
-      lds_words<kWords>(&stage[i][threadIdx.x * kWords], x.w);
+      lds_words<kWords>(&stage[i][at(i, threadIdx.x)], x.w);
       return x;
     } else {
       return hp[i];
@@ -627,7 +647,7 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
           static_cast<const StT*>(p.h0) + (int64_t(slot >= 0 ? slot : 0) * p.HV + j) * K * V;
 #pragma unroll
       for (int i = 0; i < R; ++i) {
-        cp_async_row<kWords * 4>(&stage[i][threadIdx.x * kWords],
+        cp_async_row<kWords * 4>(&stage[i][at(i, threadIdx.x)],
                                  slot >= 0 ? static_cast<const void*>(h0 + int64_t(r0 + i) * V + v0)
                                            : p.v,
                                  slot >= 0);
@@ -726,35 +746,64 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   // decay factor scale their sums (h'^T k = a rk h^T k_raw) and u (k u^T =
   // k_raw (rk u)^T): the norms' reductions run beside the products, and the
   // first pass has no per-element multiply (kda's factors are per row).
-  float pk[Vec], pq[Vec];
-#pragma unroll
-  for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    if constexpr (Staged)
-      if (i % kRowsPerGroup == 0)
-        cp_async_row_wait_n(kGroups - 1 - i / kRowsPerGroup);
-    const float ki = kv(i), qi = qv(i);
-    float x[Vec];
-    unpack(row(i), x);
-    if constexpr (kKda) {
-      gr[i] = expf(gr[i]);
-#pragma unroll
-      for (int c = 0; c < Vec; ++c) x[c] *= gr[i];
-    }
-#pragma unroll
-    for (int c = 0; c < Vec; ++c) {
-      pk[c] = fmaf(x[c], ki, pk[c]);
-      pq[c] = fmaf(x[c], qi, pq[c]);
-    }
-  }
   const float head = (kKda ? 1.f : a) * s8;  // the sums' one factor
+  float u[Vec];
+  if constexpr (kMma) {
+    // The warp's sums on tensor cores (recurrent_mma.cuh): the lanes t = 0
+    // of each quad hold those of columns mma_col(m), do their readout and
+    // store o; then each lane takes u of its own Vec columns by shuffles.
+    cp_async_row_wait<0>();
+    float hk[kMmaCols], hq[kMmaCols];
+    staged_mma_sums<K, R, L, Tr::WV, InT>(&stage[0][0], Tr::kThreads * kWords, &sqk[0][0], hk,
+                                          hq);
+    const int tig = lane % 4;
+    float um[kMmaCols];
 #pragma unroll
-  for (int c = 0; c < Vec; ++c) pk[c] *= head * rk, pq[c] *= head * rq;
-  float u[Vec], out[Vec];
-  readout<L>(pk, pq, vv, beta, qk, scale, u, out);
-  if (lane < L)
-    store_n<Vec>(static_cast<InT*>(p.o) + th * V + v0, vec_io, out);
+    for (int m = 0; m < kMmaCols; ++m) {
+      um[m] = beta * (vm[m] - hk[m] * head * rk);
+      if (tig == 0)
+        static_cast<InT*>(p.o)[th * V + mma_col(m)] =
+            from_float<InT>(scale * fmaf(um[m], qk, hq[m] * head * rq));
+    }
+    // Column c = Vec (lane % L) + j of the strip is mma_col(lane % L) of lane 4 j.
+#pragma unroll
+    for (int jj = 0; jj < Vec; ++jj)
+#pragma unroll
+      for (int m = 0; m < kMmaCols; ++m) {
+        const float x = __shfl_sync(0xffffffffu, um[m], 4 * jj);
+        if (m == lane % L)
+          u[jj] = x;
+      }
+  } else {
+    float pk[Vec], pq[Vec];
+#pragma unroll
+    for (int c = 0; c < Vec; ++c) pk[c] = pq[c] = 0.f;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if constexpr (Staged)
+        if (i % kRowsPerGroup == 0)
+          cp_async_row_wait_n(kGroups - 1 - i / kRowsPerGroup);
+      const float ki = kv(i), qi = qv(i);
+      float x[Vec];
+      unpack(row(i), x);
+      if constexpr (kKda) {
+        gr[i] = expf(gr[i]);
+#pragma unroll
+        for (int c = 0; c < Vec; ++c) x[c] *= gr[i];
+      }
+#pragma unroll
+      for (int c = 0; c < Vec; ++c) {
+        pk[c] = fmaf(x[c], ki, pk[c]);
+        pq[c] = fmaf(x[c], qi, pq[c]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < Vec; ++c) pk[c] *= head * rk, pq[c] *= head * rq;
+    float out[Vec];
+    readout<L>(pk, pq, vv, beta, qk, scale, u, out);
+    if (lane < L)
+      store_n<Vec>(static_cast<InT*>(p.o) + th * V + v0, vec_io, out);
+  }
   if (ht) {
 #pragma unroll
     for (int c = 0; c < Vec; ++c) u[c] *= rk;
