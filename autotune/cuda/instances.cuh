@@ -83,7 +83,7 @@ void add_chunked(std::vector<Instance> &out) {
 
 template <deltac_variant Var, int K, int V, class InT, int BV, int W>
 void add_recurrent_one(std::vector<Instance> &out) {
-  if constexpr (V % BV == 0 && cuda_recurrent_warps_ok(K, BV, W)) {
+  if constexpr (V % BV == 0 && cuda_recurrent_knobs_ok(K, BV, W, 2, true)) {
     Instance in;
     in.variant = Var, in.K = K, in.V = V, in.in_dtype = dtype_of<InT>();
     in.config.family = Family::CudaRecurrent;

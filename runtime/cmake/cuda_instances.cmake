@@ -58,7 +58,7 @@ foreach(_var ${_variants})
     set(_kv ${_recurrent})
     while(_kv)
       list(POP_FRONT _kv _k _vd)
-      foreach(_bv 16 32)
+      foreach(_bv 16 32 64)
         math(EXPR _rem "${_vd} % ${_bv}")
         if(_rem EQUAL 0)
           deltac_cuda_unit(recurrent_${_v}_${_tn}_${_k}x${_vd}_bv${_bv} RECURRENT

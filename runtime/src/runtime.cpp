@@ -301,6 +301,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
 
   // With device cu_seqlens the longest sequence is unknown: T bounds it.
   Problem prob = problem_of(p, hostMemory ? max_seqlen(p) : int64_t(p.T));
+  prob.deterministic = opt.deterministic != 0;
   Device device;
   if (!chooseDevice(opt, prob, &device, &err))
     return failWith(err);

@@ -56,9 +56,9 @@ TEST(Catalogue, CheckConfigAcceptsListedValuesOnly) {
           EXPECT_NE(why.find(fi.name), std::string::npos) << why;
           EXPECT_NE(why.find(kKnobNames[k]), std::string::npos) << why;
         } else if (fi.family == Family::CudaRecurrent) {
-          // Listed values can still fail the family's geometry rule.
-          EXPECT_EQ(why.empty(),
-                    cuda_recurrent_warps_ok(p.K, c.tile_v, c.warps))
+          // Listed values can still fail the family's geometry rule (p:
+          // an f32 state, one token).
+          EXPECT_EQ(why.empty(), cuda_recurrent_knobs_ok(p.K, c.tile_v, c.warps, 4, true))
               << "value " << x << ": " << why;
         } else if (fi.family == Family::CudaChunked) {
           // ... or the chunked kernel's tiling and shared memory.
@@ -108,6 +108,57 @@ TEST(Catalogue, CudaWarpsGeometry) {
     for (int bv : {16, 32})
       EXPECT_TRUE(cuda_recurrent_warps_ok(k, bv, cuda_recurrent_default_warps(k, bv)))
           << k << " " << bv;
+}
+
+// The wide tile (64 columns): its kernels are the strip kernels', so which
+// knobs are legal depends on the state and on whether every call is one
+// token; the default takes it for one-token calls of 16-bit and fp8 states
+// on large grids only.
+TEST(Catalogue, CudaRecurrentWideTile) {
+  Problem p = problem(128, 128);
+  p.H = 16, p.HV = 32;
+  p.state_dtype = DELTAC_BF16;
+  KernelConfig c = base(Family::CudaRecurrent, p);
+  EXPECT_EQ(c.tile_v, 32) << "batch 1: 128 blocks";
+  p.seqs = 64;
+  c = base(Family::CudaRecurrent, p);
+  EXPECT_EQ(c.tile_v, 64);
+  EXPECT_EQ(c.warps, 2);
+  EXPECT_EQ(check_config(c, p), "");
+  EXPECT_TRUE(precompiled(c, p));
+  // Several tokens, cu_seqlens, state_steps or the batch-invariant mode:
+  // no kernel at 64 / 2 (a several-token bf16 lane would hold 128 floats),
+  // and the default keeps 32 columns.
+  for (int what = 0; what < 4; ++what) {
+    Problem q = p;
+    if (what == 0) q.max_seqlen = 4;
+    if (what == 1) q.varlen = true;
+    if (what == 2) q.state_steps = true;
+    if (what == 3) q.deterministic = true;
+    EXPECT_FALSE(one_token(q)) << what;
+    EXPECT_NE(check_config(c, q).find("has no kernel"), std::string::npos)
+        << what << ": " << check_config(c, q);
+    EXPECT_EQ(base(Family::CudaRecurrent, q).tile_v, 32) << what;
+  }
+  // f32 states: 64 / 2 has no kernel, 64 / 4 has (the strip kernels), the
+  // default keeps 32.
+  p.state_dtype = DELTAC_F32;
+  EXPECT_NE(check_config(c, p).find("f32 state"), std::string::npos) << check_config(c, p);
+  c.warps = 4;
+  EXPECT_EQ(check_config(c, p), "");
+  EXPECT_FALSE(precompiled(c, p)) << "not the default warps";
+  EXPECT_EQ(base(Family::CudaRecurrent, p).tile_v, 32);
+  // fp8 states as bf16; V = 96 (64 does not divide it): 32 columns.
+  p.state_dtype = DELTAC_FP8_E4M3;
+  EXPECT_EQ(base(Family::CudaRecurrent, p).tile_v, 64);
+  p.V = 96;
+  EXPECT_EQ(base(Family::CudaRecurrent, p).tile_v, 32);
+  // Every K: the wide tile's default warps have a one-token kernel for
+  // 16-bit and fp8 states.
+  for (int k = 16; k <= 256; k += 16)
+    for (int sb : {2, 1})
+      EXPECT_TRUE(cuda_recurrent_knobs_ok(k, 64, cuda_recurrent_default_warps(k, 64), sb, true))
+          << k << " " << sb;
 }
 
 TEST(Catalogue, CudaStreamRule) {

@@ -7,6 +7,7 @@
 #include "deltac/runtime.h"
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -294,6 +295,65 @@ TEST(DecodePoolApi, CudaFp8PoolAgreesWithCpu) {
     EXPECT_LE(ref::rel_rms(b.o.data(), oa), 1e-5);
     if (T == 4)
       EXPECT_LE(relDiff(fb.values(fb.steps), fa.values(fa.steps)), 5e-3);
+  }
+}
+
+// A bf16 pool at Qwen3-Next's decode size on a large grid (40 sequences x
+// 32 value heads x 4 tiles of 32 columns: more than kRecurrentSmallGrid
+// blocks): the default takes 64-column tiles on 2 warps (the staged kernel)
+// for one token and 32 for several; both agree with the CPU. Seed printed,
+// DELTAC_TEST_SEED replays it.
+TEST(DecodePoolApi, CudaWideTileBf16AgreesWithCpu) {
+  if (!gpu())
+    GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = freshSeed();
+  SCOPED_TRACE(test_seed_note(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(0.f, 1.f);
+  const int N = 40, H = 16, HV = 32, K = 128, V = 128, slots = 48;
+  for (int T : {1, 2}) {
+    SCOPED_TRACE("T " + std::to_string(T));
+    std::vector<float> q(size_t(N) * T * H * K), k(q.size()), v(size_t(N) * T * HV * V),
+        g(size_t(N) * T * HV), beta(g.size()), pool(size_t(slots) * HV * K * V);
+    for (auto *x : {&q, &k, &v, &pool})
+      for (float &e : *x) e = 0.5f * nd(rng);
+    for (float &e : g) e = -ud(rng);
+    for (float &e : beta) e = ud(rng);
+    std::vector<int32_t> read(N);
+    for (int n = 0; n < N; ++n) read[n] = n % 9 == 4 ? -1 : slots - 1 - n;
+    const std::vector<uint16_t> start = toBf16(pool);
+    std::vector<uint16_t> cpu = start, gpu_pool = start;
+    std::vector<float> oc(v.size()), og(v.size());
+    deltac_fwd_params p{};
+    p.variant = DELTAC_VARIANT_GATED;
+    p.B = N, p.T = T, p.H = H, p.HV = HV, p.K = K, p.V = V, p.N = N;
+    p.q = q.data(), p.k = k.data(), p.v = v.data(), p.g = g.data(), p.beta = beta.data();
+    p.state_dtype = DELTAC_BF16;
+    p.qk_l2norm = 1;
+    p.num_slots = slots, p.read_slots = read.data();
+    deltac_options opt = deltac_default_options();
+    deltac_run_info info{};
+    opt.device = DELTAC_DEVICE_CPU;
+    p.h0 = p.ht = cpu.data(), p.o = oc.data();
+    ASSERT_EQ(deltac_forward(&p, &opt), 0) << deltac_last_error();
+    opt.device = DELTAC_DEVICE_CUDA;
+    p.h0 = p.ht = gpu_pool.data(), p.o = og.data();
+    ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+    EXPECT_STREQ(info.family, "cuda_recurrent");
+    EXPECT_EQ(info.tile_v, T == 1 ? 64 : 32);
+    EXPECT_EQ(info.warps, 2);
+    std::vector<double> a(cpu.size()), b(cpu.size()), oa(oc.begin(), oc.end());
+    for (size_t i = 0; i < cpu.size(); ++i)
+      a[i] = ref::bf16_to_float(cpu[i]), b[i] = ref::bf16_to_float(gpu_pool[i]);
+    EXPECT_LE(relDiff(b, a), 5e-3) << "pool";
+    EXPECT_LE(ref::rel_rms(og.data(), oa), 1e-4) << "o";
+    for (int s = 0; s < slots; ++s)  // slots no sequence reads stay as they were
+      if (std::find(read.begin(), read.end(), s) == read.end())
+        EXPECT_EQ(std::memcmp(gpu_pool.data() + size_t(s) * HV * K * V,
+                              start.data() + size_t(s) * HV * K * V, size_t(HV) * K * V * 2),
+                  0)
+            << "slot " << s;
   }
 }
 

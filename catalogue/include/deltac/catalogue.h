@@ -132,7 +132,7 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      "deltac/cpu/launch.h", "deltac::cpu::chunked"},
     {Family::CudaRecurrent, "cuda_recurrent", Device::CUDA, Mode::Recurrent, 0,
      kKnobTileV | kKnobWarps,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}},
+     {{0, {}}, {0, {}}, {3, {16, 32, 64}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}},
       {0, {}}, {0, {}}},
      "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
     {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
@@ -215,7 +215,18 @@ struct Problem {
   // Decode fields of the call (params.h): a state pool (read_slots), the
   // state after every token (state_steps), accepted counts.
   bool pool = false, state_steps = false, accepted = false;
+  // cu_seqlens given; the batch-invariant mode (deltac_options.deterministic,
+  // set by the runtime).
+  bool varlen = false, deterministic = false;
 };
+
+// Whether every call of p runs cuda_recurrent's one-token kernels
+// (recurrent_rules.h, recurrent_one_token): one token a sequence, no
+// cu_seqlens, state_steps, accepted counts or batch-invariant mode.
+inline bool one_token(const Problem &p) {
+  return p.max_seqlen == 1 && !p.varlen && !p.state_steps && !p.accepted &&
+         !p.deterministic;
+}
 
 // Longest sequence described by p (T, or the largest cu_seqlens gap). Reads
 // cu_seqlens, so host pointers only; assumes N + 1 entries.
@@ -242,6 +253,7 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
   q.pool = p.read_slots != nullptr;
   q.state_steps = p.state_steps != nullptr;
   q.accepted = p.accepted != nullptr;
+  q.varlen = p.cu_seqlens != nullptr;
   return q;
 }
 
@@ -255,6 +267,12 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
 namespace detail {
 inline std::string num(int64_t x) { return std::to_string(x); }
 inline int dtype_bytes(int32_t d) { return d == DELTAC_F32 ? 4 : 2; }
+inline int state_bytes(int32_t d) {
+  return d == DELTAC_F32 ? 4 : d == DELTAC_FP8_E4M3 ? 1 : 2;
+}
+inline const char *state_name(int32_t d) {
+  return d == DELTAC_F32 ? "f32" : d == DELTAC_FP8_E4M3 ? "fp8 e4m3" : "bf16";
+}
 } // namespace detail
 
 // "" when the problem itself is in the supported space of any kernel.
@@ -349,11 +367,20 @@ inline std::string check_config(const KernelConfig &c, const Problem &p) {
   if ((fi.knobs & kKnobTileV) && p.V % c.tile_v != 0)
     return std::string(fi.name) + ": tile_v = " + num(c.tile_v) +
            " must divide V = " + num(p.V);
-  if (c.family == Family::CudaRecurrent &&
+  if (c.family == Family::CudaRecurrent && c.tile_v <= 32 &&
       !cuda_recurrent_warps_ok(p.K, c.tile_v, c.warps))
     return std::string(fi.name) + ": warps = " + num(c.warps) +
            " does not split K = " + num(p.K) + " with tile_v = " +
            num(c.tile_v) + " into whole row groups of at most 16 rows";
+  if (c.family == Family::CudaRecurrent &&
+      !cuda_recurrent_knobs_ok(p.K, c.tile_v, c.warps, detail::state_bytes(p.state_dtype),
+                               one_token(p)))
+    return std::string(fi.name) + ": tile_v = " + num(c.tile_v) + ", warps = " +
+           num(c.warps) + " has no kernel for K = " + num(p.K) + " with a " +
+           detail::state_name(p.state_dtype) + " state" +
+           (one_token(p) ? "" : " on calls of several tokens (or cu_seqlens, state_steps, "
+                                "accepted, the batch-invariant mode)") +
+           " (recurrent_rules.h, cuda_recurrent_knobs_ok)";
   if (c.family == Family::CudaChunked &&
       !cuda::chunked_legal(p.variant, p.K, p.V,
                            detail::dtype_bytes(p.in_dtype), c.chunk, c.tile_v,
@@ -452,7 +479,8 @@ inline KernelConfig default_config(Family f, const Problem &p) {
     c.chunk = cpu_rule(p.cpu_isa, p.cpu_split512).chunk;
     break;
   case Family::CudaRecurrent:
-    c.tile_v = cuda_recurrent_default_tile(p.V);
+    c.tile_v = cuda_recurrent_tile_for(p.V, detail::state_bytes(p.state_dtype), one_token(p),
+                                       p.seqs * p.HV * (p.V / cuda_recurrent_default_tile(p.V)));
     c.warps = cuda_recurrent_default_warps(p.K, c.tile_v);
     break;
   case Family::CudaChunked: {
@@ -545,8 +573,8 @@ inline bool default_family(Device d, Mode m, const Problem &p, Family *out,
 
 // CPU: every family and knob value, for these dims.
 #define DELTAC_CPU_DIMS(X) X(128, 128) X(64, 64) X(0, 0)
-// CUDA recurrent: f32, bf16 and fp8 e4m3 states, tile_v 16 and 32 (where it divides V), the
-// default warps.
+// CUDA recurrent: f32, bf16 and fp8 e4m3 states, tile_v 16, 32 and 64 (where it divides V),
+// the default warps.
 #define DELTAC_CUDA_RECURRENT_DIMS(X)                                          \
   X(64, 64) X(128, 128) X(256, 256) X(128, 256) X(256, 128)
 // CUDA chunked: f32, bf16 and f16, the default config's chunk, tile_v,

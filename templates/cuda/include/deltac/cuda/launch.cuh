@@ -65,7 +65,9 @@ namespace deltac::cuda {
 template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
 cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                           const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
-  static_assert(cuda_recurrent_warps_ok(K, BV, Warps), "warps: see the catalogue");
+  // Some kernel exists for the knobs (the catalogue's check_config says for
+  // which calls: cuda_recurrent_knobs_ok).
+  static_assert(cuda_recurrent_knobs_ok(K, BV, Warps, 2, true), "knobs: see the catalogue");
   return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip,
                                                             detail::Form::Auto, true, det, route);
 }

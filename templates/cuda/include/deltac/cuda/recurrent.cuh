@@ -64,7 +64,9 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
 // `blocks` in its grid runs the staged kernel (recurrent_strip.cuh's
 // strip_staged_kernel) rather than the one holding its state in registers:
 // under Auto on a small grid (kRecurrentSmallGrid blocks; an f32 state
-// kRecurrentStagedF32Grid), under Strip wherever it applies, never under
+// kRecurrentStagedF32Grid) and for 16-bit and fp8 states at the wide tile
+// (64 / 2 at batch 64 / 512 bf16: 45.06 / 321.06 us staged against 48.13 /
+// 356.29 from registers), under Strip wherever it applies, never under
 // Packed; it applies where its geometry fits (strip_staged_fits) to K-first
 // states with 16-byte aligned bases. H200 (docs/performance.md "Decode",
 // the staged kernel by row groups): batch 1 at 32 / 2, f32 2.67 us staged
@@ -74,7 +76,10 @@ inline bool recurrent_staged(const deltac_fwd_params& p, int bv, int warps, int 
                              int64_t blocks) {
   const int st = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
   const int64_t small = st == 4 ? kRecurrentStagedF32Grid : kRecurrentSmallGrid;
-  const bool want = form == Form::Strip || (form == Form::Auto && blocks <= small);
+  // The wide tile of 16-bit and fp8 states staged at every grid (the
+  // catalogue's choice for those calls, cuda_recurrent_tile_for).
+  const bool wide = st <= 2 && bv == kCudaRecurrentWideTile;
+  const bool want = form == Form::Strip || (form == Form::Auto && (blocks <= small || wide));
   return want && p.state_layout == DELTAC_STATE_KV && recurrent_flags(p, p.variant).st &&
          strip_staged_fits(p.K, bv, warps, vec, st, p.in_dtype == DELTAC_F32 ? 4 : 2);
 }

@@ -32,14 +32,20 @@ constexpr int cuda_recurrent_default_tile(int V) { return V % 32 == 0 ? 32 : 16;
 // bf16, against 81.6 / 600.8 and 60.1 / 440.9 with 4; tile_v 16 at batch 1:
 // 3.07 us with 2 warps, 3.67 with 4; docs/performance.md, "Decode: state
 // pool", version 2; K = 64 and 256 not measured).
+// The wide tile (64 columns, kCudaRecurrentWideTile): 2 warps up to K =
+// 128, else 4 (the one-token kernels' geometry for 16-bit states).
 constexpr int cuda_recurrent_default_warps(int K, int BV) {
+  if (BV == 64)
+    return K <= 128 ? 2 : 4;
   const int groups = cuda_recurrent_row_groups(K, BV);
   for (int w = 2; w <= 8; w *= 2)
     if (groups % w == 0 && groups / w <= 16)
       return w;
   return 1;
 }
-// Legal: whole row groups per warp, at most 16 rows (64 floats) per thread.
+// The split kernel's legal warps: whole row groups per warp, at most 16 rows
+// (64 floats) per thread (tile_v 16 and 32; cuda_recurrent_knobs_ok says
+// which knobs have a kernel for a call).
 constexpr bool cuda_recurrent_warps_ok(int K, int BV, int warps) {
   const int groups = cuda_recurrent_row_groups(K, BV);
   return warps >= 1 && groups % warps == 0 && (groups / warps) * 4 <= 64;
@@ -76,6 +82,24 @@ constexpr int strip_vec(int K, int BV, int warps, bool bf16_state, bool one) {
     return 8;
   return (one ? g4.ok_one : g4.ok) ? 4 : 0;
 }
+
+}  // namespace cuda
+
+// The wide V tile: 64 columns a block, for one-token calls of 16-bit and fp8
+// states on large grids (cuda_recurrent_tile_for); the strip kernels only.
+constexpr int kCudaRecurrentWideTile = 64;
+
+// Whether knobs (tile_v, warps) have a kernel for a call: tile_v 16 and 32
+// the split kernel at every call (cuda_recurrent_warps_ok), the wide tile the
+// strip kernels' geometry for the state (state_bytes 4, 2 or 1), one: every
+// call runs the one-token kernels (recurrent_one_token), else several tokens.
+constexpr bool cuda_recurrent_knobs_ok(int K, int BV, int warps, int state_bytes, bool one) {
+  if (BV == 16 || BV == 32)
+    return cuda_recurrent_warps_ok(K, BV, warps);
+  return BV == kCudaRecurrentWideTile && cuda::strip_vec(K, BV, warps, state_bytes <= 2, one) != 0;
+}
+
+namespace cuda {
 
 // Whether the stream kernel (recurrent_stream.cuh) has a geometry for these
 // knobs: the several-token strip geometry (the state in registers as
@@ -120,6 +144,24 @@ constexpr int64_t kRecurrentSmallGrid = 1024;
 // against 11.73 (docs/performance.md "Decode", the staged kernel by row
 // groups).
 constexpr int64_t kRecurrentStagedF32Grid = 256;
+
+}  // namespace cuda
+
+// The catalogue's default V tile for a call (default_config): the wide tile
+// for one-token calls (one, as cuda_recurrent_knobs_ok) of 16-bit and fp8
+// states where it divides V on grids of more than kRecurrentSmallGrid blocks
+// at 32 columns (blocks32), staged (recurrent.cuh, recurrent_staged). H200,
+// GDN 16/32 heads K = V = 128, bf16 state, 64 / 2 staged against 32 / 2:
+// 44.19 / 162.14 / 318.82 against 49.36 / 181.22 / 355.52 us at batch 64 /
+// 256 / 512 (docs/performance.md "Decode", the staged kernel by row groups).
+// Else cuda_recurrent_default_tile.
+constexpr int cuda_recurrent_tile_for(int V, int state_bytes, bool one, int64_t blocks32) {
+  const bool wide = one && state_bytes <= 2 && V % kCudaRecurrentWideTile == 0 &&
+                    blocks32 > cuda::kRecurrentSmallGrid;
+  return wide ? kCudaRecurrentWideTile : cuda_recurrent_default_tile(V);
+}
+
+namespace cuda {
 
 // Under Auto a token runs the one-token strip kernel where a lane's state
 // slice is at least 64 bytes wide, where the grid is small (at most
