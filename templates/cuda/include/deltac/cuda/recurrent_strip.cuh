@@ -679,9 +679,8 @@ __device__ __forceinline__ void strip_one(const deltac_fwd_params& p, float scal
   // A pool's state loads start from the slot read before the PDL wait
   // (guess) instead of waiting for the read after it, and start again where
   // the two differ (after every earlier group landed: the counts below hold).
-  const int32_t ls = !p.read_slots                                          ? rs
-                     : p.h0 && guess >= 0 && guess < p.num_slots ? guess
-                                                                             : -1;
+  const bool guessed = p.read_slots && p.h0 && guess >= 0 && guess < p.num_slots;
+  const int32_t ls = !p.read_slots ? rs : guessed ? guess : -1;
   load_state(ls);
   if (rs != ls) {
     if constexpr (Staged)
