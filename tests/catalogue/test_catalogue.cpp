@@ -108,6 +108,13 @@ TEST(Catalogue, CudaWarpsGeometry) {
     for (int bv : {16, 32})
       EXPECT_TRUE(cuda_recurrent_warps_ok(k, bv, cuda_recurrent_default_warps(k, bv)))
           << k << " " << bv;
+  // The default tile (recurrent_rules.h): the widest of 32 and 16 that
+  // divides V, and what the catalogue's default config takes.
+  for (int v = 16; v <= 256; v += 16) {
+    const int t = cuda_recurrent_default_tile(v);
+    EXPECT_TRUE(v % t == 0 && (t == 32 || v % 32 != 0)) << v;
+    EXPECT_EQ(default_config(Family::CudaRecurrent, problem(128, v)).tile_v, t) << v;
+  }
 }
 
 TEST(Catalogue, CudaStreamRule) {
