@@ -28,6 +28,7 @@ struct PoolCase {
   bool fp8_state = false;  // e4m3 with a scale per value head (kFp8Scales)
   int layout = DELTAC_STATE_KV;
   Family family = Family::CpuRecurrent;
+  int tile_v = 0;  // 0: the family's default (avx2 row)
 };
 
 // fp8 state scales of value heads 0, 1, 2, ... (repeating): powers of two
@@ -106,9 +107,11 @@ double rel(const std::vector<double>& x, const std::vector<double>& ref) {
   return den == 0 ? (num == 0 ? 0 : INFINITY) : std::sqrt(num / den);
 }
 
-void run_kernel(const deltac_fwd_params& p, Family f) {
+void run_kernel(const deltac_fwd_params& p, Family f, int tile_v = 0) {
   Problem prob = problem_of(p, max_seqlen(p));
   KernelConfig c = default_config(f, prob);
+  if (tile_v)
+    c.tile_v = tile_v;
   ASSERT_EQ(check_config(c, prob), "");
   bool spec = false;
   ASSERT_TRUE(cpu::isa::launch_dims(deltac_variant(p.variant), c, p, &spec,
@@ -153,7 +156,7 @@ void check_case(const PoolCase& pc) {
   ref::forward(p, &o, &ht, pc.steps ? &st : nullptr);
   const std::vector<double> before = (pc.inplace ? in : out).values();
   const std::vector<uint8_t> raw_before = (pc.inplace ? in : out).bytes;
-  run_kernel(p, pc.family);
+  run_kernel(p, pc.family, pc.tile_v);
   if (::testing::Test::HasFatalFailure())
     return;
 
@@ -222,6 +225,26 @@ TEST(DecodePool, VkLayoutAndK128) {
       c.N = 3, c.slots = 5;
       check_case(c);
     }
+}
+
+TEST(DecodePool, EveryDecodeTile) {
+  // Each cpu_decode tile width (whole rows of 128 columns: the avx512 rule's)
+  // over two tiles a row and K an odd number of 16-float vectors, every
+  // variant, layout and state dtype, with a padding slot.
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  for (int i = 0; i < tiles.n; ++i)
+    for (deltac_variant var : kVars)
+      for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+        for (int dt = 0; dt < 3; ++dt) {
+          SCOPED_TRACE("tile_v " + std::to_string(tiles.v[i]) + " var " + std::to_string(var) +
+                       " layout " + std::to_string(layout) + " state " + std::to_string(dt));
+          PoolCase c;
+          c.var = var, c.layout = layout, c.bf16_state = dt == 1, c.fp8_state = dt == 2;
+          c.family = Family::CpuDecode, c.tile_v = tiles.v[i];
+          c.K = 48, c.V = 256, c.N = 3, c.slots = 4;
+          c.read = {2, -1, 0};
+          check_case(c);
+        }
 }
 
 TEST(DecodePool, CopyOnWritePrefixShared) {

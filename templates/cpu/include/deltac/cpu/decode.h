@@ -4,9 +4,11 @@
 //   sweep 1 (reads h):   hk = h^T (a k),  hq = h^T (a q)
 //   u = beta (v - hk),  o = scale (hq + u (k . q))    (h' = a (.) h, per row)
 //   sweep 2 (writes ht): ht = a (.) h + k u^T
-// KV layout: a tile is [K][VB] floats with row stride V, 16 KiB for K = 128,
-// VB = 32; its rows share few L1 sets (stride 512 B), so only the last half
-// of sweep 1 is still in L1 and sweep 2 runs backwards to hit it. VK layout:
+// KV layout: a tile is [K][VB] floats with row stride V; about half of it
+// is still in L1 after sweep 1 (K = 128: 32 columns share few L1 sets, whole
+// rows exceed L1), so sweep 2 runs backwards to hit it. Whole rows (VB = V
+// <= 128) read a head in address order with 2 VB / W accumulator chains:
+// the avx512 rule's tile (catalogue.h, kCpuRules). VK layout:
 // columns are contiguous; four at a time get their dot products, then their
 // update while they are in L1 (one read of the state).
 // Work is split over threads in contiguous ranges of (sequence, head, tile)
