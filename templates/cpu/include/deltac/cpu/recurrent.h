@@ -256,12 +256,17 @@ void recurrent_impl(const deltac_fwd_params& p) {
           const float a = std::exp(p.g[th]);
           for (int r = 0; r < K; ++r) cs[r] *= a;
         }
-        float cmin = cs[0];
-        for (int r = 0; r < K; ++r) {
-          k1[r] = cs[r] * k[r];
-          cmin = cs[r] < cmin ? cs[r] : cmin;
+        // c k, and whether some c is below kFoldBelow (or NaN): a fold.
+        // Vectorised: the scalar minimum was a chain of dependent vminss.
+        simd::vi low{};
+        for (int r = 0; r < K; r += simd::W) {
+          const simd::vf c = simd::load(cs + r);
+          simd::store(k1 + r, c * simd::load(k + r));
+          low |= ~(c >= simd::set1(kFoldBelow));
         }
-        if (t == nt - 1 || !(cmin >= kFoldBelow)) {
+        bool below = false;
+        for (int i = 0; i < simd::W; ++i) below |= low[i] != 0;
+        if (t == nt - 1 || below) {
           fl[t] = 1.0f;
           std::memcpy(ab + size_t(t) * K, cs, sizeof(float) * K);
           for (int r = 0; r < K; ++r) cs[r] = 1.0f;
