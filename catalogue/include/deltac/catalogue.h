@@ -397,7 +397,8 @@ constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // 4096 / 8192 (docs/performance.md). Decode on whole rows of up to 128
     // columns (16 accumulator chains; a head's state read in address order):
     // 0.94x / 0.90x / 0.95x the 32-column tile's time at batch 1 / 8 / 64
-    // (Zen 4, 2 threads, gated, 16 heads, K = V = 128).
+    // (Zen 4, 2 threads, gated, 16 heads, K = V = 128; not yet measured on
+    // an Intel core, where deltac-tune's tile_v dimension decides).
     {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 128},
 };
 // avx512 on a core with a 256-bit datapath (Zen 4; 2 threads, gated, 16
