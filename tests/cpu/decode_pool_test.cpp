@@ -264,11 +264,9 @@ TEST(DecodePool, EveryDecodeTile) {
 }
 
 TEST(DecodePool, MisalignedStates) {
-  // Pools 4 to 60 bytes past a cache line (the AVX-512 decode takes an f32
-  // KV state off a 32-byte boundary on line-aligned, masked vectors), in
-  // place and apart, equally and differently off (the latter the plain
-  // tile), a zero start and a padding slot: o, the pool and the bytes
-  // around it.
+  // Pools 4 to 60 bytes past a cache line (states as callers may hand them
+  // in), in place and apart, equally and differently off, a zero start and a
+  // padding slot: o, the pool and the bytes around it.
   const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
   for (int i = 0; i < tiles.n; ++i)
     for (deltac_variant var : kVars)

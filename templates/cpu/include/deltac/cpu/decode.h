@@ -157,79 +157,6 @@ inline void decode_tile(const S* src, S* dst, int K, int V,
   }
 }
 
-#if DELTAC_CPU_AVX512
-// decode_tile for an f32 KV tile whose rows start `o` floats past a 64-byte
-// line (0 < o < 16; src and dst alike): each row is read and written as NV + 1
-// line-aligned vectors, the first and last masked to the row's columns, so
-// no access spans two lines. Column c of the tile is lane (c + o) % 16 of
-// vector (c + o) / 16; v and the output are taken in the same shape. Same
-// arguments as decode_tile. Zen 4, 128 columns, 16 bytes off: 4848 cycles a
-// head against the unshifted tile's 5677 (4329 aligned); 32 bytes off, the
-// unshifted tile's accesses split into line-aligned halves (4461): it runs.
-template <int NV, bool Decay>
-inline void decode_tile_shifted(const float* src, float* dst, int K, int V, int o,
-                                const float* ka, const float* qa, const float* k,
-                                const float* av, float beta, float kq,
-                                const float* v, float* ob, const float* next) {
-  using namespace simd;
-  constexpr int N = NV + 1;
-  const __mmask16 head = __mmask16(0xffffu << o), tail = __mmask16(~head);
-  auto mask = [&](int j) { return j == 0 ? head : j == NV ? tail : __mmask16(0xffff); };
-  vf hk[N], hq[N];
-  for (int j = 0; j < N; ++j) hk[j] = hq[j] = zero();
-  if (src) {
-    const float* s0 = src - o;  // line-aligned
-    for (int r = 0; r < K; ++r) {
-      const vf kv = set1(ka[r]), qv = set1(qa[r]);
-      const float* h = s0 + size_t(r) * V;
-      if (next)
-        __builtin_prefetch(next + size_t(r) * NV * W, 0, kPrefetchLocality);
-#pragma GCC unroll 9
-      for (int j = 0; j < N; ++j) {
-        vf x = j == 0 || j == NV ? vf(_mm512_maskz_load_ps(mask(j), h + j * W))
-                                 : load(h + j * W);
-        asm("" : "+x"(x));  // one load for both FMAs (see decode_tile)
-        hk[j] = fma(x, kv, hk[j]);
-        hq[j] = fma(x, qv, hq[j]);
-      }
-    }
-  }
-  vf u[N];
-  const vf bv = set1(beta), kqv = set1(kq);
-  for (int j = 0; j < N; ++j) {
-    const vf vv = _mm512_maskz_loadu_ps(mask(j), v - o + j * W);
-    u[j] = bv * (vv - hk[j]);
-    _mm512_mask_storeu_ps(ob - o + j * W, mask(j), fma(kqv, u[j], hq[j]));
-  }
-  if (!dst)
-    return;
-  float* d0 = dst - o;
-  const float* s0 = src ? src - o : nullptr;
-  for (int r = K - 1; r >= 0; --r) {  // reverse: see decode_tile
-    const vf kv = set1(k[r]);
-    const vf a = set1(Decay ? av[r] : 1.0f);
-    if (next)
-      __builtin_prefetch(next + size_t(r) * NV * W + 16, 0, kPrefetchLocality);
-    float* d = d0 + size_t(r) * V;
-#pragma GCC unroll 9
-    for (int j = 0; j < N; ++j) {
-      vf x = zero();
-      if (s0) {
-        const float* h = s0 + size_t(r) * V + j * W;
-        x = j == 0 || j == NV ? vf(_mm512_maskz_load_ps(mask(j), h)) : load(h);
-        if (Decay)
-          x *= a;
-      }
-      const vf y = fma(kv, u[j], x);
-      if (j == 0 || j == NV)
-        _mm512_mask_store_ps(d + j * W, mask(j), y);
-      else
-        store(d + j * W, y);
-    }
-  }
-}
-#endif
-
 #if DELTAC_CPU_FMA
 // The four horizontal sums of a[0..3].
 __attribute__((always_inline)) inline __m128 hsum4(const simd::vf (&a)[4]) {
@@ -352,21 +279,6 @@ void decode_typed(const deltac_fwd_params& p) {
                       (reinterpret_cast<uintptr_t>(ht) & 63) == 0 &&
                       double(units / tiles) * K * V * 4 >= kStreamStateBytes;
 
-  // Floats past a 64-byte line where an f32 KV state's rows start, when
-  // decode_tile_shifted takes the head (AVX-512; src and dst equally off, not
-  // on a 32-byte boundary), else 0. Rows and tiles are whole lines apart, so
-  // the head's first row decides.
-  auto shift = [&](const S* src, const S* dst) -> int {
-    if (!std::is_same_v<S, float> || !DELTAC_CPU_AVX512 || vk || V * 4 % 64 != 0 ||
-        VB * 4 % 64 != 0 || (!src && !dst))
-      return 0;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(src ? src : dst) & 63;
-    if (a % 4 != 0 || a % 32 == 0 ||
-        (src && dst && (reinterpret_cast<uintptr_t>(dst) & 63) != a))
-      return 0;
-    return int(a / 4);
-  };
-
   // Units [u0, u1) in (sequence, head, tile) order; a head's q, k, v, decay
   // are prepared once per thread.
   auto run = [&](int64_t u0, int64_t u1) {
@@ -458,19 +370,11 @@ void decode_typed(const deltac_fwd_params& p) {
         if (next)
           next += size_t(v0) * K;
       }
-      [[maybe_unused]] const int o = shift(src, dst);
       if (vk)
         decode_tile_vk<VB, Decay, Var == DELTAC_VARIANT_KDA, KC>(
             src ? src + size_t(v0) * K : nullptr,
             dst ? dst + size_t(v0) * K : nullptr, K, ka, qa, k, av, beta, kq,
             vb + v0, ob, next, us);
-#if DELTAC_CPU_AVX512
-      else if (o > 0)
-        decode_tile_shifted<NV, Decay>(
-            reinterpret_cast<const float*>(src ? src + v0 : nullptr),
-            reinterpret_cast<float*>(dst ? dst + v0 : nullptr), K, V, o, ka, qa, k,
-            av, beta, kq, vb + v0, ob, reinterpret_cast<const float*>(next));
-#endif
       else
         decode_tile<NV, Decay>(src ? src + v0 : nullptr,
                              dst ? dst + v0 : nullptr, K, V, ka, qa, k,
