@@ -310,10 +310,6 @@ void recurrent_impl(const deltac_fwd_params& p) {
   });
 }
 
-}  // namespace detail
-
-namespace detail {
-
 // decode_impl with tile VB when vb == VB and VB divides V; else false.
 template <deltac_variant Var, int VB, int KC, int VC>
 bool decode_if(int vb, const deltac_fwd_params& p) {
