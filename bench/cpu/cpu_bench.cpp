@@ -5,6 +5,7 @@
 //                 chunked   2 * (3KV + C(K+V)) per token and value head,
 //                 sgemm     2 * M * N * K.
 // OpenBLAS cblas_sgemm on the chunked form's block shapes is the ceiling.
+#include "aligned.h"
 #include "deltac/convert.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/flops.h"
@@ -13,7 +14,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,24 +25,7 @@
 
 namespace {
 
-// 64-byte aligned storage, as inference frameworks allocate tensors. With
-// plain std::vector the state's alignment varied between benchmark instances
-// (16 bytes past a line for large blocks), which alone moved decode at
-// batch 1 by up to 40% (a 128-byte tile row then spans three lines).
-template <class T>
-struct Aligned64 {
-  using value_type = T;
-  Aligned64() = default;
-  template <class U>
-  Aligned64(const Aligned64<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64)));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  bool operator==(const Aligned64&) const { return true; }
-  bool operator!=(const Aligned64&) const { return false; }
-};
-using Buf = std::vector<float, Aligned64<float>>;
+using deltac::bench::Buf;  // 64-byte aligned (aligned.h)
 
 struct Problem {
   Buf q, k, v, g, beta, h0, o, ht;

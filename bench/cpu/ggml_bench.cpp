@@ -9,11 +9,15 @@
 // deltac runs through the C API with mode auto (the family, knobs and
 // instruction set its rule picks; the label says which), q/k L2 norm fused,
 // initial state in, final state out (decode: in place, as an inference loop),
-// with the state in deltac's KV layout and in ggml's own (VK).
+// with the state in deltac's KV layout and in ggml's own (VK), its buffers
+// 64-byte aligned as PyTorch and ggml's CPU backend allocate them; decode
+// rows "mis:1" put the state 16 bytes past a cache line (plain malloc's
+// alignment for large blocks) to show what that costs.
 // ggml runs its op alone (its q/k inputs are already unit vectors; llama.cpp
 // normalises them with separate ggml_l2_norm ops, rows "l2norm" add them),
 // state in, the new state written to the op's output (llama.cpp then copies
 // it back into its cache: not counted). Both on threads() threads.
+#include "aligned.h"
 #include "deltac/runtime.h"
 
 #include <benchmark/benchmark.h>
@@ -42,8 +46,10 @@ int threads() {
   return n;
 }
 
+using deltac::bench::Buf;
+
 struct Inputs {
-  std::vector<float> q, k, v, g, beta, h0, o, ht;
+  Buf q, k, v, g, beta, h0, o, ht;
 };
 
 // Rows of q and k are unit vectors (so the op alone sees what llama.cpp's
@@ -82,11 +88,16 @@ void counters(benchmark::State& st, int B, int T) {
 }
 
 // st.range: B, T, layout (0: KV, deltac's default; 1: VK, ggml's own: its
-// state row j is value j's K keys).
+// state row j is value j's K keys), mis (1: the state 16 bytes past a line).
 void BM_Deltac(benchmark::State& st) {
   const int B = int(st.range(0)), T = int(st.range(1));
   const bool vk = st.range(2) != 0;
+  const size_t mis = st.range(3) ? 4 : 0;  // floats
   Inputs in = make_inputs(B, T);
+  if (mis) {  // the same values, shifted
+    in.h0.insert(in.h0.begin(), mis, 0.0f);
+    in.ht.insert(in.ht.begin(), mis, 0.0f);
+  }
   deltac_fwd_params p{};
   p.variant = DELTAC_VARIANT_GATED;
   p.B = p.N = B;
@@ -97,8 +108,8 @@ void BM_Deltac(benchmark::State& st) {
   p.state_layout = vk ? DELTAC_STATE_VK : DELTAC_STATE_KV;
   p.q = in.q.data(), p.k = in.k.data(), p.v = in.v.data();
   p.g = in.g.data(), p.beta = in.beta.data();
-  p.h0 = in.h0.data();
-  p.ht = T == 1 ? in.h0.data() : in.ht.data();  // decode: in place
+  p.h0 = in.h0.data() + mis;
+  p.ht = (T == 1 ? in.h0.data() : in.ht.data()) + mis;  // decode: in place
   p.o = in.o.data();
   p.qk_l2norm = 1;
   p.threads = threads();
@@ -110,7 +121,8 @@ void BM_Deltac(benchmark::State& st) {
     return;
   }
   st.SetLabel(std::string(info.family) + (info.chunk ? " chunk=" + std::to_string(info.chunk) : "") +
-              " isa=" + info.isa + (vk ? " layout=vk" : " layout=kv"));
+              (info.tile_v ? " tile_v=" + std::to_string(info.tile_v) : "") + " isa=" + info.isa +
+              (vk ? " layout=vk" : " layout=kv"));
   // Decode cycles through kDecodeSteps tokens: one token repeated would
   // decay the in-place state towards denormals (ggml's state input is
   // never updated, so it cannot).
@@ -141,7 +153,7 @@ void BM_Ggml(benchmark::State& st) {
     bytes += 2 * rows * kD * sizeof(float);
   ggml_init_params ip{bytes + (size_t(64) << 20), nullptr, false};
   ggml_context* ctx = ggml_init(ip);
-  auto t4 = [&](int64_t a, int64_t b, int64_t c, int64_t d, const std::vector<float>& src) {
+  auto t4 = [&](int64_t a, int64_t b, int64_t c, int64_t d, const Buf& src) {
     ggml_tensor* t = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a, b, c, d);
     std::memcpy(t->data, src.data(), ggml_nbytes(t));
     return t;
@@ -177,8 +189,18 @@ void BM_Ggml(benchmark::State& st) {
 void shapes(benchmark::internal::Benchmark* b, bool ggml) {
   for (auto bt : {std::pair{1, 4096}, std::pair{1, 8192}, std::pair{1, 1}, std::pair{8, 1}})
     for (int x : {0, 1})  // ggml: l2norm; deltac: layout
-      b->Args({bt.first, bt.second, x});
-  b->ArgNames({"B", "T", ggml ? "l2norm" : "layout"});
+      for (int mis : {0, 1}) {
+        if (mis && (ggml || bt.second > 1))
+          continue;
+        if (ggml)
+          b->Args({bt.first, bt.second, x});
+        else
+          b->Args({bt.first, bt.second, x, mis});
+      }
+  if (ggml)
+    b->ArgNames({"B", "T", "l2norm"});
+  else
+    b->ArgNames({"B", "T", "layout", "mis"});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 

@@ -3,9 +3,9 @@
 // <layer>_cpu.cpp: the extern "C" entry checks the params against the
 // compiled spec and with deltac::check_params, then dispatches on the
 // longest sequence to one run_<kernel> function per delta.kernel. Each runs
-// its pre-processing stages as host loops, instantiates
-// deltac::cpu::chunked<Var, Chunk, K, V> or deltac::cpu::recurrent<Var, K, V>
-// for the delta.fused loop, then its post-processing stages.
+// its pre-processing stages as host loops, instantiates its catalogue
+// family's entry (deltac::cpu::decode, recurrent_tiled or chunked, knobs
+// first) for the delta.fused loop, then its post-processing stages.
 //
 //===----------------------------------------------------------------------===//
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <thread>
 #include <sstream>
@@ -76,10 +77,24 @@ TEST(Enumerate, EveryLegalConfigOfTheCatalogueTimesThreads) {
     for (const FamilyInfo &f : kFamilies) {
       if (f.device != Device::CPU || !check_family(f.family, p).empty())
         continue;
-      size_t n = 1;
-      for (int k = 0; k < kKnobCount; ++k)
-        if (f.knobs & (1u << k))
-          n *= size_t(f.values[k].n);
+      // Combinations of the listed values that check_config accepts for p
+      // (e.g. cpu_decode's tile_v 128 does not divide V = 64).
+      size_t n = 0;
+      KernelConfig k;
+      k.family = f.family;
+      std::function<void(int)> walk = [&](int i) {
+        if (i == kKnobCount) {
+          n += check_config(k, p).empty();
+          return;
+        }
+        if (!(f.knobs & (1u << i)))
+          return walk(i + 1);
+        for (int j = 0; j < f.values[i].n; ++j) {
+          k.knob(i) = f.values[i].v[j];
+          walk(i + 1);
+        }
+      };
+      walk(0);
       expected += n * s.threads.size() * isas;
     }
     // The default config on all cores is the default candidate's own run

@@ -92,6 +92,31 @@ TEST(Catalogue, TileVMustDivideV) {
   EXPECT_NE(check_config(c, p).find("must divide V = 48"), std::string::npos);
 }
 
+// cpu_decode's default tile: the widest listed width that divides V, up to
+// the rule's (whole rows of up to 128 columns on avx512, 32 on avx2).
+TEST(Catalogue, CpuDecodeTilePerInstructionSet) {
+  const struct {
+    CpuIsa isa;
+    bool split512;
+    int V, want;
+  } cases[] = {
+      {CpuIsa::avx512, false, 128, 128}, {CpuIsa::avx512, true, 128, 128},
+      {CpuIsa::avx512, false, 256, 128}, {CpuIsa::avx512, false, 64, 64},
+      {CpuIsa::avx512, false, 96, 32},   {CpuIsa::avx512, false, 48, 16},
+      {CpuIsa::avx512, true, 192, 64},   {CpuIsa::avx2, false, 128, 32},
+      {CpuIsa::avx2, false, 80, 16},     {CpuIsa::generic, false, 256, 32},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(std::string(cpu_isa_name(c.isa)) + (c.split512 ? " split512" : "") +
+                 " V " + std::to_string(c.V));
+    Problem p = problem(64, c.V);
+    p.cpu_isa = c.isa, p.cpu_split512 = c.split512;
+    const KernelConfig k = default_config(Family::CpuDecode, p);
+    EXPECT_EQ(k.tile_v, c.want);
+    EXPECT_EQ(check_config(k, p), "");
+  }
+}
+
 TEST(Catalogue, CudaWarpsGeometry) {
   // K = 128, BV = 32: 8 lanes per row, 4 rows per warp step, 32 groups;
   // 1 warp would give each thread 32 rows (> 16), 2 warps 16: the limit.
@@ -108,6 +133,13 @@ TEST(Catalogue, CudaWarpsGeometry) {
     for (int bv : {16, 32})
       EXPECT_TRUE(cuda_recurrent_warps_ok(k, bv, cuda_recurrent_default_warps(k, bv)))
           << k << " " << bv;
+  // The default tile (recurrent_rules.h): the widest of 32 and 16 that
+  // divides V, and what the catalogue's default config takes.
+  for (int v = 16; v <= 256; v += 16) {
+    const int t = cuda_recurrent_default_tile(v);
+    EXPECT_TRUE(v % t == 0 && (t == 32 || v % 32 != 0)) << v;
+    EXPECT_EQ(default_config(Family::CudaRecurrent, problem(128, v)).tile_v, t) << v;
+  }
 }
 
 // The wide tile (64 columns): its kernels are the strip kernels', so which

@@ -28,6 +28,8 @@ struct PoolCase {
   bool fp8_state = false;  // e4m3 with a scale per value head (kFp8Scales)
   int layout = DELTAC_STATE_KV;
   Family family = Family::CpuRecurrent;
+  int tile_v = 0;  // 0: the family's default (avx2 row)
+  int misalign_in = 0, misalign_out = 0;  // bytes past a 64-byte line
 };
 
 // fp8 state scales of value heads 0, 1, 2, ... (repeating): powers of two
@@ -40,9 +42,11 @@ std::vector<float> fp8_scales(int HV) {
 }
 
 // A pool of `slots` states in f32, bf16 or fp8 (scale per value head:
-// element i is in head (i / head) % scales.size()), held as raw bytes.
+// element i is in head (i / head) % scales.size()), held as raw bytes that
+// start `misalign` bytes past a 64-byte line, between guard bytes.
 struct Pool {
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> buf;  // guard, the pool's bytes, guard
+  size_t off = 0;            // where the pool starts in buf
   size_t elems = 0;
   bool bf16 = false;
   int32_t dtype = DELTAC_F32;
@@ -50,16 +54,19 @@ struct Pool {
   size_t head = 1;
   float scale_at(size_t i) const { return scales[(i / head) % scales.size()]; }
   size_t esz() const { return dtype == DELTAC_F32 ? 4 : dtype == DELTAC_BF16 ? 2 : 1; }
+  uint8_t* data() { return buf.data() + off; }
+  const uint8_t* data() const { return buf.data() + off; }
+  std::vector<uint8_t> raw() const { return {data(), data() + elems * esz()}; }
   double at(size_t i) const {
     if (dtype == DELTAC_FP8_E4M3)
-      return ref::load_state(bytes.data(), dtype, int64_t(i), scale_at(i));
+      return ref::load_state(data(), dtype, int64_t(i), scale_at(i));
     if (bf16) {
       uint16_t x;
-      std::memcpy(&x, bytes.data() + 2 * i, 2);
+      std::memcpy(&x, data() + 2 * i, 2);
       return ref::bf16_to_float(x);
     }
     float x;
-    std::memcpy(&x, bytes.data() + 4 * i, 4);
+    std::memcpy(&x, data() + 4 * i, 4);
     return x;
   }
   std::vector<double> values() const {
@@ -70,25 +77,29 @@ struct Pool {
 };
 
 // fp8: scales per value head of `head` elements each (else unused).
+constexpr uint8_t kGuard = 0xa5;  // the bytes around a pool
+
 Pool make_pool(size_t elems, bool bf16, std::mt19937_64& rng, float poison,
-               bool fp8 = false, std::vector<float> scales = {1.0f}, size_t head = 1) {
+               bool fp8 = false, std::vector<float> scales = {1.0f}, size_t head = 1,
+               int misalign = 0) {
   Pool p;
   p.elems = elems;
   p.bf16 = bf16;
   p.dtype = fp8 ? DELTAC_FP8_E4M3 : bf16 ? DELTAC_BF16 : DELTAC_F32;
   p.scales = scales;
   p.head = head;
-  p.bytes.resize(elems * p.esz());
+  p.buf.assign(elems * p.esz() + 192, kGuard);
+  p.off = 64 + (size_t(misalign) + 64 - reinterpret_cast<uintptr_t>(p.buf.data()) % 64) % 64;
   std::normal_distribution<float> normal(0.0f, 0.5f);
   for (size_t i = 0; i < elems; ++i) {
     const float x = poison != 0.0f ? poison : normal(rng);
     if (fp8) {
-      p.bytes[i] = f32_to_fp8e4m3(x * (1.0f / p.scale_at(i)));
+      p.data()[i] = f32_to_fp8e4m3(x * (1.0f / p.scale_at(i)));
     } else if (bf16) {
       const uint16_t b = ref::float_to_bf16(x);
-      std::memcpy(p.bytes.data() + 2 * i, &b, 2);
+      std::memcpy(p.data() + 2 * i, &b, 2);
     } else {
-      std::memcpy(p.bytes.data() + 4 * i, &x, 4);
+      std::memcpy(p.data() + 4 * i, &x, 4);
     }
   }
   return p;
@@ -106,9 +117,11 @@ double rel(const std::vector<double>& x, const std::vector<double>& ref) {
   return den == 0 ? (num == 0 ? 0 : INFINITY) : std::sqrt(num / den);
 }
 
-void run_kernel(const deltac_fwd_params& p, Family f) {
+void run_kernel(const deltac_fwd_params& p, Family f, int tile_v = 0) {
   Problem prob = problem_of(p, max_seqlen(p));
   KernelConfig c = default_config(f, prob);
+  if (tile_v)
+    c.tile_v = tile_v;
   ASSERT_EQ(check_config(c, prob), "");
   bool spec = false;
   ASSERT_TRUE(cpu::isa::launch_dims(deltac_variant(p.variant), c, p, &spec,
@@ -131,11 +144,11 @@ void check_case(const PoolCase& pc) {
   const size_t hs = size_t(pc.HV) * pc.K * pc.V;
   const std::vector<float> scales = pc.fp8_state ? fp8_scales(pc.HV) : std::vector<float>{1.0f};
   const size_t kv = size_t(pc.K) * pc.V;
-  auto new_pool = [&](size_t elems, float poison) {
-    return make_pool(elems, pc.bf16_state, rng, poison, pc.fp8_state, scales, kv);
+  auto new_pool = [&](size_t elems, float poison, int misalign = 0) {
+    return make_pool(elems, pc.bf16_state, rng, poison, pc.fp8_state, scales, kv, misalign);
   };
-  Pool in = new_pool(pc.slots * hs, 0.0f);
-  Pool out = pc.inplace ? Pool{} : new_pool(pc.slots * hs, 1234.5f);
+  Pool in = new_pool(pc.slots * hs, 0.0f, pc.misalign_in);
+  Pool out = pc.inplace ? Pool{} : new_pool(pc.slots * hs, 1234.5f, pc.misalign_out);
   Pool steps = new_pool(size_t(d.rows) * hs, -777.0f);
   p.state_dtype = pc.fp8_state ? DELTAC_FP8_E4M3 : pc.bf16_state ? DELTAC_BF16 : DELTAC_F32;
   p.state_scale = pc.fp8_state ? scales.data() : nullptr;
@@ -143,21 +156,27 @@ void check_case(const PoolCase& pc) {
   p.read_slots = pc.read.data();
   p.write_slots = pc.write.empty() ? nullptr : pc.write.data();
   p.accepted = pc.accepted.empty() ? nullptr : pc.accepted.data();
-  p.h0 = in.bytes.data();
-  p.ht = pc.inplace ? in.bytes.data() : out.bytes.data();
-  p.state_steps = pc.steps ? steps.bytes.data() : nullptr;
+  p.h0 = in.data();
+  p.ht = pc.inplace ? in.data() : out.data();
+  p.state_steps = pc.steps ? steps.data() : nullptr;
   std::string err;
   ASSERT_TRUE(check_params(p, &err)) << err;
 
   std::vector<double> o, ht, st;
   ref::forward(p, &o, &ht, pc.steps ? &st : nullptr);
   const std::vector<double> before = (pc.inplace ? in : out).values();
-  const std::vector<uint8_t> raw_before = (pc.inplace ? in : out).bytes;
-  run_kernel(p, pc.family);
+  const std::vector<uint8_t> raw_before = (pc.inplace ? in : out).raw();
+  run_kernel(p, pc.family, pc.tile_v);
   if (::testing::Test::HasFatalFailure())
     return;
 
   EXPECT_LE(ref::rel_rms(d.o.data(), o), 1e-5) << "o";
+  for (const Pool* g : {&in, &out}) {  // nothing written around the pools
+    const size_t end = g->off + g->elems * g->esz();
+    for (size_t i = 0; i < g->buf.size(); ++i)
+      if (i < g->off || i >= end)
+        ASSERT_EQ(g->buf[i], kGuard) << "byte " << i - g->off << " from the pool's start";
+  }
   const Pool& pool = pc.inplace ? in : out;
   // fp8: the reference's states rounded as the kernels store them (a value
   // computed in f32 may round to the neighbouring e4m3 value, rarely).
@@ -178,7 +197,7 @@ void check_case(const PoolCase& pc) {
   const std::vector<double> got = pool.values();
   for (int s = 0; s < pc.slots; ++s) {
     if (writer[s] < 0) {  // untouched, to the bit
-      EXPECT_EQ(std::memcmp(pool.bytes.data() + s * hs * esz,
+      EXPECT_EQ(std::memcmp(pool.data() + s * hs * esz,
                             raw_before.data() + s * hs * esz, hs * esz),
                 0)
           << "slot " << s << " was written though no sequence writes it";
@@ -222,6 +241,49 @@ TEST(DecodePool, VkLayoutAndK128) {
       c.N = 3, c.slots = 5;
       check_case(c);
     }
+}
+
+TEST(DecodePool, EveryDecodeTile) {
+  // Each cpu_decode tile width (whole rows of 128 columns: the avx512 rule's)
+  // over two tiles a row and K an odd number of 16-float vectors, every
+  // variant, layout and state dtype, with a padding slot.
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  for (int i = 0; i < tiles.n; ++i)
+    for (deltac_variant var : kVars)
+      for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+        for (int dt = 0; dt < 3; ++dt) {
+          SCOPED_TRACE("tile_v " + std::to_string(tiles.v[i]) + " var " + std::to_string(var) +
+                       " layout " + std::to_string(layout) + " state " + std::to_string(dt));
+          PoolCase c;
+          c.var = var, c.layout = layout, c.bf16_state = dt == 1, c.fp8_state = dt == 2;
+          c.family = Family::CpuDecode, c.tile_v = tiles.v[i];
+          c.K = 48, c.V = 256, c.N = 3, c.slots = 4;
+          c.read = {2, -1, 0};
+          check_case(c);
+        }
+}
+
+TEST(DecodePool, MisalignedStates) {
+  // Pools 4 to 60 bytes past a cache line (states as callers may hand them
+  // in), in place and apart, equally and differently off, a zero start and a
+  // padding slot: o, the pool and the bytes around it.
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  for (int i = 0; i < tiles.n; ++i)
+    for (deltac_variant var : kVars)
+      for (int mis : {4, 16, 32, 60})
+        for (int apart = 0; apart < 3; ++apart) {
+          SCOPED_TRACE("tile_v " + std::to_string(tiles.v[i]) + " var " + std::to_string(var) +
+                       " misalign " + std::to_string(mis) + " apart " + std::to_string(apart));
+          PoolCase c;
+          c.var = var, c.family = Family::CpuDecode, c.tile_v = tiles.v[i];
+          c.K = 32, c.V = 128, c.N = 4, c.slots = 5;
+          c.read = {3, -1, 0, 1};
+          c.inplace = apart == 0;
+          c.write = {3, 2, 0, -1};
+          c.misalign_in = mis;
+          c.misalign_out = apart == 2 ? (mis + 16) % 64 : mis;
+          check_case(c);
+        }
 }
 
 TEST(DecodePool, CopyOnWritePrefixShared) {
@@ -411,7 +473,7 @@ TEST(DecodePool, StepsEqualPrefill) {
         p.state_dtype = bf16 ? DELTAC_BF16 : DELTAC_F32;
         p.num_slots = 3;
         p.read_slots = &slot;
-        p.h0 = p.ht = pool.bytes.data();
+        p.h0 = p.ht = pool.data();
         run_kernel(p, Family::CpuDecode);
       }
       std::vector<double> ow(whole.o.begin(), whole.o.end()), ho(hs), hw(hs);

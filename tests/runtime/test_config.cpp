@@ -62,7 +62,7 @@ TEST(ConfigOption, RunsExactlyEveryLegalCpuConfig) {
         SCOPED_TRACE(std::string(f.name) + " " + std::to_string(x));
         const int T = f.family == Family::CpuDecode ? 1 : 41;
         deltac_run_info info{};
-        ASSERT_EQ(run(problem(variant, 64, 64, T),
+        ASSERT_EQ(run(problem(variant, 64, 128, T),
                       withConfig(f.name, chunked ? x : 0, chunked ? 0 : x), &info),
                   0)
             << deltac_last_error();

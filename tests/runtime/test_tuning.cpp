@@ -154,6 +154,8 @@ TEST_F(TuningDbRun, EveryCpuConfigMatchesTheReference) {
         const int knob = f.knobs == kKnobChunk ? 0 : 2;
         for (int i = 0; i < f.values[knob].n; ++i) {
           const int x = f.values[knob].v[i];
+          if (knob == 2 && d.V % x != 0)
+            continue; // tile_v must divide V: the database refuses it
           SCOPED_TRACE(std::string(f.name) + " " + kKnobNames[knob] + "=" +
                        std::to_string(x) + " K=" + std::to_string(d.K) +
                        " V=" + std::to_string(d.V));

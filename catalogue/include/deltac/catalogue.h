@@ -122,8 +122,8 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      "deltac/cpu/launch.h", "deltac::cpu::recurrent_tiled"},
     {Family::CpuDecode, "cpu_decode", Device::CPU, Mode::Recurrent, 1,
      kKnobTileV,
-     {{0, {}}, {0, {}}, {2, {16, 32}}, {0, {}}, {0, {}}, {0, {}}, {0, {}},
-      {0, {}}},
+     {{0, {}}, {0, {}}, {4, {16, 32, 64, 128}}, {0, {}}, {0, {}}, {0, {}},
+      {0, {}}, {0, {}}},
      "deltac/cpu/launch.h", "deltac::cpu::decode"},
     {Family::CpuChunked, "cpu_chunked", Device::CPU, Mode::Chunked, 0,
      kKnobChunk,
@@ -408,7 +408,7 @@ struct CpuRule {
   int64_t recurrent_max_tokens;
   int32_t chunk;            // cpu_chunked
   int32_t recurrent_tile_v; // 32 needs V % 32 == 0 and K <= 128, else 16
-  int32_t decode_tile_v;    // 32 needs V % 32 == 0, else 16
+  int32_t decode_tile_v;    // the widest cpu_decode tile up to this dividing V
 };
 constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // generic, avx2: the recurrence measured faster than chunked at every
@@ -421,17 +421,22 @@ constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // halves): deltac-tune's isa dimension finds that per machine. Chunked
     // (C = 32) above 2048 tokens: 2 threads, gated, 16 heads, K = V = 128,
     // it tied the recurrence at 1024 tokens and was 1.12x / 1.19x faster at
-    // 4096 / 8192 (docs/performance.md).
-    {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 32},
+    // 4096 / 8192 (docs/performance.md). Decode on whole rows of up to 128
+    // columns (16 accumulator chains; a head's state read in address order):
+    // 0.94x / 0.90x / 0.95x the 32-column tile's time at batch 1 / 8 / 64
+    // (Zen 4, 2 threads, gated, 16 heads, K = V = 128; not yet measured on
+    // an Intel core, where deltac-tune's tile_v dimension decides).
+    {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 128},
 };
 // avx512 on a core with a 256-bit datapath (Zen 4; 2 threads, gated, 16
 // heads, K = V = 128, interleaved, docs/performance.md "CPU AVX-512"): the
 // recurrence on avx2 beat it on avx512 (49.5 / 58.2 ms at 4096 tokens, 106 /
 // 121 at 8192) and chunked C = 32 on avx512 (53.3 / 115 ms) at both lengths;
 // chunked (on request) and decode stay on avx512 (chunked 1.3x its avx2
-// instance; decode a tie).
+// instance; decode a tie at 32 columns, and the 512-bit instance has the
+// registers for the 128-column tile).
 constexpr CpuRule kCpuRuleSplit512 = {
-    {CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512}, 0, 32, 32, 32};
+    {CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512}, 0, 32, 32, 128};
 inline const CpuRule &cpu_rule(CpuIsa widest, bool split512 = false) {
   if (split512 && widest == CpuIsa::avx512)
     return kCpuRuleSplit512;
@@ -469,12 +474,15 @@ inline KernelConfig default_config(Family f, const Problem &p) {
     c.tile_v = (t == 32 && p.V % 32 == 0 && p.K <= 128) ? 32 : 16;
     break;
   }
-  case Family::CpuDecode:
-    c.tile_v =
-        (cpu_rule(p.cpu_isa, p.cpu_split512).decode_tile_v == 32 && p.V % 32 == 0)
-            ? 32
-            : 16;
+  case Family::CpuDecode: {
+    const int32_t most = cpu_rule(p.cpu_isa, p.cpu_split512).decode_tile_v;
+    const KnobValues &t = family_info(f).values[2]; // tile_v's, ascending
+    c.tile_v = t.v[0];
+    for (int i = 0; i < t.n; ++i)
+      if (t.v[i] <= most && p.V % t.v[i] == 0)
+        c.tile_v = t.v[i];
     break;
+  }
   case Family::CpuChunked:
     c.chunk = cpu_rule(p.cpu_isa, p.cpu_split512).chunk;
     break;

@@ -6,7 +6,7 @@
 // RUN: not delta-opt %s -delta-select-schedule="warps=2" 2>&1 | FileCheck %s --check-prefix=NOWARPS
 // RUN: not delta-opt %s -delta-select-schedule="stages=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not delta-opt %s -delta-select-schedule="mode=recurrent" -split-input-file 2>&1 | FileCheck %s --check-prefix=STATES
-// RUN: not delta-opt %s -split-input-file -delta-select-schedule="target=all mode=recurrent tile-v=64" 2>&1 | FileCheck %s --check-prefix=TILEV
+// RUN: not delta-opt %s -split-input-file -delta-select-schedule="target=all mode=recurrent tile-v=48" 2>&1 | FileCheck %s --check-prefix=TILEV
 // RUN: not delta-opt %s -split-input-file -delta-select-schedule="target=all mode=recurrent warps=3" 2>&1 | FileCheck %s --check-prefix=WARPS
 
 // Mode chunked on CUDA is cuda_chunked alone; every K, V in 16..256 has a
@@ -26,7 +26,7 @@
 // NOWARPS: error: 'delta.layer' op delta-select-schedule: option warps = 2 is read by no kernel chosen for this layer (cpu_chunked)
 // NEG: error: delta-select-schedule: stages must be 0 (default) or a value the catalogue lists, got -1
 // STATES: error: 'delta.layer' op 'chunk_states' needs mode = chunked, but the schedule mode is recurrent
-// TILEV: error: 'delta.layer' op delta-select-schedule: on cpu: cpu_decode: tile_v = 64, expected one of 16, 32
+// TILEV: error: 'delta.layer' op delta-select-schedule: on cpu: cpu_decode: tile_v = 48, expected one of 16, 32, 64, 128
 // WARPS: error: 'delta.layer' op delta-select-schedule: on cuda:sm_90a: cuda_recurrent: warps = 3, expected one of 1, 2, 4, 8
 delta.layer @layer {variant = #delta.variant<gated>, heads = 4, key_dim = 64, value_dim = 64, mode = #delta.mode<chunked>, chunk_states = true}
 

@@ -30,15 +30,16 @@ void recurrent_tiled(const deltac_fwd_params& p) {
 
 // One token per sequence (at most), two-pass tiled, in place allowed, any
 // state dtype. state_steps or accepted counts run the tiled recurrence with
-// the same tile (decode.h: decode_fast).
+// the same tile, 32 columns for the wider ones (decode.h: decode_fast).
 template <deltac_variant Var, int TileV, int KC = 0, int VC = 0>
 void decode(const deltac_fwd_params& p) {
-  static_assert(TileV == 16 || TileV == 32, "tile_v: 16 or 32");
+  static_assert(TileV == 16 || TileV == 32 || TileV == 64 || TileV == 128,
+                "tile_v: 16, 32, 64 or 128");
   static_assert(VC == 0 || VC % TileV == 0, "tile_v must divide V");
   if (detail::decode_fast(p))
     detail::decode_impl<Var, TileV, KC, VC>(p);
   else
-    detail::recurrent_impl<Var, TileV, KC, VC>(p);
+    detail::recurrent_impl<Var, (TileV > 32 ? 32 : TileV), KC, VC>(p);
 }
 
 namespace detail {
@@ -47,6 +48,11 @@ template <deltac_variant Var, int TileV, int KC, int VC>
 bool launch_tiled(Family f, const deltac_fwd_params& p) {
   if constexpr (VC != 0 && VC % TileV != 0) {
     return false;  // no such instance: check_config rejects it
+  } else if constexpr (TileV > 32) {  // cpu_decode's wide tiles
+    if (f != Family::CpuDecode)
+      return false;
+    decode<Var, TileV, KC, VC>(p);
+    return true;
   } else {
     if (f == Family::CpuDecode)
       decode<Var, TileV, KC, VC>(p);
@@ -69,6 +75,10 @@ bool launch(const KernelConfig& c, const deltac_fwd_params& p) {
         return detail::launch_tiled<Var, 16, KC, VC>(c.family, p);
       if (c.tile_v == 32)
         return detail::launch_tiled<Var, 32, KC, VC>(c.family, p);
+      if (c.tile_v == 64)
+        return detail::launch_tiled<Var, 64, KC, VC>(c.family, p);
+      if (c.tile_v == 128)
+        return detail::launch_tiled<Var, 128, KC, VC>(c.family, p);
       return false;
     case Family::CpuChunked:
       switch (c.chunk) {

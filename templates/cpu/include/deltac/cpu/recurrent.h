@@ -7,6 +7,7 @@
 #ifndef DELTAC_CPU_RECURRENT_H
 #define DELTAC_CPU_RECURRENT_H
 
+#include "deltac/catalogue.h"
 #include "deltac/cpu/common.h"
 #include "deltac/cpu/decode.h"
 
@@ -255,12 +256,17 @@ void recurrent_impl(const deltac_fwd_params& p) {
           const float a = std::exp(p.g[th]);
           for (int r = 0; r < K; ++r) cs[r] *= a;
         }
-        float cmin = cs[0];
-        for (int r = 0; r < K; ++r) {
-          k1[r] = cs[r] * k[r];
-          cmin = cs[r] < cmin ? cs[r] : cmin;
+        // c k, and whether some c is below kFoldBelow (or NaN): a fold.
+        // Vectorised: the scalar minimum was a chain of dependent vminss.
+        simd::vi low{};
+        for (int r = 0; r < K; r += simd::W) {
+          const simd::vf c = simd::load(cs + r);
+          simd::store(k1 + r, c * simd::load(k + r));
+          low |= ~(c >= simd::set1(kFoldBelow));
         }
-        if (t == nt - 1 || !(cmin >= kFoldBelow)) {
+        bool below = false;
+        for (int i = 0; i < simd::W; ++i) below |= low[i] != 0;
+        if (t == nt - 1 || below) {
           fl[t] = 1.0f;
           std::memcpy(ab + size_t(t) * K, cs, sizeof(float) * K);
           for (int r = 0; r < K; ++r) cs[r] = 1.0f;
@@ -304,16 +310,35 @@ void recurrent_impl(const deltac_fwd_params& p) {
   });
 }
 
+// decode_impl with tile VB when vb == VB and VB divides V; else false.
+template <deltac_variant Var, int VB, int KC, int VC>
+bool decode_if(int vb, const deltac_fwd_params& p) {
+  if constexpr (VC != 0 && VC % VB != 0) {
+    return false;
+  } else {
+    if (vb != VB || p.V % VB != 0)
+      return false;
+    decode_impl<Var, VB, KC, VC>(p);
+    return true;
+  }
+}
+
 }  // namespace detail
 
 // Recurrent forward. KC/VC = 0: dims from p; otherwise they must equal p.K/p.V.
+// Decode calls take cpu_decode's default tile for this instance's vector
+// width (the catalogue's avx512 or avx2 row).
 template <deltac_variant Var, int KC = 0, int VC = 0>
 void recurrent(const deltac_fwd_params& p) {
   const int K = KC ? KC : p.K, V = VC ? VC : p.V;
   if (detail::decode_applies(p) && detail::decode_fast(p)) {  // see decode.h
-    if (V % 32 == 0)
-      detail::decode_impl<Var, 32, KC, VC>(p);
-    else
+    Problem pr;
+    pr.V = V;
+    pr.cpu_isa = simd::W == 16 ? CpuIsa::avx512 : CpuIsa::avx2;
+    const int vb = default_config(Family::CpuDecode, pr).tile_v;
+    if (!detail::decode_if<Var, 128, KC, VC>(vb, p) &&
+        !detail::decode_if<Var, 64, KC, VC>(vb, p) &&
+        !detail::decode_if<Var, 32, KC, VC>(vb, p))
       detail::decode_impl<Var, 16, KC, VC>(p);
     return;
   }

@@ -12,10 +12,10 @@
 // safe: no allocation, no host synchronisation. K and V must equal p.K and p.V. p.scale == 0 means 1/sqrt(K).
 // Returns cudaErrorInvalidValue when p does not match the instantiation
 // (nothing is launched), else the launch's error. The kernel assumes the
-// rest of p was validated (deltac::check_params). The tile width is 32
-// where it divides V (else 16) and the warps are the catalogue's default; the
-// entry with every knob fixed is deltac::cuda::recurrent_cfg in
-// deltac/cuda/launch.cuh.
+// rest of p was validated (deltac::check_params). The tile width and warps
+// are the defaults of recurrent_rules.h (cuda_recurrent_default_tile,
+// cuda_recurrent_default_warps); the entry with every knob fixed is
+// deltac::cuda::recurrent_cfg in deltac/cuda/launch.cuh.
 #ifndef DELTAC_CUDA_RECURRENT_CUH
 #define DELTAC_CUDA_RECURRENT_CUH
 
