@@ -76,9 +76,9 @@ struct Pool {
   }
 };
 
-// fp8: scales per value head of `head` elements each (else unused).
 constexpr uint8_t kGuard = 0xa5;  // the bytes around a pool
 
+// fp8: scales per value head of `head` elements each (else unused).
 Pool make_pool(size_t elems, bool bf16, std::mt19937_64& rng, float poison,
                bool fp8 = false, std::vector<float> scales = {1.0f}, size_t head = 1,
                int misalign = 0) {
