@@ -247,7 +247,7 @@ TEST(DecodePool, EveryDecodeTile) {
   // Each cpu_decode tile width (whole rows of 128 columns: the avx512 rule's)
   // over two tiles a row and K an odd number of 16-float vectors, every
   // variant, layout and state dtype, with a padding slot.
-  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[knob_index(kKnobTileV)];
   for (int i = 0; i < tiles.n; ++i)
     for (deltac_variant var : kVars)
       for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
@@ -267,7 +267,7 @@ TEST(DecodePool, MisalignedStates) {
   // Pools 4 to 60 bytes past a cache line (states as callers may hand them
   // in), in place and apart, equally and differently off, a zero start and a
   // padding slot: o, the pool and the bytes around it.
-  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[knob_index(kKnobTileV)];
   for (int i = 0; i < tiles.n; ++i)
     for (deltac_variant var : kVars)
       for (int mis : {4, 16, 32, 60})
