@@ -101,16 +101,16 @@ void add_recurrent_one(std::vector<Instance> &out) {
 // Every legal (tile_v, warps) of the recurrent family (the catalogue's lists).
 template <deltac_variant Var, int K, int V, class InT, size_t... I>
 void add_recurrent_all(std::vector<Instance> &out, std::index_sequence<I...>) {
-  constexpr KnobValues tv = kFamilies[int(Family::CudaRecurrent)].values[2];
-  constexpr KnobValues wv = kFamilies[int(Family::CudaRecurrent)].values[3];
+  constexpr KnobValues tv = kFamilies[int(Family::CudaRecurrent)].values[knob_index(kKnobTileV)];
+  constexpr KnobValues wv = kFamilies[int(Family::CudaRecurrent)].values[knob_index(kKnobWarps)];
   (add_recurrent_one<Var, K, V, InT, tv.v[I / wv.n], wv.v[I % wv.n]>(out), ...);
 }
 
 template <deltac_variant Var, int K, int V, class InT>
 void add_recurrent(std::vector<Instance> &out) {
   if constexpr (!std::is_same_v<InT, __half>) {
-    constexpr KnobValues tv = kFamilies[int(Family::CudaRecurrent)].values[2];
-    constexpr KnobValues wv = kFamilies[int(Family::CudaRecurrent)].values[3];
+    constexpr KnobValues tv = kFamilies[int(Family::CudaRecurrent)].values[knob_index(kKnobTileV)];
+    constexpr KnobValues wv = kFamilies[int(Family::CudaRecurrent)].values[knob_index(kKnobWarps)];
     add_recurrent_all<Var, K, V, InT>(out, std::make_index_sequence<tv.n * wv.n>{});
   }
 }

@@ -5,15 +5,17 @@
 # x86-64), copies them with the shared libraries the host lacks (benchmark,
 # OpenBLAS) and ggml's CPU sources into $DST; there, run16.sh builds ggml
 # natively and runs both benchmarks on all cores and on one.
-#   GGML_SRC: a ggml checkout (default /work/peer-ggml), installed in
-#   $GGML_SRC/install (cmake --install); DST: default <repo>/.device/isa.
+#   GGML_SRC: a ggml checkout (default /work/peer-ggml); GGML_PREFIX: its
+#   cmake --install prefix (default $GGML_SRC/install); DST: default
+#   <repo>/.device/isa.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 src="${GGML_SRC:-/work/peer-ggml}"
+prefix="${GGML_PREFIX:-$src/install}"
 dst="${DST:-$root/.device/isa}"
 build="${DELTAC_BUILD_DIR:-$root/build}"
 DELTAC_BUILD_DIR="$build" DELTAC_TARGETS="deltac_cpu_bench deltac_ggml_bench" \
-  bash "$root/scripts/build.sh" -DDELTAC_GGML_PREFIX="$src/install" >/dev/null
+  bash "$root/scripts/build.sh" -DDELTAC_GGML_PREFIX="$prefix" >/dev/null
 rm -rf "$dst"; mkdir -p "$dst/bin" "$dst/lib" "$dst/ggml-src"
 cp "$build/bench/cpu/deltac_cpu_bench" "$build/bench/cpu/deltac_ggml_bench" "$dst/bin/"
 strip "$dst"/bin/*

@@ -316,14 +316,14 @@ TEST(Catalogue, ChunkedSplitAndFuseArePrecompiledAtEveryValue) {
   const FamilyInfo &fi = family_info(Family::CudaChunked);
   ASSERT_TRUE(fi.knobs & kKnobSplit);
   ASSERT_TRUE(fi.knobs & kKnobFuse);
-  EXPECT_TRUE(fi.values[5].contains(0)); // 0 = the kernel's rule
+  EXPECT_TRUE(fi.values[knob_index(kKnobSplit)].contains(0)); // 0 = the kernel's rule
   KernelConfig d = default_config(Family::CudaChunked, p);
   EXPECT_EQ(d.split, 0);
   EXPECT_EQ(d.fuse, 0);
-  for (int i = 0; i < fi.values[5].n; ++i)
+  for (int i = 0; i < fi.values[knob_index(kKnobSplit)].n; ++i)
     for (int fuse : {0, 1}) {
       KernelConfig c = d;
-      c.split = fi.values[5].v[i], c.fuse = fuse;
+      c.split = fi.values[knob_index(kKnobSplit)].v[i], c.fuse = fuse;
       EXPECT_EQ(check_config(c, p), "");
       EXPECT_TRUE(precompiled(c, p)) << c.split << " " << fuse;
       c.chunk = d.chunk == 32 ? 64 : 32;

@@ -76,9 +76,9 @@ struct Pool {
   }
 };
 
-// fp8: scales per value head of `head` elements each (else unused).
 constexpr uint8_t kGuard = 0xa5;  // the bytes around a pool
 
+// fp8: scales per value head of `head` elements each (else unused).
 Pool make_pool(size_t elems, bool bf16, std::mt19937_64& rng, float poison,
                bool fp8 = false, std::vector<float> scales = {1.0f}, size_t head = 1,
                int misalign = 0) {
@@ -247,7 +247,7 @@ TEST(DecodePool, EveryDecodeTile) {
   // Each cpu_decode tile width (whole rows of 128 columns: the avx512 rule's)
   // over two tiles a row and K an odd number of 16-float vectors, every
   // variant, layout and state dtype, with a padding slot.
-  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[knob_index(kKnobTileV)];
   for (int i = 0; i < tiles.n; ++i)
     for (deltac_variant var : kVars)
       for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
@@ -267,7 +267,7 @@ TEST(DecodePool, MisalignedStates) {
   // Pools 4 to 60 bytes past a cache line (states as callers may hand them
   // in), in place and apart, equally and differently off, a zero start and a
   // padding slot: o, the pool and the bytes around it.
-  const KnobValues& tiles = family_info(Family::CpuDecode).values[2];
+  const KnobValues& tiles = family_info(Family::CpuDecode).values[knob_index(kKnobTileV)];
   for (int i = 0; i < tiles.n; ++i)
     for (deltac_variant var : kVars)
       for (int mis : {4, 16, 32, 60})

@@ -43,6 +43,16 @@ enum Knob : uint32_t {
   kKnobScan = 1u << 7,
 };
 constexpr int kKnobCount = 8;
+// Position of knob k in kKnobNames, KernelConfig::knob and FamilyInfo::values.
+constexpr int knob_index(Knob k) {
+  int i = 0;
+  while (i < kKnobCount && (1u << i) != uint32_t(k))
+    ++i;
+  return i;
+}
+static_assert(knob_index(kKnobTileV) == 2 &&
+                  knob_index(kKnobScan) == kKnobCount - 1,
+              "kKnobNames order");
 constexpr const char *kKnobNames[kKnobCount] = {
     "chunk", "tile_k", "tile_v", "warps", "stages", "split", "fuse", "scan"};
 
@@ -476,7 +486,8 @@ inline KernelConfig default_config(Family f, const Problem &p) {
   }
   case Family::CpuDecode: {
     const int32_t most = cpu_rule(p.cpu_isa, p.cpu_split512).decode_tile_v;
-    const KnobValues &t = family_info(f).values[2]; // tile_v's, ascending
+    const KnobValues &t = // ascending
+        family_info(f).values[knob_index(kKnobTileV)];
     c.tile_v = t.v[0];
     for (int i = 0; i < t.n; ++i)
       if (t.v[i] <= most && p.V % t.v[i] == 0)
