@@ -14,7 +14,10 @@ namespace {
 using json = nlohmann::json;
 
 const char *const kVariants[] = {"delta", "gated", "kda"};
-const char *const kDtypes[] = {"f32", "bf16", "f16"};
+// The input dtypes a record may name, at their enum values (spelled by check.h).
+const char *const kDtypes[] = {detail::dtypeName(DELTAC_F32), detail::dtypeName(DELTAC_BF16),
+                               detail::dtypeName(DELTAC_F16)};
+static_assert(DELTAC_F32 == 0 && DELTAC_BF16 == 1 && DELTAC_F16 == 2, "kDtypes' order");
 
 // Reads one record, keeping the first problem.
 struct Reader {
