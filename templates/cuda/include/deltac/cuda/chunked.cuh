@@ -443,11 +443,13 @@ inline bool chunked_tma_takes(const ChunkedKernels& k, const deltac_fwd_params& 
 }
 
 // The TMA scan's tensor maps for p: q, k [tokens][H][K] and v [tokens][HV][V]
-// in boxes of 64 tokens (q, k: 64 keys, swizzled; v: its 32 columns), T and
+// in boxes of 64 tokens (q, k: 64 keys, swizzled; v: vbox columns, swizzled
+// where vswizzle: vbox 64), T and
 // Aqk [slots x C][C] in C x C boxes (swizzled).
 template <class Ts>
 cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p,
-                             const ChunkedWs<Ts>& ws, TmaScanMaps* m) {
+                             const ChunkedWs<Ts>& ws, TmaScanMaps* m, int vbox = kTmaScanBV,
+                             bool vswizzle = false) {
   const PFN_cuTensorMapEncodeTiled_v12000 enc = chunked_tma_encoder();
   if (!enc)
     return cudaErrorNotSupported;
@@ -468,12 +470,12 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
   const cuuint32_t bq[3] = {64, 1, cuuint32_t(k.C)};
   const cuuint64_t dv[3] = {cuuint64_t(k.V), cuuint64_t(p.HV), tokens};
   const cuuint64_t sv[2] = {cuuint64_t(k.V) * 2, cuuint64_t(p.HV) * k.V * 2};
-  const cuuint32_t bv[3] = {cuuint32_t(kTmaScanBV), 1, cuuint32_t(k.C)};
+  const cuuint32_t bv[3] = {cuuint32_t(vbox), 1, cuuint32_t(k.C)};
   const cuuint64_t dt2[2] = {cuuint64_t(k.C), cuuint64_t(ws.max_chunks) * p.HV * k.C};
   const cuuint64_t st2[1] = {cuuint64_t(k.C) * 2};
   const cuuint32_t bt[2] = {cuuint32_t(k.C), cuuint32_t(k.C)};
   const bool ok = make(&m->q, p.q, 3, dq, sq, bq, true) && make(&m->k, p.k, 3, dq, sq, bq, true) &&
-                  make(&m->v, p.v, 3, dv, sv, bv, false) &&
+                  make(&m->v, p.v, 3, dv, sv, bv, vswizzle) &&
                   make(&m->t, ws.t, 2, dt2, st2, bt, true) &&
                   make(&m->a, ws.aqk, 2, dt2, st2, bt, true);
   return ok ? cudaSuccess : cudaErrorInvalidValue;
