@@ -3,6 +3,7 @@
 #include "deltac/autotune.h"
 
 #include "bench.h"
+#include "deltac/cpu/cache.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/tune_cuda.h"
 #include "deltac/reference.h"
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sys/stat.h>
@@ -71,20 +71,6 @@ std::string runOnce(const Spec &sp, Tensors &t, const Candidate &c) {
   return "";
 }
 
-// L2 size of cpu0 in bytes (1 MiB when unknown).
-size_t l2Bytes() {
-  std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index2/size");
-  std::string s;
-  if (!(in >> s) || s.empty())
-    return size_t(1) << 20;
-  size_t n = std::strtoull(s.c_str(), nullptr, 10);
-  if (s.back() == 'K')
-    n <<= 10;
-  else if (s.back() == 'M')
-    n <<= 20;
-  return n ? n : size_t(1) << 20;
-}
-
 // Samples for a round of `reps` when one sample takes sample_us: cheap
 // candidates get up to 5x more (short calls are the noisiest and cost
 // little next to the long buckets).
@@ -110,7 +96,7 @@ public:
       : sp_(sp), s_(s) {
     sets_.push_back(make_tensors(sp, B, T, s.seed));
     const size_t one = std::max<size_t>(sets_[0].bytes(), 1);
-    const size_t want = std::min<size_t>((2 * l2Bytes() + one - 1) / one, 8);
+    const size_t want = std::min<size_t>((2 * cpu::l2_cache_bytes() + one - 1) / one, 8);
     for (size_t i = 1; i < want; ++i)
       sets_.push_back(sets_[0]);
   }
@@ -416,7 +402,7 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // no tile_v, warps, stages or fuse: the default config's, fuse 0) and scan
   // 1 the block scan with its knobs; elsewhere scan 0 is the block scan (1
   // the same run).
-  const int32_t bytes = deltac::detail::dtype_bytes(p.in_dtype);
+  const int32_t bytes = deltac::detail::dtypeSize(p.in_dtype);
   // The TMA scan reads none of tile_v, warps, stages, split or fuse: one
   // candidate (the default config's) where it runs; elsewhere scan 3 runs
   // as scan 0.

@@ -150,7 +150,7 @@ const char *variant_name(int32_t v) {
   return v >= 0 && v < 3 ? kVariants[v] : "?";
 }
 const char *dtype_name(int32_t d) {
-  return d >= 0 && d < 3 ? kDtypes[d] : d == DELTAC_FP8_E4M3 ? "fp8_e4m3" : "?";
+  return detail::dtypeName(d);
 }
 
 const TuningRecord *TuningDB::lookup(Device d, Mode m,

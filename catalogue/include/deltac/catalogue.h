@@ -7,6 +7,7 @@
 #ifndef DELTAC_CATALOGUE_H
 #define DELTAC_CATALOGUE_H
 
+#include "deltac/check.h"
 #include "deltac/cuda/chunked_rules.h"
 #include "deltac/cuda/recurrent_rules.h"
 #include "deltac/params.h"
@@ -276,13 +277,6 @@ inline Problem problem_of(const deltac_fwd_params &p, int64_t max_len) {
 
 namespace detail {
 inline std::string num(int64_t x) { return std::to_string(x); }
-inline int dtype_bytes(int32_t d) { return d == DELTAC_F32 ? 4 : 2; }
-inline int state_bytes(int32_t d) {
-  return d == DELTAC_F32 ? 4 : d == DELTAC_FP8_E4M3 ? 1 : 2;
-}
-inline const char *state_name(int32_t d) {
-  return d == DELTAC_F32 ? "f32" : d == DELTAC_FP8_E4M3 ? "fp8 e4m3" : "bf16";
-}
 } // namespace detail
 
 // "" when the problem itself is in the supported space of any kernel.
@@ -338,7 +332,7 @@ inline std::string check_family(Family f, const Problem &p) {
       return std::string(fi.name) +
              ": q/k/v must be f32, bf16 or f16 and o the same dtype";
     if (cuda::chunked_default(p.variant, p.K, p.V,
-                              detail::dtype_bytes(p.in_dtype))
+                              detail::dtypeSize(p.in_dtype))
             .chunk == 0)
       return std::string(fi.name) + ": no legal config for K = " +
              num(p.K) + ", V = " + num(p.V) + " (V may be at most about 2K)";
@@ -383,17 +377,17 @@ inline std::string check_config(const KernelConfig &c, const Problem &p) {
            " does not split K = " + num(p.K) + " with tile_v = " +
            num(c.tile_v) + " into whole row groups of at most 16 rows";
   if (c.family == Family::CudaRecurrent &&
-      !cuda_recurrent_knobs_ok(p.K, c.tile_v, c.warps, detail::state_bytes(p.state_dtype),
+      !cuda_recurrent_knobs_ok(p.K, c.tile_v, c.warps, detail::dtypeSize(p.state_dtype),
                                one_token(p)))
     return std::string(fi.name) + ": tile_v = " + num(c.tile_v) + ", warps = " +
            num(c.warps) + " has no kernel for K = " + num(p.K) + " with a " +
-           detail::state_name(p.state_dtype) + " state" +
+           detail::dtypeName(p.state_dtype) + " state" +
            (one_token(p) ? "" : " on calls of several tokens (or cu_seqlens, state_steps, "
                                 "accepted, the batch-invariant mode)") +
            " (recurrent_rules.h, cuda_recurrent_knobs_ok)";
   if (c.family == Family::CudaChunked &&
       !cuda::chunked_legal(p.variant, p.K, p.V,
-                           detail::dtype_bytes(p.in_dtype), c.chunk, c.tile_v,
+                           detail::dtypeSize(p.in_dtype), c.chunk, c.tile_v,
                            c.warps, c.stages))
     return std::string(fi.name) + ": chunk = " + num(c.chunk) +
            ", tile_v = " + num(c.tile_v) + ", warps = " + num(c.warps) +
@@ -434,8 +428,8 @@ constexpr CpuRule kCpuRules[kCpuIsaCount] = {
     // 4096 / 8192 (docs/performance.md). Decode on whole rows of up to 128
     // columns (16 accumulator chains; a head's state read in address order):
     // 0.94x / 0.90x / 0.95x the 32-column tile's time at batch 1 / 8 / 64
-    // (Zen 4, 2 threads, gated, 16 heads, K = V = 128; not yet measured on
-    // an Intel core, where deltac-tune's tile_v dimension decides).
+    // (Zen 4, 2 threads, gated, 16 heads, K = V = 128; deltac-tune's tile_v
+    // dimension picked 128 at batch 1 and 8 on a 2-core Intel Xeon too).
     {{CpuIsa::avx512, CpuIsa::avx512, CpuIsa::avx512}, 2048, 32, 32, 128},
 };
 // avx512 on a core with a 256-bit datapath (Zen 4; 2 threads, gated, 16
@@ -498,13 +492,13 @@ inline KernelConfig default_config(Family f, const Problem &p) {
     c.chunk = cpu_rule(p.cpu_isa, p.cpu_split512).chunk;
     break;
   case Family::CudaRecurrent:
-    c.tile_v = cuda_recurrent_tile_for(p.V, detail::state_bytes(p.state_dtype), one_token(p),
+    c.tile_v = cuda_recurrent_tile_for(p.V, detail::dtypeSize(p.state_dtype), one_token(p),
                                        p.seqs * p.HV * (p.V / cuda_recurrent_default_tile(p.V)));
     c.warps = cuda_recurrent_default_warps(p.K, c.tile_v);
     break;
   case Family::CudaChunked: {
     const cuda::ChunkedChoice d = cuda::chunked_default(
-        p.variant, p.K, p.V, detail::dtype_bytes(p.in_dtype));
+        p.variant, p.K, p.V, detail::dtypeSize(p.in_dtype));
     c.chunk = d.chunk, c.tile_v = d.bv, c.warps = d.warps, c.stages = d.stages;
     break;
   }

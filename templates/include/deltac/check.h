@@ -37,6 +37,15 @@ inline int dtypeSize(int32_t d) {
   return d == DELTAC_F32 ? 4 : d == DELTAC_FP8_E4M3 ? 1 : 2;
 }
 
+// The dtype's name as the tuning DB and messages spell it.
+inline const char *dtypeName(int32_t d) {
+  return d == DELTAC_F32    ? "f32"
+         : d == DELTAC_BF16 ? "bf16"
+         : d == DELTAC_F16  ? "f16"
+         : d == DELTAC_FP8_E4M3 ? "fp8_e4m3"
+                                : "?";
+}
+
 inline bool isAligned(const void *ptr, std::size_t align) {
   return reinterpret_cast<std::uintptr_t>(ptr) % align == 0;
 }

@@ -24,8 +24,7 @@
 
 #include <type_traits>
 
-#include <unistd.h>
-
+#include "deltac/cpu/cache.h"
 #include "deltac/cpu/common.h"
 
 namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
@@ -34,15 +33,6 @@ namespace deltac::cpu { inline namespace DELTAC_CPU_NS { namespace detail {
 constexpr int kPrefetchLocality = 2;
 // A separate ht of at least this many bytes is written with streaming stores.
 constexpr double kStreamStateBytes = 16.0 * (1 << 20);
-
-// One core's L2 in bytes (1 MiB where the system does not say).
-inline size_t l2_bytes() {
-  static const size_t bytes = [] {
-    const long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return b > 0 ? size_t(b) : size_t(1) << 20;
-  }();
-  return bytes;
-}
 
 // Slot sequence n reads from h0 / writes to ht (params.h, state pool):
 // -1 = none (the zero state / not written). Without a pool, n (or -1 when
@@ -302,7 +292,7 @@ void decode_typed(const deltac_fwd_params& p) {
     // A thread's slices (h0 and ht) within half its L2 stay there between
     // steps: no next-head prefetch then (its instructions only cost).
     const bool fetch = double(u1 - u0) * K * VB * sizeof(S) * (ht && ht != h0 ? 2 : 1) >
-                       0.5 * double(l2_bytes());
+                       0.5 * double(l2_cache_bytes());
     float* q = scratch(5 * nK + pad16(V) + pad16(VB));
     float* k = q + nK;
     float* ka = k + nK;
