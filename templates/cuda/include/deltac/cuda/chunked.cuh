@@ -46,6 +46,7 @@
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
 #include "deltac/cuda/chunked_scan_tma.cuh"
+#include "deltac/cuda/chunked_scan_tmat.cuh"
 #include "deltac/cuda/chunked_scan_warp.cuh"
 #include "deltac/cuda/chunked_split.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
@@ -212,6 +213,7 @@ struct ChunkedKernels {
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
   const void* tma;       // chunked_scan_tma_kernel (one warpgroup), or null
+  const void* tmat[2];   // chunked_scan_tmat_kernel with one, two warpgroups, or null
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -489,12 +491,27 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // asked for but does not fit this device). What chunked_run_stages launches
 // and chunked_carve sizes (without tma: the warp or block scan's plan, whose
 // workspace also holds the TMA scan's).
+//
+// tmat (where given): the transposed TMA scan's warpgroups a block (0: it
+// does not run) where scan 4 asks for it: two where every value head of
+// every sequence fills a block of 128 columns and they make at least a wave,
+// else one (not measured yet; chunked_scan_tmat.cuh).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                     int force_bv, int force_split, int scan, bool* warp,
-                                    bool* tma = nullptr) {
+                                    bool* tma = nullptr, int* tmat = nullptr) {
   *warp = false;
   if (tma)
     *tma = false;
+  if (tmat)
+    *tmat = 0;
+  if (tmat && scan == 4 && force_bv == 0 && k.tmat[0] &&
+      chunked_tmat_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
+    ChunkedDevice d;
+    const bool two = k.tmat[1] && k.V % 128 == 0 && chunked_device(d) == cudaSuccess &&
+                     int64_t(p.N) * p.HV * (k.V / 128) >= d.sms;
+    *tmat = two ? 2 : 1;
+    return {64 * *tmat, 1};
+  }
   const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
   if (runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))) {
     const ChunkedPlan w =
@@ -592,7 +609,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (route > 0)
     force_split = 1, fuse = 0;
   bool warp = false, tma = false;
-  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma);
+  int tmat = 0;
+  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma, &tmat);
   if (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
     fuse = 0;  // the warp scan (or the block scan standing in for it) runs unfused
   const int bv = pl.bv;
@@ -651,6 +669,17 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
         cudaSuccess)
       return e;
   }
+  if (tmat && (stages & 2)) {
+    TmaScanMaps maps;
+    if ((e = chunked_tma_maps<Ts>(k, p, ws, &maps, 64, true)) != cudaSuccess)
+      return e;
+    void* args[] = {&pp, &ws, &maps};
+    if ((e = chunked_launch(k.tmat[tmat - 1], dev,
+                            dim3(unsigned(k.V / (64 * tmat)), unsigned(p.HV), unsigned(p.N)),
+                            tmat_scan_threads(tmat), int(tmat_scan_smem(k.K, k.C, tmat)),
+                            stream, args)) != cudaSuccess)
+      return e;
+  }
   if (warp && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     const bool so = scan == 2 && k.split_o;
@@ -665,7 +694,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
         cudaSuccess)
       return e;
   }
-  if (!warp && !tma && (stages & 2)) {
+  if (!warp && !tma && !tmat && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     int i = 0;
     while (i < 3 && bv != k.bv0 >> i)
@@ -760,6 +789,13 @@ ChunkedKernels make_chunked_kernels() {
   if constexpr (chunked_tma_runs(Var, K, V, E, C)) {
     using Tt = TmaScanTraits<Var, K, V, InT, 1, kTmaScanStages>;
     k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
+  }
+  if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {
+    k.tmat[0] = reinterpret_cast<const void*>(
+        &chunked_scan_tmat_kernel<Var, TmatScanTraits<Var, K, V, InT, 1, kTmatScanStages>>);
+    if constexpr (V % 128 == 0)
+      k.tmat[1] = reinterpret_cast<const void*>(
+          &chunked_scan_tmat_kernel<Var, TmatScanTraits<Var, K, V, InT, 2, kTmatScanStages>>);
   }
   k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<InT, K, V, C>);
   k.fix = reinterpret_cast<const void*>(&chunked_fix_kernel<Tr, chunked_fix_cols(V)>);

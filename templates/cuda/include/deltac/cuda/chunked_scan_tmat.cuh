@@ -1,5 +1,5 @@
-// The TMA scan with the state transposed in registers (sm_90a; experimental,
-// not yet in the rule): Sᵀ (value columns x keys, f32) lives in the
+// The TMA scan with the state transposed in registers (sm_90a; chunked_stages'
+// scan 4, not in the rule: chunked_rules.h): Sᵀ (value columns x keys, f32) lives in the
 // accumulators of each consumer warpgroup's 64 value columns and enters the
 // products as the register A operand (rounded to the 16-bit type: hi + lo for
 // K S, hi for Q S), so only the stage's q, k, T, Aqk are read from shared
@@ -42,6 +42,9 @@ struct TmatScanTraits {
   static constexpr uint32_t kTxFull = 2 * NH * C * 128 + C * BV * 2 + 2 * C * C * 2 + (4 * C + K) * 4;
   static constexpr uint32_t kTxPart = 2 * C * C * 2 + (4 * C + K) * 4;
   static_assert(K == 64 || K == 128, "tmat scan: K");
+  static_assert(kStage == tmat_scan_stage_bytes(K, C, NWG), "stage size");
+  static_assert(kThreads == tmat_scan_threads(NWG), "threads");
+  static_assert(NS != kTmatScanStages || kSmem == tmat_scan_smem(K, C, NWG), "smem size");
   static_assert(V % BV == 0, "tmat scan: V tile");
 };
 
