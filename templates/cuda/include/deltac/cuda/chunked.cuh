@@ -519,7 +519,8 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     // The TMA scan: asked for (3), or by the rule (0) where the warp scan
     // would run unsplit and its grid at V tile 32 fits one wave (not for
     // batch-invariant calls, whose kernel must not depend on the grid).
-    if (tma && w.bv && (scan == 3 || (scan == 0 && force_bv == 0 && w.split == 1)) &&
+    const bool rule = scan == 0 || scan == 4;  // 4 where the transposed scan did not take it
+    if (tma && w.bv && (scan == 3 || (rule && force_bv == 0 && w.split == 1)) &&
         chunked_tma_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
       ChunkedDevice d;
       const int64_t blocks = int64_t(p.N) * p.HV * (k.V / kTmaScanBV);
@@ -791,6 +792,8 @@ ChunkedKernels make_chunked_kernels() {
     k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
   }
   if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {
+    static_assert(chunked_tma_runs(Var, K, V, E, C),
+                  "the transposed TMA scan's device check (chunked_tma_takes) reads k.tma");
     k.tmat[0] = reinterpret_cast<const void*>(
         &chunked_scan_tmat_kernel<Var, TmatScanTraits<Var, K, V, InT, 1, kTmatScanStages>>);
     if constexpr (V % 128 == 0)

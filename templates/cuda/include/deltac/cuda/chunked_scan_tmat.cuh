@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
 
   Ts* const obase = static_cast<Ts*>(p.o) + int64_t(j) * V + v0 + m0;
   const int64_t ostride = int64_t(p.HV) * V;
-  float x[8][4], o[8][4];
+  float x[8][4] = {}, o[8][4] = {};  // first written by products with scale-d 0
   int s = 0;
   uint32_t ph = 0;
   for (int64_t c = 0; c < nchunks; ++c) {
@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         uint32_t vr[4];
-        ldmatrix_x4_trans(vr, sb + Tt::kOffV + tma_sw128<C>(8 * (2 * i + (q >> 1)) + (lane & 7), pc));
+        const int row = 8 * (2 * i + (q >> 1)) + (lane & 7);
+        ldmatrix_x4_trans(vr, sb + Tt::kOffV + tma_sw128<C>(row, pc));
 #pragma unroll
         for (int qq = 0; qq < 4; ++qq) {
           const int nt = 2 * i + (qq >> 1), hh = qq & 1, tok = 8 * nt + 2 * t;
