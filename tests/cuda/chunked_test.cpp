@@ -224,6 +224,10 @@ std::vector<Case> all_cases() {
         Case c = make(var, dt, "tmat_two_warpgroups");
         c.config = kChunkedTmat, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
         cs.push_back(c);
+        // The default config on that grid: the rule's pick on an H100 / H200.
+        c = make(var, dt, "rule_full_grid");
+        c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
+        cs.push_back(c);
       }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /

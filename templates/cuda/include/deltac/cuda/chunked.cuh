@@ -493,9 +493,13 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // workspace also holds the TMA scan's).
 //
 // tmat (where given): the transposed TMA scan's warpgroups a block (0: it
-// does not run) where scan 4 asks for it: two where every value head of
-// every sequence fills a block of 128 columns and they make at least a wave,
-// else one (not measured yet; chunked_scan_tmat.cuh).
+// does not run) where scan 4 asks for it or the rule (0, no forced V tile or
+// split) picks it: its unsplit grid of 64-column blocks leaves at most 1/8 of
+// the SMs idle (chunked_grid_short). Two warpgroups where the grid of
+// 128-column blocks does too, else one. H100: 1.07-1.34x the rule's warp
+// scan on such rows (16/32, 16/64 heads 4x8192, 2/8 8x1024, K=64 8x4096),
+// two warpgroups 1.16x one at 4x8192 16/32; on shorter grids the warp scan's
+// sequence split wins (docs/performance.md).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                     int force_bv, int force_split, int scan, bool* warp,
                                     bool* tma = nullptr, int* tmat = nullptr) {
@@ -504,13 +508,17 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     *tma = false;
   if (tmat)
     *tmat = 0;
-  if (tmat && scan == 4 && force_bv == 0 && k.tmat[0] &&
+  if (tmat && (scan == 4 || (scan == 0 && force_split <= 1)) && force_bv == 0 && k.tmat[0] &&
       chunked_tmat_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
     ChunkedDevice d;
-    const bool two = k.tmat[1] && k.V % 128 == 0 && chunked_device(d) == cudaSuccess &&
-                     int64_t(p.N) * p.HV * (k.V / 128) >= d.sms;
-    *tmat = two ? 2 : 1;
-    return {64 * *tmat, 1};
+    const bool dev = chunked_device(d) == cudaSuccess;
+    const int64_t heads = int64_t(p.N) * p.HV;
+    if (scan == 4 || (dev && !chunked_grid_short(heads * (k.V / 64), d.sms))) {
+      const bool two = k.tmat[1] && k.V % 128 == 0 && dev &&
+                       !chunked_grid_short(heads * (k.V / 128), d.sms);
+      *tmat = two ? 2 : 1;
+      return {64 * *tmat, 1};
+    }
   }
   const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
   if (runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))) {

@@ -1,6 +1,7 @@
 // The TMA scan with the state transposed in registers (sm_90a; chunked_stages'
-// scan 4, not in the rule: chunked_rules.h): Sᵀ (value columns x keys, f32) lives in the
-// accumulators of each consumer warpgroup's 64 value columns and enters the
+// scan 4, and the rule's pick where its grid fills the GPU: chunked_rules.h): Sᵀ
+// (value columns x keys, f32) lives in the accumulators of each consumer
+// warpgroup's 64 value columns and enters the
 // products as the register A operand (rounded to the 16-bit type: hi + lo for
 // K S, hi for Q S), so only the stage's q, k, T, Aqk are read from shared
 // memory and no product waits on a block barrier. Per chunk, M = the
