@@ -406,9 +406,12 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // The TMA scan reads none of tile_v, warps, stages, split or fuse: one
   // candidate (the default config's) where it runs; elsewhere scan 3 runs
   // as scan 0.
-  if (c.scan == 3) {
+  // The transposed TMA scan (scan 4) likewise.
+  if (c.scan == 3 || c.scan == 4) {
     const KernelConfig d = default_config(Family::CudaChunked, p);
-    return deltac::cuda::chunked_tma_runs(p.variant, p.K, p.V, bytes, c.chunk) &&
+    return (c.scan == 3 ? deltac::cuda::chunked_tma_runs
+                        : deltac::cuda::chunked_tmat_runs)(p.variant, p.K, p.V, bytes,
+                                                           c.chunk) &&
            c.split == 0 && c.fuse == 0 && c.tile_v == d.tile_v && c.warps == d.warps &&
            c.stages == d.stages;
   }

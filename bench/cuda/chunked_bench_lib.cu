@@ -34,7 +34,8 @@ struct Call {
   int split = 0;   // segments per sequence forced (0: the rule)
   int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
   int scan = 0;    // chunked_stages' scan: 0 the rule (the TMA or warp scan where it runs), 1
-                   // the block scan, 2 the warp scan with output warps, 3 the TMA scan
+                   // the block scan, 2 the warp scan with output warps, 3 the TMA scan, 4 the
+                   // transposed TMA scan
   int bv = 0;      // the scan's V tile forced (0: chosen at run time)
 };
 
@@ -77,12 +78,14 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 // to S segments; + 1000: with the fused launch; 2000 + w: the default with
 // the warp scan (chunked_scan_warp.cuh), its V tile forced to w (0: chosen);
 // 3000 + w: the same with output warps; 4000 + i: config i with the block
-// scan; 5000 + i: config i with the TMA scan where it runs (the others run
-// the rule: the TMA or warp scan where it runs and no split or fused launch
-// is asked for).
+// scan; 5000 + i: config i with the TMA scan where it runs; 6000 + i: with
+// the transposed TMA scan where it runs (the others run the rule: the TMA or
+// warp scan where it runs and no split or fused launch is asked for).
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
-  if (cfg >= 5000)
+  if (cfg >= 6000)
+    c.scan = 4, cfg -= 6000;
+  else if (cfg >= 5000)
     c.scan = 3, cfg -= 5000;
   else if (cfg >= 4000)
     c.scan = 1, cfg -= 4000;

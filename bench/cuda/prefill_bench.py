@@ -27,7 +27,8 @@ one wave, else the warp scan where it runs, chunked_scan_warp.cuh).
 --warp=W,... also times, on every row, the scan as a chain per warp
 (chunked_scan_warp.cuh) with its V tile forced to W (0: chosen at run time)
 (W + 1000: with output warps beside the chain warps, chunked_stages' scan = 2;
-3000: the TMA scan forced, scan = 3; W = 0 runs the rule, which may pick it)
+3000: the TMA scan forced, scan = 3; 4000: the transposed TMA scan, scan = 4;
+W = 0 runs the rule, which may pick the TMA scan)
 next to the block scan (cuda_chunked's scan = 1, cfg 4000): total and scan
 alone, after checking its o and ht against the block scan's on the same
 inputs (relative RMS <= 1e-2, each side rounds to bf16 differently; not

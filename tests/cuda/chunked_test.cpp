@@ -214,6 +214,21 @@ std::vector<Case> all_cases() {
     // V = 256; partial last chunks.
     if (var != DELTAC_VARIANT_KDA)
       for (Dt dt : {BF16, F16}) scan_cases(dt, "tma_", kChunkedTma, true);
+    // The transposed TMA scan (config kChunkedTmat, chunked_scan_tmat.cuh):
+    // the same shapes (one warpgroup a block: short grids), and a grid of
+    // 3 x 48 heads of 128 columns (two warpgroups a block on up to 144
+    // multiprocessors).
+    if (var != DELTAC_VARIANT_KDA)
+      for (Dt dt : {BF16, F16}) {
+        scan_cases(dt, "tmat_", kChunkedTmat, true);
+        Case c = make(var, dt, "tmat_two_warpgroups");
+        c.config = kChunkedTmat, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
+        cs.push_back(c);
+        // The default config on that grid: the rule's pick on an H100 / H200.
+        c = make(var, dt, "rule_full_grid");
+        c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
+        cs.push_back(c);
+      }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /
     // V = 256 and GVA 4; with output warps (kChunkedWarpSplitO) a subset.
@@ -288,8 +303,8 @@ TEST_P(Chunked, MatchesFloat64Reference) {
   if (!have_gpu())
     GTEST_SKIP() << "no CUDA device";
   const Case& c = GetParam();
-  if (c.config == kChunkedTma && !tma_scan_device())
-    GTEST_SKIP() << "the TMA scan needs compute capability 9.0 and sm_90a code";
+  if ((c.config == kChunkedTma || c.config == kChunkedTmat) && !tma_scan_device())
+    GTEST_SKIP() << "the TMA scans need compute capability 9.0 and sm_90a code";
   const uint64_t seed = test_seed();
   std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
   SCOPED_TRACE("seed " + std::to_string(seed) + " (DELTAC_TEST_SEED reproduces it)");

@@ -119,6 +119,14 @@ cudaError_t run_tma(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStre
                                                            0, 0, 3);
 }
 
+// Cfg with the transposed TMA scan (chunked_scan_tmat.cuh) where it runs: scan 4.
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_tmat(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                     const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 0,
+                                                           0, 0, 4);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
@@ -140,10 +148,10 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
                                            : &run_warp_split<Var, K, V, InT, D, 8>;
     return f;
   }
-  if (config == kChunkedTma) {
+  if (config == kChunkedTma || config == kChunkedTmat) {
     using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
     ChunkedFns f = fns<Var, K, V, InT, D>();
-    f.run = &run_tma<Var, K, V, InT, D>;
+    f.run = config == kChunkedTma ? &run_tma<Var, K, V, InT, D> : &run_tmat<Var, K, V, InT, D>;
     return f;
   }
   if (config == kChunkedWarp || config == kChunkedWarpSplitO) {

@@ -28,21 +28,23 @@ struct ChunkedFns {
 // 13 the same with output warps (chunked_stages' scan = 2), 14 / 15 / 16
 // the scan's rule (the warp scan where it runs) with the split forced to
 // 2 / 4 / 8 segments (every shape), 17 the TMA scan (chunked_stages' scan 3;
-// the warp scan where it does not run: tma_scan_device says). Every other
+// the warp scan where it does not run: tma_scan_device says), 18 the
+// transposed TMA scan (scan 4; likewise). Every other
 // config runs the block scan (chunked_stages' scan = 1), unless
-// DELTAC_TEST_WARP_SCAN=1 (or 2, 3) in the environment (read once) asks every
-// config for the warp scan (the rule, scan 0, or scan 2: where it runs, no
-// split asked for, not fused; 3: the TMA scan where it runs).
+// DELTAC_TEST_WARP_SCAN=1 (or 2, 3, 4) in the environment (read once) asks
+// every config for the warp scan (the rule, scan 0, or scan 2: where it runs,
+// no split asked for, not fused; 3: the TMA scan where it runs, 4: the
+// transposed TMA scan).
 inline constexpr int kChunkedConfigs = 6;      // configs 1..5: other knobs
 inline constexpr int kChunkedSplitConfigs[] = {6, 7, 8};
 inline constexpr int kChunkedNoSplit = 9, kChunkedSplitNarrow = 10, kChunkedFused = 11;
 inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
 inline constexpr int kChunkedWarpSplit2 = 14, kChunkedWarpSplit4 = 15, kChunkedWarpSplit8 = 16;
-inline constexpr int kChunkedTma = 17;
+inline constexpr int kChunkedTma = 17, kChunkedTmat = 18;
 
 // chunked_stages' scan for every config (harness.cpp; read once): 1 (the
 // block scan), 0 (the rule: the TMA or warp scan) when DELTAC_TEST_WARP_SCAN=1,
-// 2 or 3 when it is 2 or 3.
+// 2, 3 or 4 when it is 2, 3 or 4.
 int scan_env();
 
 // Whether this device runs the TMA scan (chunked_scan_tma.cuh) of GDN

@@ -160,7 +160,8 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      // one wave holds the grid, else the warp scan where it runs:
      // chunked_uses_warp_scan; it reads split, not tile_v, warps, stages or
      // fuse), 1 = the block scan, 3 = the TMA scan where it runs (sm_90a;
-     // reads none of them). Deterministic and routed (mixed batch)
+     // reads none of them), 4 = the transposed TMA scan likewise (not in
+     // the rule). Deterministic and routed (mixed batch)
      // calls run split 1, fuse 0 whatever the config says.
      {values_of(cuda::kChunkedChunks), {0, {}}, values_of(cuda::kChunkedBVs),
       values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),

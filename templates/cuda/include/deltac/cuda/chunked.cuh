@@ -46,6 +46,7 @@
 #include "deltac/cuda/chunked_prep.cuh"
 #include "deltac/cuda/chunked_scan.cuh"
 #include "deltac/cuda/chunked_scan_tma.cuh"
+#include "deltac/cuda/chunked_scan_tmat.cuh"
 #include "deltac/cuda/chunked_scan_warp.cuh"
 #include "deltac/cuda/chunked_split.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
@@ -212,6 +213,7 @@ struct ChunkedKernels {
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
   const void* tma;       // chunked_scan_tma_kernel (one warpgroup), or null
+  const void* tmat[2];   // chunked_scan_tmat_kernel with one, two warpgroups, or null
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -443,11 +445,13 @@ inline bool chunked_tma_takes(const ChunkedKernels& k, const deltac_fwd_params& 
 }
 
 // The TMA scan's tensor maps for p: q, k [tokens][H][K] and v [tokens][HV][V]
-// in boxes of 64 tokens (q, k: 64 keys, swizzled; v: its 32 columns), T and
+// in boxes of 64 tokens (q, k: 64 keys, swizzled; v: vbox columns, swizzled
+// where vswizzle: vbox 64), T and
 // Aqk [slots x C][C] in C x C boxes (swizzled).
 template <class Ts>
 cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p,
-                             const ChunkedWs<Ts>& ws, TmaScanMaps* m) {
+                             const ChunkedWs<Ts>& ws, TmaScanMaps* m, int vbox = kTmaScanBV,
+                             bool vswizzle = false) {
   const PFN_cuTensorMapEncodeTiled_v12000 enc = chunked_tma_encoder();
   if (!enc)
     return cudaErrorNotSupported;
@@ -468,12 +472,12 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
   const cuuint32_t bq[3] = {64, 1, cuuint32_t(k.C)};
   const cuuint64_t dv[3] = {cuuint64_t(k.V), cuuint64_t(p.HV), tokens};
   const cuuint64_t sv[2] = {cuuint64_t(k.V) * 2, cuuint64_t(p.HV) * k.V * 2};
-  const cuuint32_t bv[3] = {cuuint32_t(kTmaScanBV), 1, cuuint32_t(k.C)};
+  const cuuint32_t bv[3] = {cuuint32_t(vbox), 1, cuuint32_t(k.C)};
   const cuuint64_t dt2[2] = {cuuint64_t(k.C), cuuint64_t(ws.max_chunks) * p.HV * k.C};
   const cuuint64_t st2[1] = {cuuint64_t(k.C) * 2};
   const cuuint32_t bt[2] = {cuuint32_t(k.C), cuuint32_t(k.C)};
   const bool ok = make(&m->q, p.q, 3, dq, sq, bq, true) && make(&m->k, p.k, 3, dq, sq, bq, true) &&
-                  make(&m->v, p.v, 3, dv, sv, bv, false) &&
+                  make(&m->v, p.v, 3, dv, sv, bv, vswizzle) &&
                   make(&m->t, ws.t, 2, dt2, st2, bt, true) &&
                   make(&m->a, ws.aqk, 2, dt2, st2, bt, true);
   return ok ? cudaSuccess : cudaErrorInvalidValue;
@@ -487,12 +491,35 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // asked for but does not fit this device). What chunked_run_stages launches
 // and chunked_carve sizes (without tma: the warp or block scan's plan, whose
 // workspace also holds the TMA scan's).
+//
+// tmat (where given): the transposed TMA scan's warpgroups a block (0: it
+// does not run) where scan 4 asks for it or the rule (0, no forced V tile or
+// split) picks it: its unsplit grid of 64-column blocks leaves at most 1/8 of
+// the SMs idle (chunked_grid_short). Two warpgroups where the grid of
+// 128-column blocks does too, else one. H100: 1.07-1.34x the rule's warp
+// scan on such rows (16/32, 16/64 heads 4x8192, 2/8 8x1024, K=64 8x4096),
+// two warpgroups 1.16x one at 4x8192 16/32; on shorter grids the warp scan's
+// sequence split wins (docs/performance.md).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                     int force_bv, int force_split, int scan, bool* warp,
-                                    bool* tma = nullptr) {
+                                    bool* tma = nullptr, int* tmat = nullptr) {
   *warp = false;
   if (tma)
     *tma = false;
+  if (tmat)
+    *tmat = 0;
+  if (tmat && (scan == 4 || (scan == 0 && force_split <= 1)) && force_bv == 0 && k.tmat[0] &&
+      chunked_tmat_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
+    ChunkedDevice d;
+    const bool dev = chunked_device(d) == cudaSuccess;
+    const int64_t heads = int64_t(p.N) * p.HV;
+    if (scan == 4 || (dev && !chunked_grid_short(heads * (k.V / 64), d.sms))) {
+      const bool two = k.tmat[1] && k.V % 128 == 0 && dev &&
+                       !chunked_grid_short(heads * (k.V / 128), d.sms);
+      *tmat = two ? 2 : 1;
+      return {64 * *tmat, 1};
+    }
+  }
   const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
   if (runs && (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))) {
     const ChunkedPlan w =
@@ -500,7 +527,8 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     // The TMA scan: asked for (3), or by the rule (0) where the warp scan
     // would run unsplit and its grid at V tile 32 fits one wave (not for
     // batch-invariant calls, whose kernel must not depend on the grid).
-    if (tma && w.bv && (scan == 3 || (scan == 0 && force_bv == 0 && w.split == 1)) &&
+    const bool rule = scan == 0 || scan == 4;  // 4 where the transposed scan did not take it
+    if (tma && w.bv && (scan == 3 || (rule && force_bv == 0 && w.split == 1)) &&
         chunked_tma_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
       ChunkedDevice d;
       const int64_t blocks = int64_t(p.N) * p.HV * (k.V / kTmaScanBV);
@@ -590,7 +618,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (route > 0)
     force_split = 1, fuse = 0;
   bool warp = false, tma = false;
-  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma);
+  int tmat = 0;
+  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma, &tmat);
   if (scan == 2 || chunked_uses_warp_scan(k.var, k.K, k.V, k.elem, k.C, scan))
     fuse = 0;  // the warp scan (or the block scan standing in for it) runs unfused
   const int bv = pl.bv;
@@ -649,6 +678,17 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
         cudaSuccess)
       return e;
   }
+  if (tmat && (stages & 2)) {
+    TmaScanMaps maps;
+    if ((e = chunked_tma_maps<Ts>(k, p, ws, &maps, 64, true)) != cudaSuccess)
+      return e;
+    void* args[] = {&pp, &ws, &maps};
+    if ((e = chunked_launch(k.tmat[tmat - 1], dev,
+                            dim3(unsigned(k.V / (64 * tmat)), unsigned(p.HV), unsigned(p.N)),
+                            tmat_scan_threads(tmat), int(tmat_scan_smem(k.K, k.C, tmat)),
+                            stream, args)) != cudaSuccess)
+      return e;
+  }
   if (warp && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     const bool so = scan == 2 && k.split_o;
@@ -663,7 +703,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
         cudaSuccess)
       return e;
   }
-  if (!warp && !tma && (stages & 2)) {
+  if (!warp && !tma && !tmat && (stages & 2)) {
     // Split: K / bv more V tiles (identity columns), split segments a sequence.
     int i = 0;
     while (i < 3 && bv != k.bv0 >> i)
@@ -758,6 +798,15 @@ ChunkedKernels make_chunked_kernels() {
   if constexpr (chunked_tma_runs(Var, K, V, E, C)) {
     using Tt = TmaScanTraits<Var, K, V, InT, 1, kTmaScanStages>;
     k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
+  }
+  if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {
+    static_assert(chunked_tma_runs(Var, K, V, E, C),
+                  "the transposed TMA scan's device check (chunked_tma_takes) reads k.tma");
+    k.tmat[0] = reinterpret_cast<const void*>(
+        &chunked_scan_tmat_kernel<Var, TmatScanTraits<Var, K, V, InT, 1, kTmatScanStages>>);
+    if constexpr (V % 128 == 0)
+      k.tmat[1] = reinterpret_cast<const void*>(
+          &chunked_scan_tmat_kernel<Var, TmatScanTraits<Var, K, V, InT, 2, kTmatScanStages>>);
   }
   k.fold = reinterpret_cast<const void*>(&chunked_fold_kernel<InT, K, V, C>);
   k.fix = reinterpret_cast<const void*>(&chunked_fix_kernel<Tr, chunked_fix_cols(V)>);

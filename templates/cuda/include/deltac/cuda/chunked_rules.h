@@ -63,8 +63,14 @@ inline constexpr int kChunkedPrepWarps = 8;
 //     where it runs, else as 0. The rule takes it where it runs and the warp
 //     scan's grid at V tile 32 fits one wave unsplit (chunked.cuh,
 //     chunked_run_plan).
+//   4 the TMA scan with the state transposed in registers
+//     (chunked_scan_tmat.cuh: Sᵀ the register A operand of the products, 64
+//     value columns a warpgroup, one or two warpgroups a block; sm_90a, GDN /
+//     delta, 16-bit inputs, K = 64 or 128, chunk 64, V a multiple of 64; no
+//     split) where it runs, else as 0. The rule takes it where it runs and
+//     its grid leaves at most 1/8 of the SMs idle (chunked_run_plan).
 // (2, the warp scan with output warps, is for tests and benchmarks.)
-inline constexpr int kChunkedScans[] = {0, 1, 3};
+inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
 // The V tiles the warp scan compiles, widest first.
 inline constexpr int kChunkedWarpBVs[] = {64, 32};
 
@@ -289,6 +295,26 @@ constexpr bool chunked_tma_runs(int var, int K, int V, int in_bytes, int chunk) 
          V % kTmaScanBV == 0 && tma_scan_smem(K, chunk) <= kChunkedSmemSm90;
 }
 
+// The transposed TMA scan (chunked_scan_tmat.cuh): NWG warpgroups of 64
+// value columns a block and a producer warp (NWG 1) or warpgroup (NWG 2, its
+// registers given to the others); a stage holds q, k [C][K], v [C][64 NWG],
+// T, Aqk [C][C] (16-bit, 128-byte swizzled) and the row factors and decays
+// (f32), 1 KB aligned; 2 stages; 2 mbarriers a stage; 1 KB to align the base.
+inline constexpr int kTmatScanStages = 2;
+constexpr int tmat_scan_stage_bytes(int K, int chunk, int nwg) {
+  return tma_round1k(2 * chunk * K * 2 + tma_round1k(chunk * 64 * nwg * 2) +
+                     2 * chunk * chunk * 2 + (4 * chunk + K) * 4);
+}
+constexpr size_t tmat_scan_smem(int K, int chunk, int nwg) {
+  return size_t(kTmatScanStages) * tmat_scan_stage_bytes(K, chunk, nwg) + 16 * kTmatScanStages +
+         1024;
+}
+constexpr int tmat_scan_threads(int nwg) { return 128 * nwg + (nwg > 1 ? 128 : 32); }
+constexpr bool chunked_tmat_runs(int var, int K, int V, int in_bytes, int chunk) {
+  return var != DELTAC_VARIANT_KDA && in_bytes == 2 && (K == 64 || K == 128) && chunk == 64 &&
+         V % 64 == 0 && tmat_scan_smem(K, chunk, 2) <= kChunkedSmemSm90;
+}
+
 // Whether a call with knob scan (as the catalogue lists it) runs the warp
 // scan: scan 0 (the rule) where it runs, whatever split (it splits too) and
 // fuse (read as 0). H200: the
@@ -298,7 +324,7 @@ constexpr bool chunked_tma_runs(int var, int K, int V, int in_bytes, int chunk) 
 // 1x32768 (version 13). The kernel narrows it to the device's
 // shared memory at run time (block scan without a split where it does not fit).
 constexpr bool chunked_uses_warp_scan(int var, int K, int V, int in_bytes, int chunk, int scan) {
-  return (scan == 0 || scan == 3) && chunked_warp_runs(var, K, V, in_bytes, chunk);
+  return (scan == 0 || scan == 3 || scan == 4) && chunked_warp_runs(var, K, V, in_bytes, chunk);
 }
 
 }  // namespace deltac::cuda

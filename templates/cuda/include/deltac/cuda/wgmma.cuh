@@ -123,6 +123,34 @@ __device__ __forceinline__ void wgmma_n64(float (*d)[4], uint64_t da, uint64_t d
   __trap();
 #endif
 }
+#define DELTAC_WG_RS_N64_ASM(TYPE)                                                    \
+  "{\n .reg .pred p;\n setp.ne.b32 p, %36, 0;\n"                                      \
+  " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "          \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+  "{%32, %33, %34, %35}, %37, p, 1, 1, %38;\n}\n"
+
+// d (+)= A B, N = 64, A from registers: a[0..3] the m16n8k16 A fragment of
+// this warp's 16 rows (rows g, g + 8; columns 2 t, + 1 and 2 t + 8, + 9 of
+// the 16-deep step, two 16-bit values a register). TB as above.
+template <class Ts, int TB>
+__device__ __forceinline__ void wgmma_rs_n64(float (*d)[4], const uint32_t (&a)[4], uint64_t db,
+                                             int acc) {
+#if DELTAC_WGMMA_OK
+  if constexpr (std::is_same_v<Ts, __half>)
+    asm volatile(DELTAC_WG_RS_N64_ASM("f16")
+                 : DELTAC_WG_N64_OUT
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(db), "n"(TB));
+  else
+    asm volatile(DELTAC_WG_RS_N64_ASM("bf16")
+                 : DELTAC_WG_N64_OUT
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(acc), "l"(db), "n"(TB));
+#else
+  (void)d, (void)a, (void)db, (void)acc;
+  __trap();
+#endif
+}
+#undef DELTAC_WG_RS_N64_ASM
 #undef DELTAC_WG_N64_ASM
 #undef DELTAC_WG_N64_OUT
 #undef DELTAC_WG_N32_ASM

@@ -1,0 +1,330 @@
+// The TMA scan with the state transposed in registers (sm_90a; chunked_stages'
+// scan 4, and the rule's pick where its grid fills the GPU: chunked_rules.h): Sᵀ
+// (value columns x keys, f32) lives in the accumulators of each consumer
+// warpgroup's 64 value columns and enters the
+// products as the register A operand (rounded to the 16-bit type: hi + lo for
+// K S, hi for Q S), so only the stage's q, k, T, Aqk are read from shared
+// memory and no product waits on a block barrier. Per chunk, M = the
+// warpgroup's 64 columns, N = the chunk's 64 tokens (or 64 keys):
+//   rᵀ  = fb ∘ Vᵀ - fa ∘ ((S_hi + S_lo)ᵀ Kᵀ)   (rounded once, register A)
+//   v'ᵀ = rᵀ Tᵀ;  oᵀ = fq ∘ (S_hiᵀ Qᵀ) + v'ᵀ Aqkᵀ
+//   Sᵀ  = gamma ∘ Sᵀ + (fk ∘ v')ᵀ K
+// Same workspace and tensor maps (but v's box: BV columns) as the TMA scan
+// (chunked_scan_tma.cuh), whose producer warp this one follows. GDN / delta,
+// 16-bit inputs, K = 64 or 128, chunk 64, no sequence split.
+#ifndef DELTAC_CUDA_CHUNKED_SCAN_TMAT_CUH
+#define DELTAC_CUDA_CHUNKED_SCAN_TMAT_CUH
+
+#include "deltac/cuda/chunked_scan_tma.cuh"
+
+namespace deltac::cuda::detail {
+
+template <deltac_variant Var, int K_, int V_, class Ts_, int NWG_, int NS_>
+struct TmatScanTraits {
+  using Ts = Ts_;
+  static constexpr int K = K_, V = V_, C = 64, NWG = NWG_, NS = NS_;
+  static constexpr int BV = 64 * NWG, NH = K / 64;
+  // Two consumer warpgroups need more than 65536 / 288 registers a thread:
+  // then a whole producer warpgroup (one warp of it loads) gives its
+  // registers to them (setmaxnreg).
+  static constexpr bool kRegSplit = NWG > 1;
+  static constexpr int kThreads = 128 * NWG + (kRegSplit ? 128 : 32);
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(!kRegSplit || 128 * kProducerRegs + 128 * NWG * kConsumerRegs <= 65536,
+                "tmat scan: registers");
+  // A stage: q, k [NH][C][64], v [NWG][C][64], T, Aqk [C][C] (all 128-byte
+  // swizzled), factors [4][C] and gamma [K] (f32).
+  static constexpr int kOffQ = 0, kOffK = NH * C * 128, kOffV = 2 * NH * C * 128;
+  static constexpr int kOffT = kOffV + tma_round1k(C * BV * 2);
+  static constexpr int kOffA = kOffT + C * C * 2, kOffF = kOffA + C * C * 2;
+  static constexpr int kStage = tma_round1k(kOffF + (4 * C + K) * 4);
+  static constexpr size_t kOffBars = size_t(NS) * kStage;
+  static constexpr size_t kSmem = kOffBars + 16 * NS + 1024;  // + the base's alignment
+  static constexpr uint32_t kTxFull = 2 * NH * C * 128 + C * BV * 2 + 2 * C * C * 2 + (4 * C + K) * 4;
+  static constexpr uint32_t kTxPart = 2 * C * C * 2 + (4 * C + K) * 4;
+  static_assert(K == 64 || K == 128, "tmat scan: K");
+  static_assert(kStage == tmat_scan_stage_bytes(K, C, NWG), "stage size");
+  static_assert(kThreads == tmat_scan_threads(NWG), "threads");
+  static_assert(NS != kTmatScanStages || kSmem == tmat_scan_smem(K, C, NWG), "smem size");
+  static_assert(V % BV == 0, "tmat scan: V tile");
+};
+
+// The A fragments of a [64 rows][64 columns] accumulator tile x (x[nt][e]:
+// rows g + 8 (e / 2) of this warp's 16, column 8 nt + 2 t + e % 2) as four
+// 16-deep steps, each element times f[column] (or 1 where f is null).
+template <class Ts>
+__device__ __forceinline__ void acc_to_a(const float (*x)[4], const float* f, int t,
+                                         uint32_t (*a)[4]) {
+#pragma unroll
+  for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int nt = 2 * kb + h, c = 8 * nt + 2 * t;
+      const float f0 = f ? f[c] : 1.f, f1 = f ? f[c + 1] : 1.f;
+      a[kb][2 * h] = pack2<Ts>(x[nt][0] * f0, x[nt][1] * f1);
+      a[kb][2 * h + 1] = pack2<Ts>(x[nt][2] * f0, x[nt][3] * f1);
+    }
+}
+
+template <deltac_variant Var, class Tt>
+__global__ void __launch_bounds__(Tt::kThreads, 1)
+    chunked_scan_tmat_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tt::Ts> ws,
+                             const __grid_constant__ TmaScanMaps maps) {
+#if DELTAC_WGMMA_OK
+  using Ts = typename Tt::Ts;
+  constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NH = Tt::NH;
+  constexpr int NWG = Tt::NWG;
+  if (ws.skip && *ws.skip)
+    return;
+  const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  int64_t s0, s1, first, last;
+  seq_bounds(p, n, s0, s1);
+  if (ws.route > 0 && p.cu_seqlens && s1 - s0 <= ws.route)
+    return;
+  seq_slots(p, ws.offsets, n, C, first, last);
+  if (last > ws.max_chunks)
+    last = ws.max_chunks;
+  const int64_t nchunks = last > first ? last - first : 0;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* const smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const uint32_t sm0 = smem_addr(smem);
+  const uint32_t bars = sm0 + uint32_t(Tt::kOffBars);
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (NS + s); };
+  const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(full(s), 33);  // 32 producer lanes (cp.async) + the expect_tx
+      mbar_init(empty(s), 4 * NWG);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int hqk = j / (p.HV / p.H);
+
+  if (wid >= 4 * NWG) {  // the producer warp(group)
+    if constexpr (Tt::kRegSplit)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tt::kProducerRegs));
+    if (wid > 4 * NWG)
+      return;
+    const Ts* qsrc = static_cast<const Ts*>(p.q);
+    const Ts* ksrc = static_cast<const Ts*>(p.k);
+    const Ts* vsrc = static_cast<const Ts*>(p.v);
+    for (int64_t c = 0; c < nchunks; ++c) {
+      const int s = int(c % NS);
+      if (c >= NS)
+        mbar_wait(empty(s), uint32_t((c / NS - 1) & 1));
+      const int64_t slot = (first + c) * p.HV + j;
+      const int64_t t0 = s0 + c * C;
+      const int len = int(s1 - t0 < C ? s1 - t0 : C);
+      unsigned char* b = smem + s * Tt::kStage;
+      const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
+      if (lane == 0) {
+        mbar_expect_tx(full(s), len == C ? Tt::kTxFull : Tt::kTxPart);
+        if (len == C) {
+#pragma unroll
+          for (int h = 0; h < NH; ++h) {
+            tma_load3(sb + Tt::kOffQ + h * C * 128, &maps.q, 64 * h, hqk, int(t0), full(s));
+            tma_load3(sb + Tt::kOffK + h * C * 128, &maps.k, 64 * h, hqk, int(t0), full(s));
+          }
+#pragma unroll
+          for (int h = 0; h < NWG; ++h)
+            tma_load3(sb + Tt::kOffV + h * C * 128, &maps.v, v0 + 64 * h, j, int(t0), full(s));
+        }
+        tma_load2(sb + Tt::kOffT, &maps.t, 0, int(slot * C), full(s));
+        tma_load2(sb + Tt::kOffA, &maps.a, 0, int(slot * C), full(s));
+        bulk_load(sb + Tt::kOffF, ws.f + slot * 4 * C, 4 * C * 4, full(s));
+        bulk_load(sb + Tt::kOffF + 4 * C * 4, ws.gamma + slot * K, K * 4, full(s));
+      }
+      if (len < C) {  // the rows past the sequence zero-filled
+        const int64_t off = (t0 * p.H + hqk) * K;
+        tma_copy_sw<C, K>(b + Tt::kOffQ, qsrc + off, int64_t(p.H) * K, len, lane);
+        tma_copy_sw<C, K>(b + Tt::kOffK, ksrc + off, int64_t(p.H) * K, len, lane);
+        tma_copy_sw<C, BV>(b + Tt::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                           int64_t(p.HV) * V, len, lane);
+      }
+      cp_async_mbar_arrive(full(s));
+    }
+    cp_async_wait_all_();
+    return;
+  }
+
+  if constexpr (Tt::kRegSplit)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tt::kConsumerRegs));
+  // A consumer warpgroup: value columns v0 + cw .. + 63; this thread's rows
+  // (columns) m0 = cw + 16 ww + g and m0 + 8.
+  const int wg = wid >> 2, ww = wid & 3, g = lane >> 2, t = lane & 3;
+  const int cw = 64 * wg, m0 = cw + 16 * ww + g;
+
+  // S[h][nt][e]: column v0 + m0 + 8 (e / 2), key 64 h + 8 nt + 2 t + e % 2.
+  const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
+  const bool vk = p.state_layout == DELTAC_STATE_VK;
+  auto sidx = [&](int h, int nt, int e) {
+    const int key = 64 * h + 8 * nt + 2 * t + (e & 1), col = v0 + m0 + 8 * (e >> 1);
+    return vk ? int64_t(col) * K + key : int64_t(key) * V + col;
+  };
+  float S[NH][8][4];
+#pragma unroll
+  for (int h = 0; h < NH; ++h)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        S[h][nt][e] = p.h0 ? static_cast<const float*>(p.h0)[sbase + sidx(h, nt, e)] : 0.f;
+
+  Ts* const obase = static_cast<Ts*>(p.o) + int64_t(j) * V + v0 + m0;
+  const int64_t ostride = int64_t(p.HV) * V;
+  float x[8][4] = {}, o[8][4] = {};  // first written by products with scale-d 0
+  int s = 0;
+  uint32_t ph = 0;
+  for (int64_t c = 0; c < nchunks; ++c) {
+    // Sᵀ as A fragments: key step kk = 4 h + kb covers S[h][2 kb], S[h][2 kb + 1].
+    uint32_t shi[NH * 4][4], slo[NH * 4][4];
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float* y = S[h][2 * kb + hh];
+          split2<Ts>(y[0], y[1], shi[4 * h + kb][2 * hh], slo[4 * h + kb][2 * hh]);
+          split2<Ts>(y[2], y[3], shi[4 * h + kb][2 * hh + 1], slo[4 * h + kb][2 * hh + 1]);
+        }
+    mbar_wait(full(s), ph);
+    const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
+    const unsigned char* bs = smem + s * Tt::kStage;
+    const float* F = reinterpret_cast<const float*>(bs + Tt::kOffF);
+    const int64_t t0 = s0 + c * C;
+    const int len = int(s1 - t0 < C ? s1 - t0 : C);
+    if (len < C)
+      fence_proxy_async();  // the partial chunk's cp.async rows, for the products
+
+    // G1: xᵀ = (S_hi + S_lo)ᵀ Kᵀ; G3: oᵀ = S_hiᵀ Qᵀ.
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk)
+      wgmma_rs_n64<Ts, 0>(x, shi[kk], dsc_ak<C>(sb + Tt::kOffK, kk), kk);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk)
+      wgmma_rs_n64<Ts, 0>(x, slo[kk], dsc_ak<C>(sb + Tt::kOffK, kk), 1);
+    wg_commit();
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk)
+      wgmma_rs_n64<Ts, 0>(o, shi[kk], dsc_ak<C>(sb + Tt::kOffQ, kk), kk);
+    wg_commit();
+    wg_wait<1>();
+    wg_keep<8>(x);
+
+    // rᵀ = fb ∘ Vᵀ - fa ∘ xᵀ (columns are tokens), as A fragments. Vᵀ in the
+    // accumulator layout by ldmatrix.trans: call i, lanes 8 q .. 8 q + 7
+    // address the rows of the 8 x 8 tile (tokens 8 (2 i + q / 2) .., columns
+    // cw + 16 ww + 8 (q % 2) ..); register q then holds tokens 2 t, 2 t + 1 of
+    // column m0 + 8 (q % 2).
+    uint32_t ra[4][4];
+    {
+      const int q = lane >> 3;
+      const int pc = (cw + 16 * ww) / 8 + (q & 1);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t vr[4];
+        const int row = 8 * (2 * i + (q >> 1)) + (lane & 7);
+        ldmatrix_x4_trans(vr, sb + Tt::kOffV + tma_sw128<C>(row, pc));
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) {
+          const int nt = 2 * i + (qq >> 1), hh = qq & 1, tok = 8 * nt + 2 * t;
+          const float2 vv = unpack2<Ts>(vr[qq]);
+          x[nt][2 * hh] = F[C + tok] * vv.x - F[tok] * x[nt][2 * hh];
+          x[nt][2 * hh + 1] = F[C + tok + 1] * vv.y - F[tok + 1] * x[nt][2 * hh + 1];
+        }
+      }
+      acc_to_a<Ts>(x, nullptr, t, ra);
+    }
+
+    // G2: v'ᵀ = rᵀ Tᵀ (into x).
+    wg_fence();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+      wgmma_rs_n64<Ts, 0>(x, ra[kb], dsc_ak<C>(sb + Tt::kOffT, kb), kb);
+    wg_commit();
+    wg_wait<0>();
+    wg_keep<8>(x);
+    wg_keep<8>(o);
+
+    // Sᵀ = gamma ∘ Sᵀ (columns are keys); oᵀ = fq ∘ oᵀ; v' and fk ∘ v' as A.
+    uint32_t va[4][4], vd[4][4];
+    acc_to_a<Ts>(x, nullptr, t, va);
+    acc_to_a<Ts>(x, F + 3 * C, t, vd);
+    {
+      const float* gam = F + 4 * C;
+#pragma unroll
+      for (int h = 0; h < NH; ++h)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const int key = 64 * h + 8 * nt + 2 * t;
+          const float g0 = gam[key], g1 = gam[key + 1];
+          S[h][nt][0] *= g0, S[h][nt][1] *= g1, S[h][nt][2] *= g0, S[h][nt][3] *= g1;
+        }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int tok = 8 * nt + 2 * t;
+        const float q0 = F[2 * C + tok], q1 = F[2 * C + tok + 1];
+        o[nt][0] *= q0, o[nt][1] *= q1, o[nt][2] *= q0, o[nt][3] *= q1;
+      }
+    }
+
+    // G4: Sᵀ += (fk ∘ v')ᵀ K (K as MN-major B, a half of 64 keys each);
+    // G5: oᵀ += v'ᵀ Aqkᵀ.
+    wg_fence();
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb)
+        wgmma_rs_n64<Ts, 1>(S[h], vd[kb], dsc_amn<C>(sb + Tt::kOffK, h, kb), 1);
+    wg_commit();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+      wgmma_rs_n64<Ts, 0>(o, va[kb], dsc_ak<C>(sb + Tt::kOffA, kb), 1);
+    wg_commit();
+    wg_wait<0>();
+#pragma unroll
+    for (int h = 0; h < NH; ++h) wg_keep<8>(S[h]);
+    wg_keep<8>(o);
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(empty(s));  // this warp is done with the stage
+
+    // oᵀ: column m0 + 8 hh, token 8 nt + 2 t (+ 1).
+    Ts* orow = obase + t0 * ostride;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int tok = 8 * nt + 2 * t + (e & 1);
+        if (tok < len)
+          orow[tok * ostride + 8 * (e >> 1)] = cvt_t<Ts>(o[nt][e]);
+      }
+    if (++s == NS)
+      s = 0, ph ^= 1;
+  }
+
+  if (p.ht) {
+    float* ht = static_cast<float*>(p.ht) + sbase;
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ht[sidx(h, nt, e)] = S[h][nt][e];
+  }
+#else
+  __shared__ int tmat_scan_stub[4];
+  if (p.K < 0)
+    tmat_scan_stub[threadIdx.x & 3] = 1;
+  __trap();
+#endif
+}
+
+}  // namespace deltac::cuda::detail
+
+#endif  // DELTAC_CUDA_CHUNKED_SCAN_TMAT_CUH
