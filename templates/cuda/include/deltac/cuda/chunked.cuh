@@ -496,7 +496,7 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // does not run) where scan 4 asks for it or the rule (0, no forced V tile or
 // split) picks it: its unsplit grid of 64-column blocks leaves at most 1/8 of
 // the SMs idle (chunked_grid_short). Two warpgroups where the grid of
-// 128-column blocks does too, else one. H100: 1.07-1.34x the rule's warp
+// 128-column blocks does too, else one. H100: 1.02-1.34x the rule's warp
 // scan on such rows (16/32, 16/64 heads 4x8192, 2/8 8x1024, K=64 8x4096),
 // two warpgroups 1.16x one at 4x8192 16/32; on shorter grids the warp scan's
 // sequence split wins (docs/performance.md).
