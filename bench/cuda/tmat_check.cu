@@ -29,11 +29,11 @@ using Cfg = dc::DefaultChunkedConfig<kVar, K, V, bf16>;
 
 void ck(cudaError_t e, const char* what) { deltac::bench::check(e, "tmat_check", what); }
 
-template <int NWG>
-using Tt = dd::TmatScanTraits<kVar, K, V, bf16, NWG, 2>;
+template <int NWG, bool PP = (NWG > 1)>
+using Tt = dd::TmatScanTraits<kVar, K, V, bf16, NWG, 2, PP>;
 
 // The transposed scan on a workspace the intra-chunk kernel filled.
-template <int NWG>
+template <int NWG, bool PP = (NWG > 1)>
 cudaError_t tmat_scan(const deltac_fwd_params& p, void* ws_base, cudaStream_t st) {
   const dd::ChunkedKernels& k = dd::chunked_kernels<kVar, K, V, bf16, Cfg>();
   dd::ChunkedWs<bf16> ws;
@@ -42,15 +42,16 @@ cudaError_t tmat_scan(const deltac_fwd_params& p, void* ws_base, cudaStream_t st
   cudaError_t e = dd::chunked_tma_maps<bf16>(k, p, ws, &maps, 64, true);
   if (e != cudaSuccess)
     return e;
-  auto fn = &dd::chunked_scan_tmat_kernel<kVar, Tt<NWG>>;
+  auto fn = &dd::chunked_scan_tmat_kernel<kVar, Tt<NWG, PP>>;
   static bool attr = false;
   if (!attr) {
     if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(Tt<NWG>::kSmem))) != cudaSuccess)
+                                  int(Tt<NWG, PP>::kSmem))) != cudaSuccess)
       return e;
     attr = true;
   }
-  fn<<<dim3(V / Tt<NWG>::BV, p.HV, p.N), Tt<NWG>::kThreads, Tt<NWG>::kSmem, st>>>(p, ws, maps);
+  using T = Tt<NWG, PP>;
+  fn<<<dim3(V / T::BV, p.HV, p.N), T::kThreads, T::kSmem, st>>>(p, ws, maps);
   return cudaGetLastError();
 }
 
@@ -107,7 +108,19 @@ cudaError_t run(int which, const deltac_fwd_params& p, Bufs& b, cudaStream_t st,
       (e = dd::chunked_stages<kVar, K, V, bf16, Cfg>(p, b.ws, b.ws_bytes, st, 1, nullptr, 0, 1,
                                                      0, 0, 3)) != cudaSuccess)
     return e;
-  return which == 11 ? tmat_scan<1>(p, b.ws, st) : tmat_scan<2>(p, b.ws, st);
+  return which == 11   ? tmat_scan<1>(p, b.ws, st)
+         : which == 12 ? tmat_scan<2>(p, b.ws, st)
+                       : tmat_scan<2, false>(p, b.ws, st);
+}
+
+// 0 the rule's scan, 3 the TMA scan, 11 / 12 the transposed one with one /
+// two warpgroups, 13 two without turns.
+const char* name_of(int which) {
+  return which == 0    ? "rule"
+         : which == 3  ? "tma"
+         : which == 11 ? "tmat1"
+         : which == 12 ? "tmat2"
+                       : "tmat2-noturns";
 }
 
 double rel(const std::vector<float>& x, const std::vector<double>& r) {
@@ -162,7 +175,7 @@ void small_case(const char* name, int H, int HV, std::vector<int64_t> lens, bool
   deltac::ref::forward(ph, &oref, &htref);
   workspace(p, b);
   std::printf("%-28s", name);
-  for (int which : {3, 11, 12}) {
+  for (int which : {3, 11, 12, 13}) {
     ck(cudaMemset(b.o, 0xff, tok * HV * V * 2), "poison o");
     ck(cudaMemset(b.ht, 0xff, size_t(N) * HV * K * V * 4), "poison ht");
     ck(run(which, p, b, nullptr, false), "run");
@@ -174,8 +187,7 @@ void small_case(const char* name, int H, int HV, std::vector<int64_t> lens, bool
     const double eo = rel16(o, oref), eh = rel(ht, htref);
     const bool ok = eo <= 5e-3 && eh <= 5e-3;
     failures += !ok;
-    std::printf("  %s o %.2e ht %.2e%s", which == 3 ? "tma" : which == 11 ? "tmat1" : "tmat2",
-                eo, eh, ok ? "" : " FAIL");
+    std::printf("  %s o %.2e ht %.2e%s", name_of(which), eo, eh, ok ? "" : " FAIL");
   }
   std::printf("\n");
 }
@@ -212,7 +224,7 @@ void large_case(int B, int T, int H, int HV, int reps) {
   std::vector<double> o3d(o3.size()), h3d(h3.begin(), h3.end());
   for (size_t i = 0; i < o3.size(); ++i) o3d[i] = deltac::ref::bf16_to_float(o3[i]);
   std::printf("B %d T %d heads %d/%d:", B, T, H, HV);
-  for (int which : {11, 12}) {
+  for (int which : {11, 12, 13}) {
     ck(cudaMemset(b.o, 0xff, o3.size() * 2), "poison");
     ck(run(which, p, b, st, false), "tmat");
     ck(cudaStreamSynchronize(st), "sync");
@@ -221,14 +233,14 @@ void large_case(int B, int T, int H, int HV, int reps) {
     const double eo = rel16(ox, o3d), eh = rel(hx, h3d);
     const bool ok = eo <= 5e-3 && eh <= 5e-3;
     failures += !ok;
-    std::printf(" tmat%d vs tma: o %.2e ht %.2e%s;", which - 10, eo, eh, ok ? "" : " FAIL");
+    std::printf(" %s vs tma: o %.2e ht %.2e%s;", name_of(which), eo, eh, ok ? "" : " FAIL");
   }
   std::printf("\n");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0), cudaEventCreate(&e1);
   for (bool scan_only : {true, false}) {
     std::printf("  %s (ms):", scan_only ? "scan alone" : "intra-chunk + scan");
-    for (int which : {0, 3, 11, 12}) {
+    for (int which : {0, 3, 11, 12, 13}) {
       std::vector<float> ms;
       for (int r = 0; r < reps + 3; ++r) {
         cudaEventRecord(e0, st);
@@ -240,8 +252,7 @@ void large_case(int B, int T, int H, int HV, int reps) {
         if (r >= 3)
           ms.push_back(t);
       }
-      std::printf(" %s %.3f", which == 0 ? "rule" : which == 3 ? "tma" : which == 11 ? "tmat1" : "tmat2",
-                  median(ms));
+      std::printf(" %s %.3f", name_of(which), median(ms));
     }
     std::printf("\n");
   }

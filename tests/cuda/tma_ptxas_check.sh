@@ -30,7 +30,7 @@ if grep -E "C7518|C7519|C7520" "$out/log"; then
 fi
 # Per kernel: its spill stores against its allowance (16 bytes for the
 # transposed scan's two-warpgroup traits, ...Li2ELi2E: NWG 2, 2 stages).
-if ! awk '/Compiling entry function/ { two = ($0 ~ /TmatScanTraits.*Li2ELi2EE/) }
+if ! awk '/Compiling entry function/ { two = ($0 ~ /TmatScanTraits.*Li2ELi2E/) }
           /bytes spill stores/ { split($0, f, " "); s = f[5] + 0
                                  if (s > (two ? 16 : 0)) { print "FAIL: spills: " $0; bad = 1 } }
           END { exit bad }' "$out/log"; then

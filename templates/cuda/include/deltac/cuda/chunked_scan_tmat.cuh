@@ -19,10 +19,13 @@
 
 namespace deltac::cuda::detail {
 
-template <deltac_variant Var, int K_, int V_, class Ts_, int NWG_, int NS_>
+// PP (two warpgroups): they take turns issuing their products (named
+// barriers 1 and 2), so that one's epilogue runs under the other's products.
+template <deltac_variant Var, int K_, int V_, class Ts_, int NWG_, int NS_, bool PP_ = (NWG_ > 1)>
 struct TmatScanTraits {
   using Ts = Ts_;
   static constexpr int K = K_, V = V_, C = 64, NWG = NWG_, NS = NS_;
+  static constexpr bool PP = PP_ && NWG_ == 2;
   static constexpr int BV = 64 * NWG, NH = K / 64;
   // Two consumer warpgroups need more than 65536 / 288 registers a thread:
   // then a whole producer warpgroup (one warp of it loads) gives its
@@ -156,6 +159,20 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   // (columns) m0 = cw + 16 ww + g and m0 + 8.
   const int wg = wid >> 2, ww = wid & 3, g = lane >> 2, t = lane & 3;
   const int cw = 64 * wg, m0 = cw + 16 * ww + g;
+  // The turns (PP): warpgroup w waits on barrier 1 + w before it issues and
+  // then lets the other go; warpgroup 1 lets warpgroup 0 go first, which
+  // takes that extra turn back after its loop (no arrival left pending).
+  auto turn = [&] {
+    if constexpr (Tt::PP)
+      bar_sync_n(1 + wg, 256);
+  };
+  auto pass = [&] {
+    if constexpr (Tt::PP)
+      bar_arrive_n(2 - wg, 256);
+  };
+  if constexpr (Tt::PP)
+    if (wg == 1)
+      bar_arrive_n(1, 256);
 
   // S[h][nt][e]: column v0 + m0 + 8 (e / 2), key 64 h + 8 nt + 2 t + e % 2.
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
@@ -201,6 +218,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       fence_proxy_async();  // the partial chunk's cp.async rows, for the products
 
     // G1: xᵀ = (S_hi + S_lo)ᵀ Kᵀ; G3: oᵀ = S_hiᵀ Qᵀ.
+    turn();
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < K / 16; ++kk)
@@ -213,6 +231,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     for (int kk = 0; kk < K / 16; ++kk)
       wgmma_rs_n64<Ts, 0>(o, shi[kk], dsc_ak<C>(sb + Tt::kOffQ, kk), kk);
     wg_commit();
+    pass();
     wg_wait<1>();
     wg_keep<8>(x);
 
@@ -242,11 +261,13 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     }
 
     // G2: v'ᵀ = rᵀ Tᵀ (into x).
+    turn();
     wg_fence();
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb)
       wgmma_rs_n64<Ts, 0>(x, ra[kb], dsc_ak<C>(sb + Tt::kOffT, kb), kb);
     wg_commit();
+    pass();
     wg_wait<0>();
     wg_keep<8>(x);
     wg_keep<8>(o);
@@ -275,6 +296,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
 
     // G4: Sᵀ += (fk ∘ v')ᵀ K (K as MN-major B, a half of 64 keys each);
     // G5: oᵀ += v'ᵀ Aqkᵀ.
+    turn();
     wg_fence();
 #pragma unroll
     for (int h = 0; h < NH; ++h)
@@ -286,6 +308,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     for (int kb = 0; kb < 4; ++kb)
       wgmma_rs_n64<Ts, 0>(o, va[kb], dsc_ak<C>(sb + Tt::kOffA, kb), 1);
     wg_commit();
+    pass();
     wg_wait<0>();
 #pragma unroll
     for (int h = 0; h < NH; ++h) wg_keep<8>(S[h]);
@@ -308,6 +331,9 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       s = 0, ph ^= 1;
   }
 
+  if constexpr (Tt::PP)
+    if (wg == 0)
+      bar_sync_n(1, 256);
   if (p.ht) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
