@@ -82,9 +82,9 @@ namespace detail {
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
                              int32_t route, int split, int fuse, int scan) {
+  (void)fuse;  // the workspace is the same with or without the fused launch
   if (det || route)
-    split = 1, fuse = 0;
-  (void)fuse;
+    split = 1;
   if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
     return 0;
   const int force_bv = det ? k.bv0 : 0;
