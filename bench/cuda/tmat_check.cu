@@ -132,6 +132,20 @@ double rel16(const std::vector<uint16_t>& x, const std::vector<double>& r) {
 
 int failures = 0;
 
+// o and ht of the last run against the references: the errors printed, a
+// failure counted above 5e-3.
+void report(const Bufs& b, size_t on, size_t hn, const std::vector<double>& oref,
+            const std::vector<double>& htref, const std::string& label) {
+  std::vector<uint16_t> o(on);
+  std::vector<float> ht(hn);
+  ck(cudaMemcpy(o.data(), b.o, on * 2, cudaMemcpyDeviceToHost), "o");
+  ck(cudaMemcpy(ht.data(), b.ht, hn * 4, cudaMemcpyDeviceToHost), "ht");
+  const double eo = rel16(o, oref), eh = rel(ht, htref);
+  const bool ok = eo <= 5e-3 && eh <= 5e-3;
+  failures += !ok;
+  std::printf(" %s o %.2e ht %.2e%s", label.c_str(), eo, eh, ok ? "" : " FAIL");
+}
+
 // A small problem: random host inputs, the float64 reference, each scan.
 void small_case(const char* name, int H, int HV, std::vector<int64_t> lens, bool varlen,
                 float gmin, uint64_t seed) {
@@ -180,14 +194,7 @@ void small_case(const char* name, int H, int HV, std::vector<int64_t> lens, bool
     ck(cudaMemset(b.ht, 0xff, size_t(N) * HV * K * V * 4), "poison ht");
     ck(run(which, p, b, nullptr, false), "run");
     ck(cudaDeviceSynchronize(), "sync");
-    std::vector<uint16_t> o(tok * HV * V);
-    std::vector<float> ht(size_t(N) * HV * K * V);
-    ck(cudaMemcpy(o.data(), b.o, o.size() * 2, cudaMemcpyDeviceToHost), "o");
-    ck(cudaMemcpy(ht.data(), b.ht, ht.size() * 4, cudaMemcpyDeviceToHost), "ht");
-    const double eo = rel16(o, oref), eh = rel(ht, htref);
-    const bool ok = eo <= 5e-3 && eh <= 5e-3;
-    failures += !ok;
-    std::printf("  %s o %.2e ht %.2e%s", name_of(which), eo, eh, ok ? "" : " FAIL");
+    report(b, tok * HV * V, size_t(N) * HV * K * V, oref, htref, std::string(" ") + name_of(which));
   }
   std::printf("\n");
 }
@@ -215,8 +222,8 @@ void large_case(int B, int T, int H, int HV, int reps) {
   workspace(p, b);
   cudaStream_t st;
   ck(cudaStreamCreate(&st), "stream");
-  std::vector<uint16_t> o3(tok * HV * V), ox(tok * HV * V);
-  std::vector<float> h3(size_t(B) * HV * K * V), hx(h3.size());
+  std::vector<uint16_t> o3(tok * HV * V);
+  std::vector<float> h3(size_t(B) * HV * K * V);
   ck(run(3, p, b, st, false), "tma");
   ck(cudaStreamSynchronize(st), "sync");
   ck(cudaMemcpy(o3.data(), b.o, o3.size() * 2, cudaMemcpyDeviceToHost), "o");
@@ -228,12 +235,7 @@ void large_case(int B, int T, int H, int HV, int reps) {
     ck(cudaMemset(b.o, 0xff, o3.size() * 2), "poison");
     ck(run(which, p, b, st, false), "tmat");
     ck(cudaStreamSynchronize(st), "sync");
-    ck(cudaMemcpy(ox.data(), b.o, ox.size() * 2, cudaMemcpyDeviceToHost), "o");
-    ck(cudaMemcpy(hx.data(), b.ht, hx.size() * 4, cudaMemcpyDeviceToHost), "ht");
-    const double eo = rel16(ox, o3d), eh = rel(hx, h3d);
-    const bool ok = eo <= 5e-3 && eh <= 5e-3;
-    failures += !ok;
-    std::printf(" %s vs tma: o %.2e ht %.2e%s;", name_of(which), eo, eh, ok ? "" : " FAIL");
+    report(b, o3.size(), h3.size(), o3d, h3d, std::string(name_of(which)) + " vs tma:");
   }
   std::printf("\n");
   cudaEvent_t e0, e1;
