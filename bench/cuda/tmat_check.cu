@@ -3,7 +3,7 @@
 // reference (small shapes, fresh seed, DELTAC_TEST_SEED replays) and against
 // the TMA scan (large shapes), then the scans' times (CUDA events, median).
 // GDN, K = V = 128, bf16 inputs, f32 state, h0 in / ht out, q / k L2 norm.
-//   deltac_tmat_check [--quick]
+//   deltac_tmat_check [--quick]   (CMake target deltac_tmat_check)
 #include "deltac/cuda/chunked.cuh"
 #include "deltac/cuda/chunked_scan_tmat.cuh"
 #include "deltac/reference.h"
@@ -272,6 +272,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("%s\n", prop.name);
+  if (prop.major != 9 || prop.minor != 0) {
+    std::printf("the TMA scans need sm_90a: nothing run\n");
+    return 0;
+  }
   const uint64_t seed = deltac::test_seed();
   std::printf("%s\n", deltac::test_seed_note(seed).c_str());
   uint64_t s = seed;
