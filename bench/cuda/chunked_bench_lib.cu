@@ -33,7 +33,7 @@ struct Call {
   size_t* ws_out;  // non-null: workspace query only
   int split = 0;   // segments per sequence forced (0: the rule)
   int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
-  int scan = 0;    // chunked_stages' scan: 0 the rule (the TMA or warp scan where it runs), 1
+  int scan = 0;    // chunked_stages' scan: 0 the rule (a TMA or the warp scan where it runs), 1
                    // the block scan, 2 the warp scan with output warps, 3 the TMA scan, 4 the
                    // transposed TMA scan
   int bv = 0;      // the scan's V tile forced (0: chosen at run time)
@@ -79,8 +79,8 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 // the warp scan (chunked_scan_warp.cuh), its V tile forced to w (0: chosen);
 // 3000 + w: the same with output warps; 4000 + i: config i with the block
 // scan; 5000 + i: config i with the TMA scan where it runs; 6000 + i: with
-// the transposed TMA scan where it runs (the others run the rule: the TMA or
-// warp scan where it runs and no split or fused launch is asked for).
+// the transposed TMA scan where it runs (the others run the rule: a TMA or
+// the warp scan where it runs and no split or fused launch is asked for).
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
   if (cfg >= 6000)

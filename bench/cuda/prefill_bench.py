@@ -22,13 +22,15 @@ intra-chunk kernel, the rest (scan, fold, fix-up) and the fold + fix-up alone ap
 --once=CFG,... runs deltac once per row and config, nothing timed (for ncu:
 select the launches with -k / --launch-count).
 deltac's row runs the default config as the runtime does (cuda_chunked's
-scan rule: the TMA scan, chunked_scan_tma.cuh, where it runs and the grid is
-one wave, else the warp scan where it runs, chunked_scan_warp.cuh).
+scan rule, chunked.cuh's chunked_run_plan: the transposed TMA scan,
+chunked_scan_tmat.cuh, where it runs and its grid fills the GPU, the TMA scan,
+chunked_scan_tma.cuh, where it runs and the grid is one wave, else the warp
+scan where it runs, chunked_scan_warp.cuh).
 --warp=W,... also times, on every row, the scan as a chain per warp
 (chunked_scan_warp.cuh) with its V tile forced to W (0: chosen at run time)
 (W + 1000: with output warps beside the chain warps, chunked_stages' scan = 2;
 3000: the TMA scan forced, scan = 3; 4000: the transposed TMA scan, scan = 4;
-W = 0 runs the rule, which may pick the TMA scan)
+W = 0 runs the rule, which may pick either TMA scan)
 next to the block scan (cuda_chunked's scan = 1, cfg 4000): total and scan
 alone, after checking its o and ht against the block scan's on the same
 inputs (relative RMS <= 1e-2, each side rounds to bf16 differently; not

@@ -43,7 +43,7 @@ inline constexpr int kChunkedWarpSplit2 = 14, kChunkedWarpSplit4 = 15, kChunkedW
 inline constexpr int kChunkedTma = 17, kChunkedTmat = 18;
 
 // chunked_stages' scan for every config (harness.cpp; read once): 1 (the
-// block scan), 0 (the rule: the TMA or warp scan) when DELTAC_TEST_WARP_SCAN=1,
+// block scan), 0 (the rule: a TMA or the warp scan) when DELTAC_TEST_WARP_SCAN=1,
 // 2, 3 or 4 when it is 2, 3 or 4.
 int scan_env();
 

@@ -156,12 +156,13 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      // sequence where the split can run (else none; both scans split);
      // fuse 1 = the intra-chunk work and the block scan in one launch where
      // that fits (no split, not varlen with several sequences), 0 = three
-     // launches; scan 0 = the kernel's rule (the TMA scan where it runs and
-     // one wave holds the grid, else the warp scan where it runs:
-     // chunked_uses_warp_scan; it reads split, not tile_v, warps, stages or
-     // fuse), 1 = the block scan, 3 = the TMA scan where it runs (sm_90a;
-     // reads none of them), 4 = the transposed TMA scan likewise (not in
-     // the rule). Deterministic and routed (mixed batch)
+     // launches; scan 0 = the kernel's rule (chunked.cuh, chunked_run_plan:
+     // the transposed TMA scan where it runs and its grid fills the GPU, the
+     // TMA scan where it runs and one wave holds the grid, else the warp scan
+     // where it runs: chunked_uses_warp_scan; it reads split, not tile_v,
+     // warps, stages or fuse), 1 = the block scan, 3 = the TMA scan where it
+     // runs (sm_90a; reads none of them), 4 = the transposed TMA scan
+     // likewise. Deterministic and routed (mixed batch)
      // calls run split 1, fuse 0 whatever the config says.
      {values_of(cuda::kChunkedChunks), {0, {}}, values_of(cuda::kChunkedBVs),
       values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),

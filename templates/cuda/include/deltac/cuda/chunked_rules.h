@@ -49,7 +49,8 @@ inline constexpr size_t kChunkedSmemSm90 = 232448;
 // short and separated by barriers; 8 warps hide more of their latency.
 inline constexpr int kChunkedPrepWarps = 8;
 // Scan: which kernel runs the sequential part (a run-time value).
-//   0 the rule (chunked_uses_warp_scan): the warp scan (chunked_scan_warp.cuh:
+//   0 the rule (chunked.cuh, chunked_run_plan: 4 or 3 where it takes them,
+//     below; else chunked_uses_warp_scan): the warp scan (chunked_scan_warp.cuh:
 //     a chain per warp over 16 value columns, two warps each with half of
 //     the keys at K = 256; 16-bit inputs, K = 64, 128 or 256, chunk 32 or
 //     64; its own V tile of kChunkedWarpBVs and stages, its own split rule
