@@ -153,6 +153,100 @@ __device__ __forceinline__ uint64_t dsc_amn(uint32_t tile, int h, int kb) {
   return wg_desc_sw128(tile + h * R * 128 + kb * 2048, R * 128, 1024);
 }
 
+// What the TMA scans (this one and chunked_scan_tmat.cuh) share.
+// A TMA scan block's start: its sequence's tokens [s0, s1) and chunk slots
+// first .. first + nchunks, its shared memory (1 KB aligned; sm0 its
+// address, bars the stages' mbarriers at Tt::kOffBars) and the mbarriers
+// initialised (full s at bars + 8 s: the producer's 32 lanes (cp.async) and
+// the expect_tx; empty s at bars + 8 (NS + s): the consumer warps), the
+// block synced. False (for the whole block) where it has nothing to run:
+// skipped, or a varlen sequence the recurrent kernel takes.
+struct TmaScanBlock {
+  int64_t s0, s1, first, nchunks;
+  unsigned char* smem;
+  uint32_t sm0, bars;
+};
+template <class Tt>
+__device__ __forceinline__ bool tma_scan_begin(const deltac_fwd_params& p,
+                                               const ChunkedWs<typename Tt::Ts>& ws,
+                                               unsigned char* smem_raw, int consumer_warps,
+                                               TmaScanBlock& b) {
+  if (ws.skip && *ws.skip)
+    return false;
+  seq_bounds(p, int(blockIdx.z), b.s0, b.s1);
+  if (ws.route > 0 && p.cu_seqlens && b.s1 - b.s0 <= ws.route)
+    return false;
+  int64_t last;
+  seq_slots(p, ws.offsets, int(blockIdx.z), Tt::C, b.first, last);
+  if (last > ws.max_chunks)
+    last = ws.max_chunks;
+  b.nchunks = last > b.first ? last - b.first : 0;
+  b.smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  b.sm0 = smem_addr(b.smem);
+  b.bars = b.sm0 + uint32_t(Tt::kOffBars);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Tt::NS; ++s) {
+      mbar_init(b.bars + 8 * s, 33);
+      mbar_init(b.bars + 8 * (Tt::NS + s), consumer_warps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  return true;
+}
+
+// The producer warp: per chunk, once its stage is free, q, k (and v by
+// load_v(sb, t0, bar) on lane 0) by TMA, T, Aqk by TMA and the row factors
+// and decays by bulk copies, all on the stage's full barrier; a partial last
+// chunk's q, k (and v by copy_v(b, t0, len, lane)) by zero-filling cp.async
+// instead.
+template <class Tt, class LoadV, class CopyV>
+__device__ __forceinline__ void tma_scan_produce(const deltac_fwd_params& p,
+                                                 const ChunkedWs<typename Tt::Ts>& ws,
+                                                 const TmaScanMaps& maps, const TmaScanBlock& bk,
+                                                 int j, int hqk, int lane, LoadV load_v,
+                                                 CopyV copy_v) {
+  using Ts = typename Tt::Ts;
+  constexpr int C = Tt::C, K = Tt::K, NS = Tt::NS, NH = Tt::NH;
+  const Ts* qsrc = static_cast<const Ts*>(p.q);
+  const Ts* ksrc = static_cast<const Ts*>(p.k);
+  const uint32_t bars = bk.bars;
+  for (int64_t c = 0; c < bk.nchunks; ++c) {
+    const int s = int(c % NS);
+    const uint32_t full = bars + 8 * s;
+    if (c >= NS)
+      mbar_wait(bars + 8 * (NS + s), uint32_t((c / NS - 1) & 1));
+    const int64_t slot = (bk.first + c) * p.HV + j;
+    const int64_t t0 = bk.s0 + c * C;
+    const int len = int(bk.s1 - t0 < C ? bk.s1 - t0 : C);
+    unsigned char* b = bk.smem + s * Tt::kStage;
+    const uint32_t sb = bk.sm0 + uint32_t(s * Tt::kStage);
+    if (lane == 0) {
+      mbar_expect_tx(full, len == C ? Tt::kTxFull : Tt::kTxPart);
+      if (len == C) {
+#pragma unroll
+        for (int h = 0; h < NH; ++h) {
+          tma_load3(sb + Tt::kOffQ + h * C * 128, &maps.q, 64 * h, hqk, int(t0), full);
+          tma_load3(sb + Tt::kOffK + h * C * 128, &maps.k, 64 * h, hqk, int(t0), full);
+        }
+        load_v(sb, t0, full);
+      }
+      tma_load2(sb + Tt::kOffT, &maps.t, 0, int(slot * C), full);
+      tma_load2(sb + Tt::kOffA, &maps.a, 0, int(slot * C), full);
+      bulk_load(sb + Tt::kOffF, ws.f + slot * 4 * C, 4 * C * 4, full);
+      bulk_load(sb + Tt::kOffF + 4 * C * 4, ws.gamma + slot * K, K * 4, full);
+    }
+    if (len < C) {  // the rows past the sequence zero-filled
+      const int64_t off = (t0 * p.H + hqk) * K;
+      tma_copy_sw<C, K>(b + Tt::kOffQ, qsrc + off, int64_t(p.H) * K, len, lane);
+      tma_copy_sw<C, K>(b + Tt::kOffK, ksrc + off, int64_t(p.H) * K, len, lane);
+      copy_v(b, t0, len, lane);
+    }
+    cp_async_mbar_arrive(full);
+  }
+  cp_async_wait_all_();
+}
+
 template <deltac_variant Var, class Tt>
 __global__ void __launch_bounds__(Tt::kThreads, 1)
     chunked_scan_tma_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tt::Ts> ws,
@@ -161,78 +255,35 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   using Ts = typename Tt::Ts;
   constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NH = Tt::NH;
   constexpr int NWG = Tt::NWG;
-  if (ws.skip && *ws.skip)
-    return;
   const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
-  int64_t s0, s1, first, last;
-  seq_bounds(p, n, s0, s1);
-  if (ws.route > 0 && p.cu_seqlens && s1 - s0 <= ws.route)
-    return;
-  seq_slots(p, ws.offsets, n, C, first, last);
-  if (last > ws.max_chunks)
-    last = ws.max_chunks;
-  const int64_t nchunks = last > first ? last - first : 0;
-
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const uint32_t sm0 = smem_addr(smem);
-  const uint32_t bars = sm0 + uint32_t(Tt::kOffBars);
+  TmaScanBlock bk;
+  if (!tma_scan_begin<Tt>(p, ws, smem_raw, 4 * NWG, bk))
+    return;
+  const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
+  unsigned char* const smem = bk.smem;
+  const uint32_t sm0 = bk.sm0, bars = bk.bars;
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (NS + s); };
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
-  if (tid == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(full(s), 33);  // 32 producer lanes (cp.async) + the expect_tx
-      mbar_init(empty(s), 4 * NWG);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
   const int hqk = j / (p.HV / p.H);
 
   if (wid == 4 * NWG) {  // the producer warp
-    const Ts* qsrc = static_cast<const Ts*>(p.q);
-    const Ts* ksrc = static_cast<const Ts*>(p.k);
     const Ts* vsrc = static_cast<const Ts*>(p.v);
-    for (int64_t c = 0; c < nchunks; ++c) {
-      const int s = int(c % NS);
-      if (c >= NS)
-        mbar_wait(empty(s), uint32_t((c / NS - 1) & 1));
-      const int64_t slot = (first + c) * p.HV + j;
-      const int64_t t0 = s0 + c * C;
-      const int len = int(s1 - t0 < C ? s1 - t0 : C);
-      unsigned char* b = smem + s * Tt::kStage;
-      const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
-      if (lane == 0) {
-        mbar_expect_tx(full(s), len == C ? Tt::kTxFull : Tt::kTxPart);
-        if (len == C) {
-#pragma unroll
-          for (int h = 0; h < NH; ++h) {
-            tma_load3(sb + Tt::kOffQ + h * C * 128, &maps.q, 64 * h, hqk, int(t0), full(s));
-            tma_load3(sb + Tt::kOffK + h * C * 128, &maps.k, 64 * h, hqk, int(t0), full(s));
+    tma_scan_produce<Tt>(
+        p, ws, maps, bk, j, hqk, lane,
+        [&](uint32_t sb, int64_t t0, uint32_t bar) {
+          tma_load3(sb + Tt::kOffV, &maps.v, v0, j, int(t0), bar);
+        },
+        [&](unsigned char* b, int64_t t0, int len, int ln) {
+          const Ts* vs = vsrc + (t0 * p.HV + j) * V + v0;
+          for (int i = ln; i < C * BV / 8; i += 32) {
+            const int r = i / (BV / 8), pc = i % (BV / 8);
+            const bool ok = r < len;
+            cp_async16_zfill(b + Tt::kOffV + (r * BV + pc * 8) * 2,
+                             ok ? vs + r * int64_t(p.HV) * V + pc * 8 : vs, ok);
           }
-          tma_load3(sb + Tt::kOffV, &maps.v, v0, j, int(t0), full(s));
-        }
-        tma_load2(sb + Tt::kOffT, &maps.t, 0, int(slot * C), full(s));
-        tma_load2(sb + Tt::kOffA, &maps.a, 0, int(slot * C), full(s));
-        bulk_load(sb + Tt::kOffF, ws.f + slot * 4 * C, 4 * C * 4, full(s));
-        bulk_load(sb + Tt::kOffF + 4 * C * 4, ws.gamma + slot * K, K * 4, full(s));
-      }
-      if (len < C) {  // the rows past the sequence zero-filled
-        const int64_t off = (t0 * p.H + hqk) * K;
-        tma_copy_sw<C, K>(b + Tt::kOffQ, qsrc + off, int64_t(p.H) * K, len, lane);
-        tma_copy_sw<C, K>(b + Tt::kOffK, ksrc + off, int64_t(p.H) * K, len, lane);
-        const Ts* vs = vsrc + (t0 * p.HV + j) * V + v0;
-        for (int i = lane; i < C * BV / 8; i += 32) {
-          const int r = i / (BV / 8), pc = i % (BV / 8);
-          const bool ok = r < len;
-          cp_async16_zfill(b + Tt::kOffV + (r * BV + pc * 8) * 2,
-                           ok ? vs + r * int64_t(p.HV) * V + pc * 8 : vs, ok);
-        }
-      }
-      cp_async_mbar_arrive(full(s));
-    }
-    cp_async_wait_all_();
+        });
     return;
   }
 

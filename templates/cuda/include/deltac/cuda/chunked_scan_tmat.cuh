@@ -77,33 +77,17 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   using Ts = typename Tt::Ts;
   constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NH = Tt::NH;
   constexpr int NWG = Tt::NWG;
-  if (ws.skip && *ws.skip)
-    return;
   const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
-  int64_t s0, s1, first, last;
-  seq_bounds(p, n, s0, s1);
-  if (ws.route > 0 && p.cu_seqlens && s1 - s0 <= ws.route)
-    return;
-  seq_slots(p, ws.offsets, n, C, first, last);
-  if (last > ws.max_chunks)
-    last = ws.max_chunks;
-  const int64_t nchunks = last > first ? last - first : 0;
-
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const uint32_t sm0 = smem_addr(smem);
-  const uint32_t bars = sm0 + uint32_t(Tt::kOffBars);
+  TmaScanBlock bk;
+  if (!tma_scan_begin<Tt>(p, ws, smem_raw, 4 * NWG, bk))
+    return;
+  const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
+  unsigned char* const smem = bk.smem;
+  const uint32_t sm0 = bk.sm0, bars = bk.bars;
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (NS + s); };
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
-  if (tid == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(full(s), 33);  // 32 producer lanes (cp.async) + the expect_tx
-      mbar_init(empty(s), 4 * NWG);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
   const int hqk = j / (p.HV / p.H);
 
   if (wid >= 4 * NWG) {  // the producer warp(group)
@@ -111,45 +95,18 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Tt::kProducerRegs));
     if (wid > 4 * NWG)
       return;
-    const Ts* qsrc = static_cast<const Ts*>(p.q);
-    const Ts* ksrc = static_cast<const Ts*>(p.k);
     const Ts* vsrc = static_cast<const Ts*>(p.v);
-    for (int64_t c = 0; c < nchunks; ++c) {
-      const int s = int(c % NS);
-      if (c >= NS)
-        mbar_wait(empty(s), uint32_t((c / NS - 1) & 1));
-      const int64_t slot = (first + c) * p.HV + j;
-      const int64_t t0 = s0 + c * C;
-      const int len = int(s1 - t0 < C ? s1 - t0 : C);
-      unsigned char* b = smem + s * Tt::kStage;
-      const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
-      if (lane == 0) {
-        mbar_expect_tx(full(s), len == C ? Tt::kTxFull : Tt::kTxPart);
-        if (len == C) {
-#pragma unroll
-          for (int h = 0; h < NH; ++h) {
-            tma_load3(sb + Tt::kOffQ + h * C * 128, &maps.q, 64 * h, hqk, int(t0), full(s));
-            tma_load3(sb + Tt::kOffK + h * C * 128, &maps.k, 64 * h, hqk, int(t0), full(s));
-          }
+    tma_scan_produce<Tt>(
+        p, ws, maps, bk, j, hqk, lane,
+        [&](uint32_t sb, int64_t t0, uint32_t bar) {
 #pragma unroll
           for (int h = 0; h < NWG; ++h)
-            tma_load3(sb + Tt::kOffV + h * C * 128, &maps.v, v0 + 64 * h, j, int(t0), full(s));
-        }
-        tma_load2(sb + Tt::kOffT, &maps.t, 0, int(slot * C), full(s));
-        tma_load2(sb + Tt::kOffA, &maps.a, 0, int(slot * C), full(s));
-        bulk_load(sb + Tt::kOffF, ws.f + slot * 4 * C, 4 * C * 4, full(s));
-        bulk_load(sb + Tt::kOffF + 4 * C * 4, ws.gamma + slot * K, K * 4, full(s));
-      }
-      if (len < C) {  // the rows past the sequence zero-filled
-        const int64_t off = (t0 * p.H + hqk) * K;
-        tma_copy_sw<C, K>(b + Tt::kOffQ, qsrc + off, int64_t(p.H) * K, len, lane);
-        tma_copy_sw<C, K>(b + Tt::kOffK, ksrc + off, int64_t(p.H) * K, len, lane);
-        tma_copy_sw<C, BV>(b + Tt::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
-                           int64_t(p.HV) * V, len, lane);
-      }
-      cp_async_mbar_arrive(full(s));
-    }
-    cp_async_wait_all_();
+            tma_load3(sb + Tt::kOffV + h * C * 128, &maps.v, v0 + 64 * h, j, int(t0), bar);
+        },
+        [&](unsigned char* b, int64_t t0, int len, int ln) {
+          tma_copy_sw<C, BV>(b + Tt::kOffV, vsrc + (t0 * p.HV + j) * V + v0,
+                             int64_t(p.HV) * V, len, ln);
+        });
     return;
   }
 
