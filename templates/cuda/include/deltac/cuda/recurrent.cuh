@@ -387,16 +387,20 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
                                                             route);
 }
 
-// recurrent() with the V-tile width chosen by the caller: bv = 16 or 32
-// (32 only when it divides V), or 0 for the default
-// (cuda_recurrent_default_tile); form and pdl as in recurrent_knobs.
+// recurrent() with the V-tile width chosen by the caller: bv = 16, 32 (where
+// it divides V) or kCudaRecurrentWideTile (where it divides V; one-token calls
+// of 16-bit and fp8 states only), or 0 for the catalogue's default
+// (cuda_recurrent_tile_for, as default_config: the wide tile for one-token
+// 16-bit and fp8 states on large grids, else cuda_recurrent_default_tile), with
+// cuda_recurrent_default_warps; form and pdl as in recurrent_knobs.
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv,
                          Form form = Form::Auto, bool pdl = true) {
   if (!matches<Var, K, V, InT>(p))
     return cudaErrorInvalidValue;
   constexpr int kWide = cuda_recurrent_default_tile(V);
-  if (bv != 0 && bv != 16 && bv != kWide)
+  constexpr bool kHasWide = V % kCudaRecurrentWideTile == 0;
+  if (bv != 0 && bv != 16 && bv != kWide && !(kHasWide && bv == kCudaRecurrentWideTile))
     return cudaErrorInvalidValue;
   if (p.N == 0)
     return cudaSuccess;
@@ -404,8 +408,17 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
   bool vec_io, vec_state;
   call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
 
-  if (bv == 0)  // the catalogue's default tile and warps (recurrent_rules.h)
-    bv = kWide;
+  if (bv == 0) {  // the catalogue's default tile (default_config)
+    const int st = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
+    bv = cuda_recurrent_tile_for(V, st, recurrent_one_token(p, false),
+                                 int64_t(p.N) * p.HV * (V / kWide));
+  }
+  if constexpr (kHasWide) {
+    constexpr int kW = kCudaRecurrentWideTile;
+    if (bv == kW)
+      return launch<Var, K, V, kW, cuda_recurrent_default_warps(K, kW), InT>(
+          p, scale, vec_io, vec_state, stream, nullptr, form, pdl);
+  }
   if (bv == 16)
     return launch<Var, K, V, 16, cuda_recurrent_default_warps(K, 16), InT>(
         p, scale, vec_io, vec_state, stream, nullptr, form, pdl);
