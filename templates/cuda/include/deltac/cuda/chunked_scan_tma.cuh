@@ -165,6 +165,10 @@ struct TmaScanBlock {
   int64_t s0, s1, first, nchunks;
   unsigned char* smem;
   uint32_t sm0, bars;
+  int ns;  // stages (Tt::NS)
+  // Stage s's full and empty mbarriers.
+  __device__ __forceinline__ uint32_t full(int s) const { return bars + 8 * s; }
+  __device__ __forceinline__ uint32_t empty(int s) const { return bars + 8 * (ns + s); }
 };
 template <class Tt>
 __device__ __forceinline__ bool tma_scan_begin(const deltac_fwd_params& p,
@@ -184,10 +188,11 @@ __device__ __forceinline__ bool tma_scan_begin(const deltac_fwd_params& p,
   b.smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   b.sm0 = smem_addr(b.smem);
   b.bars = b.sm0 + uint32_t(Tt::kOffBars);
+  b.ns = Tt::NS;
   if (threadIdx.x == 0) {
     for (int s = 0; s < Tt::NS; ++s) {
-      mbar_init(b.bars + 8 * s, 33);
-      mbar_init(b.bars + 8 * (Tt::NS + s), consumer_warps);
+      mbar_init(b.full(s), 33);
+      mbar_init(b.empty(s), consumer_warps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -210,12 +215,11 @@ __device__ __forceinline__ void tma_scan_produce(const deltac_fwd_params& p,
   constexpr int C = Tt::C, K = Tt::K, NS = Tt::NS, NH = Tt::NH;
   const Ts* qsrc = static_cast<const Ts*>(p.q);
   const Ts* ksrc = static_cast<const Ts*>(p.k);
-  const uint32_t bars = bk.bars;
   for (int64_t c = 0; c < bk.nchunks; ++c) {
     const int s = int(c % NS);
-    const uint32_t full = bars + 8 * s;
+    const uint32_t full = bk.full(s);
     if (c >= NS)
-      mbar_wait(bars + 8 * (NS + s), uint32_t((c / NS - 1) & 1));
+      mbar_wait(bk.empty(s), uint32_t((c / NS - 1) & 1));
     const int64_t slot = (bk.first + c) * p.HV + j;
     const int64_t t0 = bk.s0 + c * C;
     const int len = int(bk.s1 - t0 < C ? bk.s1 - t0 : C);
@@ -262,9 +266,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     return;
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
   unsigned char* const smem = bk.smem;
-  const uint32_t sm0 = bk.sm0, bars = bk.bars;
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (NS + s); };
+  const uint32_t sm0 = bk.sm0;
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
   const int hqk = j / (p.HV / p.H);
 
@@ -344,7 +346,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   // The tensor pipe runs them in order; G3 and G5 run while the chain's
   // epilogues do, off its path (G1 -> G2 -> G4 -> S to shared memory).
   for (int64_t c = 0; c < nchunks; ++c) {
-    mbar_wait(full(s), ph);
+    mbar_wait(bk.full(s), ph);
     const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
     const unsigned char* bs = smem + s * Tt::kStage;
     const float* F = reinterpret_cast<const float*>(bs + Tt::kOffF);
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     wg_keep<4>(o);
     __syncwarp();
     if (lane == 0)
-      mbar_arrive(empty(s));  // this warp is done with the stage
+      mbar_arrive(bk.empty(s));  // this warp is done with the stage
     fence_proxy_async();
     bar_sync_n(barid, 128);
 

@@ -84,9 +84,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     return;
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
   unsigned char* const smem = bk.smem;
-  const uint32_t sm0 = bk.sm0, bars = bk.bars;
-  auto full = [&](int s) { return bars + 8 * s; };
-  auto empty = [&](int s) { return bars + 8 * (NS + s); };
+  const uint32_t sm0 = bk.sm0;
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
   const int hqk = j / (p.HV / p.H);
 
@@ -165,7 +163,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
           split2<Ts>(y[0], y[1], shi[4 * h + kb][2 * hh], slo[4 * h + kb][2 * hh]);
           split2<Ts>(y[2], y[3], shi[4 * h + kb][2 * hh + 1], slo[4 * h + kb][2 * hh + 1]);
         }
-    mbar_wait(full(s), ph);
+    mbar_wait(bk.full(s), ph);
     const uint32_t sb = sm0 + uint32_t(s * Tt::kStage);
     const unsigned char* bs = smem + s * Tt::kStage;
     const float* F = reinterpret_cast<const float*>(bs + Tt::kOffF);
@@ -272,7 +270,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     wg_keep<8>(o);
     __syncwarp();
     if (lane == 0)
-      mbar_arrive(empty(s));  // this warp is done with the stage
+      mbar_arrive(bk.empty(s));  // this warp is done with the stage
 
     // oᵀ: column m0 + 8 hh, token 8 nt + 2 t (+ 1).
     Ts* orow = obase + t0 * ostride;
