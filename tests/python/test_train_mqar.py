@@ -17,6 +17,8 @@ Criterion for "the loss curves match within noise": the steps are cut into windo
 of WINDOW steps; in every window the mean training loss of the two runs differs by
 at most 3 standard errors of the difference of the means (from the per-step
 spread within the window) plus 0.02, and the final recall differs by at most 0.05.
+Recall >= 0.9 where the float64 run reaches it (a few seeds stay on the plateau
+for STEPS steps with either side), else >= 0.5 (chance: 1 / VALUES).
 """
 
 import math
@@ -192,6 +194,10 @@ def test_mqar_trains_and_matches_the_float64_reference(seed):
           f"{max(abs(a - b) for a, b in zip(losses, ref_losses)):.2e}")
     for s, x, y, d, lim in rows:
         print(f"steps {s}-{s + WINDOW - 1}: loss {x:.4f} vs {y:.4f}, |diff| {d:.4f} <= {lim:.4f}")
-    assert recall >= 0.9, recall
     assert ok, rows
     assert abs(recall - ref_recall) <= 0.05, (recall, ref_recall)
+    # Whether STEPS steps leave the plateau is the seed's, not the kernel's: the
+    # float64 run decides. Where it reaches 0.9, deltac must too; where it stays
+    # on the plateau (at 300 steps CI met seed 5187491361756361041: 0.856 with
+    # deltac, 0.857 float64), deltac must still be far above chance (1 / VALUES).
+    assert recall >= (0.9 if ref_recall >= 0.9 else 0.5), (recall, ref_recall)
