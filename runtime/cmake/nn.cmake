@@ -2,7 +2,8 @@
 # CPU, and the safetensors reader. A library of its own, so that the runtime
 # (and the Python package's deltac_c) keep no OpenBLAS dependency.
 find_path(DELTAC_NN_CBLAS_INCLUDE cblas.h
-  PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
+  PATHS /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread
+        /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
   PATH_SUFFIXES openblas)
 find_library(DELTAC_NN_OPENBLAS_LIB NAMES openblas)
 if(NOT DELTAC_NN_CBLAS_INCLUDE OR NOT DELTAC_NN_OPENBLAS_LIB)

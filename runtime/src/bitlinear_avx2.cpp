@@ -11,12 +11,12 @@
 // instructions per 32 multiply-adds against one FMA per 8 for sgemm.
 #include "bitlinear.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 
 #if defined(__x86_64__)
+#include <immintrin.h>
+
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,popcnt")
 

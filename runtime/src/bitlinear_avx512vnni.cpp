@@ -4,9 +4,9 @@
 // only when cpuid reports AVX-512 F, BW and VNNI.
 #include "bitlinear.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,popcnt,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
 

@@ -199,6 +199,7 @@ std::string describe(const Case& c) {
   if (!c.l2norm) s << "_nonorm";
   if (c.scale != 0.0f) s << "_scale";
   if (c.inplace) s << "_inplace";
+  if (c.threads > 0) s << "_threads" << c.threads;
   s << "_beta" << int(c.beta_lo * 100) << "to" << int(c.beta_hi * 100);
   if (c.var != DELTAC_VARIANT_DELTA)
     s << "_g" << int(c.g_lo) << "to" << int(c.g_hi) << (c.g_spike < 0 ? "spikes" : "");

@@ -1,4 +1,5 @@
-// Run-time choice of the CPU kernels' instruction set (x86-64): the same
+// Run-time choice of the CPU kernels' instruction set (x86-64; elsewhere the
+// generic instance alone): the same
 // templates (deltac/cpu/launch.h) are compiled once per target, each in its
 // own translation unit and inline namespace (DELTAC_CPU_NS, see simd.h), under
 // `#pragma GCC target` (no -march: the library runs on every x86-64), and
@@ -7,7 +8,8 @@
 // DELTAC_CPU_ISA=generic|avx2|avx512 forces one (tests; a forced target
 // the CPU lacks falls back to the best one, with a warning on stderr).
 //
-//   generic  the compiler's baseline (x86-64: SSE2), W = 8 emulated
+//   generic  the compiler's baseline, W = 8 (x86-64: SSE2, emulated; AArch64:
+//            Advanced SIMD with FMA, two 128-bit registers a vector)
 //   avx2     AVX2 + FMA + F16C + BMI2 (x86-64-v3), W = 8
 //   avx512   x86-64-v3 + AVX-512 F/BW/VL/DQ/CD (x86-64-v4), W = 16
 //

@@ -40,8 +40,21 @@
 #endif
 #endif
 
+// AArch64: Advanced SIMD (with FMA) is the baseline, so the generic instance
+// uses it; W stays 8 (GCC splits each vector into two 128-bit registers).
+#ifndef DELTAC_CPU_NEON
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define DELTAC_CPU_NEON 1
+#else
+#define DELTAC_CPU_NEON 0
+#endif
+#endif
+
 #if DELTAC_CPU_AVX
 #include <immintrin.h>
+#endif
+#if DELTAC_CPU_NEON
+#include <arm_neon.h>
 #endif
 
 #ifndef DELTAC_CPU_NS
@@ -159,6 +172,15 @@ inline vf fma(vf a, vf b, vf c) {
   return _mm512_fmadd_ps(a, b, c);
 #elif DELTAC_CPU_FMA
   return _mm256_fmadd_ps(a, b, c);
+#elif DELTAC_CPU_NEON
+  float32x4_t x[W / 4], y[W / 4], z[W / 4];
+  std::memcpy(x, &a, sizeof a);
+  std::memcpy(y, &b, sizeof b);
+  std::memcpy(z, &c, sizeof c);
+  for (int i = 0; i < W / 4; ++i) z[i] = vfmaq_f32(z[i], x[i], y[i]);
+  vf r;
+  std::memcpy(&r, z, sizeof r);
+  return r;
 #else
   return a * b + c;
 #endif
