@@ -91,6 +91,8 @@ inline void prefetch(const void* p, size_t bytes) {
     std::memcpy(&x, c + i, sizeof x);
 #if defined(__x86_64__) || defined(__i386__)
     asm volatile("" : : "x"(x));  // keeps the load without using the value
+#elif defined(__aarch64__)
+    asm volatile("" : : "w"(x));
 #else
     static volatile float sink;
     sink = x;
