@@ -13,22 +13,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${DELTAC_ARM_BUILD_DIR:-$root/build-aarch64}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-
-pkgs=(g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 libgmock-dev:arm64
-      libopenblas-dev:arm64 nlohmann-json3-dev cmake ninja-build ccache)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "deltac aarch64: installing ${missing[*]}"
-  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+bash "$root/scripts/apt_missing.sh" g++-aarch64-linux-gnu qemu-user libgtest-dev:arm64 \
+  libgmock-dev:arm64 libopenblas-dev:arm64 nlohmann-json3-dev cmake ninja-build ccache
 
 # One thread unless a case asks for more, from the build's test discovery on
 # (OpenBLAS would start its pool when a test binary loads): see the probe.
