@@ -18,6 +18,8 @@ bash "$root/scripts/apt_missing.sh" g++-aarch64-linux-gnu qemu-user libgtest-dev
 
 # One thread unless a case asks for more, from the build's test discovery on
 # (OpenBLAS would start its pool when a test binary loads): see the probe.
+# (nproc first: it follows OMP_NUM_THREADS.)
+jobs="$(nproc)"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 launch=()
 if command -v ccache >/dev/null; then
@@ -28,7 +30,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
   -DDELTAC_BUILD_COMPILER=OFF -DDELTAC_BUILD_CUDA=OFF -DDELTAC_BUILD_BENCH=OFF \
   -DDELTAC_CPU_ARCH= "${launch[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target deltac_cpu_tests deltac_backward_tests \
+cmake --build "$build" -j "$jobs" --target deltac_cpu_tests deltac_backward_tests \
   deltac_catalogue_tests deltac_nn_tests
 cd "$build"
 # Some qemu-user setups (Debian 12's qemu 7.2 in a container, measured) hang
