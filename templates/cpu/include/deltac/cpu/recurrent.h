@@ -204,7 +204,7 @@ void recurrent_impl(const deltac_fwd_params& p) {
     seq_range(p, n, &t0, &t1);
     const int hk = j / group;
     const size_t hsize = size_t(K) * V;
-    const size_t esz = p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
+    const size_t esz = deltac::detail::dtypeSize(p.state_dtype);
     const float s8 = p.state_scale ? p.state_scale[j] : 1.0f;  // fp8 states
     const int32_t rs = read_slot(p, n), ws = write_slot(p, n);
     const void* h0 = rs >= 0 ? static_cast<const char*>(p.h0) +

@@ -24,6 +24,7 @@
 #include "deltac/cuda/recurrent_stream.cuh"
 #include "deltac/cuda/recurrent_strip.cuh"
 #include "deltac/cuda/traits.cuh"
+#include "deltac/check.h"
 #include "deltac/params.h"
 
 #include <cuda_bf16.h>
@@ -60,11 +61,6 @@ inline RecurrentFlags recurrent_flags(const deltac_fwd_params& p, int32_t var) {
           aligned(p.q, 16) && aligned(p.k, 16) && (var != DELTAC_VARIANT_KDA || aligned(p.g, 16))};
 }
 
-// Bytes of a state element: f32 4, bf16 2, fp8 e4m3 1.
-inline int state_bytes(const deltac_fwd_params& p) {
-  return p.state_dtype == DELTAC_F32 ? 4 : p.state_dtype == DELTAC_BF16 ? 2 : 1;
-}
-
 // Whether a one-token call of p with knobs (bv, warps), the strip vec and
 // `blocks` in its grid runs the staged kernel (recurrent_strip.cuh's
 // strip_staged_kernel) rather than the one holding its state in registers:
@@ -79,7 +75,7 @@ inline int state_bytes(const deltac_fwd_params& p) {
 // faster from registers. The precompiled launch and NVRTC ask this alike.
 inline bool recurrent_staged(const deltac_fwd_params& p, int bv, int warps, int vec, Form form,
                              int64_t blocks) {
-  const int st = state_bytes(p);
+  const int st = deltac::detail::dtypeSize(p.state_dtype);
   const int64_t small = st == 4 ? kRecurrentStagedF32Grid : kRecurrentSmallGrid;
   // The wide tile of 16-bit and fp8 states staged at every grid (the
   // catalogue's choice for those calls, cuda_recurrent_tile_for).
@@ -414,7 +410,8 @@ cudaError_t recurrent_bv(const deltac_fwd_params& p, cudaStream_t stream, int bv
   call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
 
   if (bv == 0) {  // the catalogue's default tile (default_config)
-    bv = cuda_recurrent_tile_for(V, state_bytes(p), recurrent_one_token(p, false),
+    bv = cuda_recurrent_tile_for(V, deltac::detail::dtypeSize(p.state_dtype),
+                                 recurrent_one_token(p, false),
                                  int64_t(p.N) * p.HV * (V / kWide));
   }
   if constexpr (kHasWide) {
