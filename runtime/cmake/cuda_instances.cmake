@@ -28,6 +28,9 @@ set(_gen ${CMAKE_CURRENT_BINARY_DIR}/gen/cuda)
 set(DELTAC_CUDA_INSTANCE_SOURCES "")
 set(_variants DELTA GATED KDA)
 set(_types "f32:float" "bf16:__nv_bfloat16" "f16:__half")
+# Recurrent units split by state dtype too: a first decode call loads only
+# its state dtype's kernels (issue #8's first-call cost).
+set(_states "f32:DELTAC_F32" "bf16:DELTAC_BF16" "fp8:DELTAC_FP8_E4M3")
 
 # One unit: family CHUNKED or RECURRENT, args of its instance macro.
 function(deltac_cuda_unit name family args)
@@ -61,8 +64,13 @@ foreach(_var ${_variants})
       foreach(_bv 16 32 64)
         math(EXPR _rem "${_vd} % ${_bv}")
         if(_rem EQUAL 0)
-          deltac_cuda_unit(recurrent_${_v}_${_tn}_${_k}x${_vd}_bv${_bv} RECURRENT
-                           "DELTAC_VARIANT_${_var}, ${_tc}, ${_k}, ${_vd}, ${_bv}")
+          foreach(_s ${_states})
+            string(REPLACE ":" ";" _s ${_s})
+            list(GET _s 0 _sn)
+            list(GET _s 1 _sc)
+            deltac_cuda_unit(recurrent_${_v}_${_tn}_${_k}x${_vd}_bv${_bv}_s${_sn} RECURRENT
+                             "DELTAC_VARIANT_${_var}, ${_tc}, ${_k}, ${_vd}, ${_bv}, ${_sc}")
+          endforeach()
         endif()
       endforeach()
     endwhile()

@@ -23,11 +23,11 @@ size_t cuda_chunked_workspace(const deltac_fwd_params &p, const KernelConfig &c,
   return cuda::detail::workspace_chunked<Var, K, V, InT>(c, p, det, route);
 }
 
-template <deltac_variant Var, class InT, int K, int V, int BV>
+template <deltac_variant Var, class InT, int K, int V, int BV, int SD>
 cudaError_t cuda_recurrent_instance(const deltac_fwd_params &p, const KernelConfig &c,
                                     cudaStream_t s, const Launch &l, bool *found) {
-  return cuda::detail::launch_recurrent<Var, K, V, InT, BV>(c, p, s, l.skip, found,
-                                                            l.deterministic, l.route);
+  return cuda::detail::launch_recurrent<Var, K, V, InT, BV, SD>(c, p, s, l.skip, found,
+                                                                l.deterministic, l.route);
 }
 
 } // namespace rt
@@ -40,8 +40,8 @@ cudaError_t cuda_recurrent_instance(const deltac_fwd_params &p, const KernelConf
       const deltac::rt::Launch &, bool *);                                     \
   template size_t deltac::rt::cuda_chunked_workspace<Var, InT, K, V>(          \
       const deltac_fwd_params &, const deltac::KernelConfig &, bool, int32_t);
-#define DELTAC_CUDA_RECURRENT_INSTANCE(Var, InT, K, V, BV)                     \
-  template cudaError_t deltac::rt::cuda_recurrent_instance<Var, InT, K, V, BV>( \
+#define DELTAC_CUDA_RECURRENT_INSTANCE(Var, InT, K, V, BV, SD)                 \
+  template cudaError_t deltac::rt::cuda_recurrent_instance<Var, InT, K, V, BV, SD>( \
       const deltac_fwd_params &, const deltac::KernelConfig &, cudaStream_t,   \
       const deltac::rt::Launch &, bool *);
 

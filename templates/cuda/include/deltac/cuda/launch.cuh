@@ -21,13 +21,14 @@
 //       cudaFreeAsync on `stream`: no host sync, graph-capturable);
 //       chunked_cfg_workspace<...>(p[, det]) is the size to pass.
 //   deltac::cuda::detail::launch_chunked<Var, K, V, InT> / workspace_chunked
-//   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV>
+//   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV, SD>
 //       config -> the runtime's precompiled instance of one (K, V) (chunked:
 //       the default config's chunk, tile_v, warps, stages, any split,
-//       fuse and scan; recurrent: tile_v BV, the default warps); the
-//       runtime compiles each in its own translation unit, one per entry of
-//       DELTAC_CUDA_CHUNKED_DIMS / DELTAC_CUDA_RECURRENT_DIMS (and dtype,
-//       tile_v), and switches on K, V in runtime/src/cuda_dispatch.h
+//       fuse and scan; recurrent: tile_v BV, the default warps, state
+//       dtype SD); the runtime compiles each in its own translation unit,
+//       one per entry of DELTAC_CUDA_CHUNKED_DIMS / DELTAC_CUDA_RECURRENT_DIMS
+//       (and dtype, tile_v, state dtype), and switches on them in
+//       runtime/src/cuda_dispatch.h
 //
 // p holds device pointers and passed deltac::check_params (cu_seqlens'
 // contents are trusted); the config passed deltac::check_config. `skip`, when
@@ -62,14 +63,14 @@
 
 namespace deltac::cuda {
 
-template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
+template <deltac_variant Var, int K, int V, class InT, int BV, int Warps, int StateOnly = -1>
 cudaError_t recurrent_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                           const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
   // Some kernel exists for the knobs (the catalogue's check_config says for
   // which calls: cuda_recurrent_knobs_ok).
   static_assert(cuda_recurrent_knobs_ok(K, BV, Warps, 2, true), "knobs: see the catalogue");
-  return detail::recurrent_knobs<Var, K, V, InT, BV, Warps>(p, stream, skip,
-                                                            detail::Form::Auto, true, det, route);
+  return detail::recurrent_knobs<Var, K, V, InT, BV, Warps, StateOnly>(
+      p, stream, skip, detail::Form::Auto, true, det, route);
 }
 
 // cuda_chunked with split, fuse and scan at run time (the values chunked_cfg's
@@ -192,17 +193,17 @@ size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool
   return 0;
 }
 
-// The precompiled recurrent instance of one (K, V, tile_v = BV): the
-// catalogue's default warps.
-template <deltac_variant Var, int K, int V, class InT, int BV>
+// The precompiled recurrent instance of one (K, V, tile_v = BV, state dtype
+// SD): the catalogue's default warps.
+template <deltac_variant Var, int K, int V, class InT, int BV, int SD>
 cudaError_t launch_recurrent(const KernelConfig& c, const deltac_fwd_params& p,
                              cudaStream_t stream, const int32_t* skip, bool* found, bool det,
                              int32_t route) {
   constexpr int W = cuda_recurrent_default_warps(K, BV);
-  *found = c.tile_v == BV && c.warps == W;
+  *found = c.tile_v == BV && c.warps == W && p.state_dtype == SD;
   if (!*found)
     return cudaErrorInvalidValue;
-  return recurrent_cfg<Var, K, V, InT, BV, W>(p, stream, skip, det, route);
+  return recurrent_cfg<Var, K, V, InT, BV, W, SD>(p, stream, skip, det, route);
 }
 
 }  // namespace detail

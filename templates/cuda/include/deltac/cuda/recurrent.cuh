@@ -331,13 +331,27 @@ cudaError_t launch_st(const deltac_fwd_params& p, float scale, bool vec_io, bool
 }
 
 // launch_st for p.state_dtype (f32, bf16 or fp8 e4m3) and per-token stores or not.
-template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false>
+// StateOnly >= 0 (a deltac_dtype): only that state dtype's kernels are
+// compiled (the runtime's units, one per state dtype: a smaller module to
+// load on the first call); other calls return cudaErrorInvalidValue.
+template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool Guarded = false,
+          int StateOnly = -1>
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
                    bool pdl = true, bool det = false, int32_t route = 0) {
   const bool per_token = p.state_steps || p.accepted;
   using B16 = __nv_bfloat16;
   using F8 = __nv_fp8_e4m3;
+  if constexpr (StateOnly >= 0) {
+    if (p.state_dtype != StateOnly)
+      return cudaErrorInvalidValue;
+    using S = std::conditional_t<StateOnly == DELTAC_BF16, B16,
+                                 std::conditional_t<StateOnly == DELTAC_FP8_E4M3, F8, float>>;
+    return per_token ? launch_st<Var, K, V, BV, Warps, InT, S, true, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+                     : launch_st<Var, K, V, BV, Warps, InT, S, false, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+  }
   if (p.state_dtype == DELTAC_FP8_E4M3)
     return per_token ? launch_st<Var, K, V, BV, Warps, InT, F8, true, Guarded>(
                            p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
@@ -371,8 +385,8 @@ inline void call_setup(const deltac_fwd_params& p, int in_bytes, float* scale, b
 // The instance with every knob fixed: tile_v = BV, warps = Warps (legal per
 // deltac::cuda_recurrent_warps_ok, checked at compile time by the traits).
 // `form` / `pdl`: which kernel, and programmatic dependent launch (bench,
-// tests).
-template <deltac_variant Var, int K, int V, class InT, int BV, int Warps>
+// tests). StateOnly: as launch's.
+template <deltac_variant Var, int K, int V, class InT, int BV, int Warps, int StateOnly = -1>
 cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
                             const int32_t* skip, Form form = Form::Auto, bool pdl = true,
                             bool det = false, int32_t route = 0) {
@@ -383,9 +397,8 @@ cudaError_t recurrent_knobs(const deltac_fwd_params& p, cudaStream_t stream,
   float scale;
   bool vec_io, vec_state;
   call_setup(p, int(sizeof(InT)), &scale, &vec_io, &vec_state);
-  return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true>(p, scale, vec_io, vec_state,
-                                                            stream, skip, form, pdl, det,
-                                                            route);
+  return launch<Var, K, V, BV, Warps, InT, /*Guarded=*/true, StateOnly>(
+      p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
 }
 
 // recurrent() with the V-tile width chosen by the caller: bv = 16, 32 (where
