@@ -351,21 +351,22 @@ cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool ve
                            p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
                      : launch_st<Var, K, V, BV, Warps, InT, S, false, Guarded>(
                            p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+  } else {  // the other state dtypes: not instantiated under StateOnly
+    if (p.state_dtype == DELTAC_FP8_E4M3)
+      return per_token ? launch_st<Var, K, V, BV, Warps, InT, F8, true, Guarded>(
+                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+                       : launch_st<Var, K, V, BV, Warps, InT, F8, false, Guarded>(
+                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+    if (p.state_dtype == DELTAC_BF16)
+      return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
+                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+                       : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
+                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+    return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+                     : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
+                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
   }
-  if (p.state_dtype == DELTAC_FP8_E4M3)
-    return per_token ? launch_st<Var, K, V, BV, Warps, InT, F8, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                     : launch_st<Var, K, V, BV, Warps, InT, F8, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
-  if (p.state_dtype == DELTAC_BF16)
-    return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                     : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
-  return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                   : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
-                         p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
 }
 
 // Scale and vector-access flags of a call (shared by every entry).
