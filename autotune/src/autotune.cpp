@@ -406,7 +406,7 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // The TMA scan reads none of tile_v, warps, stages, split or fuse: one
   // candidate (the default config's) where it runs; elsewhere scan 3 runs
   // as scan 0.
-  // The transposed TMA scan (scan 4) likewise.
+  // The transposed TMA scan (scan 4) likewise (at K = 256 its key split).
   if (c.scan == 3 || c.scan == 4) {
     const KernelConfig d = default_config(Family::CudaChunked, p);
     return (c.scan == 3 ? deltac::cuda::chunked_tma_runs

@@ -228,6 +228,45 @@ std::vector<Case> all_cases() {
         c = make(var, dt, "rule_full_grid");
         c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
         cs.push_back(c);
+        // K = V = 256: the key split (two warpgroups on 64 columns, half the
+        // keys each, their partial products summed through shared memory).
+        auto k256 = [&](const std::string& what, int T) {
+          Case x = make(var, dt, "tmat_K256_" + what);
+          x.config = kChunkedTmat, x.K = x.V = 256, x.T = T;
+          return x;
+        };
+        for (int T : {1, 64, 65, 1000}) cs.push_back(k256("T" + std::to_string(T), T));
+        c = k256("batch3_T100", 100);
+        c.B = 3;
+        cs.push_back(c);
+        c = k256("varlen", 0);
+        c.cu_seqlens = {0, 1, 65, 195, 198, 198, 1200};
+        cs.push_back(c);
+        c = k256("vk_layout", 300);
+        c.layout = DELTAC_STATE_VK;
+        cs.push_back(c);
+        c = k256("inplace", 130);
+        c.inplace = true;
+        cs.push_back(c);
+        c = k256("no_h0", 130);
+        c.h0 = false;
+        cs.push_back(c);
+        c = k256("gva4", 200);
+        c.H = 1, c.HV = 4;
+        cs.push_back(c);
+        c = k256("beta2", 100);
+        c.beta_lo = 1.99f, c.beta_hi = 2.f;
+        cs.push_back(c);
+        if (var != DELTAC_VARIANT_DELTA) {
+          c = k256("neg_inf_gate", 150);
+          c.neg_inf_at = 37;
+          cs.push_back(c);
+        }
+        // The rule at K = 256 on a grid of 3 x 48 heads of 64 columns: the
+        // key split on an H100 / H200.
+        c = make(var, dt, "rule_K256_full_grid");
+        c.K = c.V = 256, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
+        cs.push_back(c);
       }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /

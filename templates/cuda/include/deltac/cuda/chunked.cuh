@@ -213,7 +213,7 @@ struct ChunkedKernels {
   const void* fused[3];  // chunked_fused_kernel with V tiles bv0, bv0 / 2, bv0 / 4
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
   const void* tma;       // chunked_scan_tma_kernel (one warpgroup), or null
-  const void* tmat[2];   // chunked_scan_tmat_kernel with one, two warpgroups, or null
+  const void* tmat[3];   // chunked_scan_tmat_kernel of form i + 1 (tmat_form_cols), or null
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -412,7 +412,9 @@ inline PFN_cuTensorMapEncodeTiled_v12000 chunked_tma_encoder() {
 // stub declares) and the driver's tensor-map encoder. Read once per device
 // and kernel.
 inline bool chunked_tma_device(const ChunkedKernels& k) {
-  if (!k.tma || !chunked_tma_encoder())
+  // The TMA scan's kernel, or at K = 256 (none) the transposed one's.
+  const void* fn = k.tma ? k.tma : k.tmat[kTmatKeySplit - 1];
+  if (!fn || !chunked_tma_encoder())
     return false;
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess)
@@ -420,7 +422,7 @@ inline bool chunked_tma_device(const ChunkedKernels& k) {
   static std::mutex mu;
   static std::map<std::pair<int, const void*>, bool> seen;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(dev, k.tma);
+  const auto key = std::make_pair(dev, fn);
   const auto it = seen.find(key);
   if (it != seen.end())
     return it->second;
@@ -429,7 +431,7 @@ inline bool chunked_tma_device(const ChunkedKernels& k) {
   const bool ok =
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-      cudaFuncGetAttributes(&a, k.tma) == cudaSuccess && major == 9 && minor == 0 &&
+      cudaFuncGetAttributes(&a, fn) == cudaSuccess && major == 9 && minor == 0 &&
       a.binaryVersion == 90 && a.sharedSizeBytes == 0;
   seen[key] = ok;
   return ok;
@@ -492,11 +494,13 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // and chunked_carve sizes (without tma: the warp or block scan's plan, whose
 // workspace also holds the TMA scan's).
 //
-// tmat (where given): the transposed TMA scan's warpgroups a block (0: it
+// tmat (where given): the transposed TMA scan's form (tmat_form_cols; 0: it
 // does not run) where scan 4 asks for it or the rule (0, no forced V tile or
-// split) picks it: its unsplit grid of 64-column blocks leaves at most 1/8 of
-// the SMs idle (chunked_grid_short). Two warpgroups where the grid of
-// 128-column blocks does too, else one. H100: 1.02-1.34x the rule's warp
+// split) picks it: where its unsplit grid of 64-column blocks leaves at most
+// 1/8 of the SMs idle (chunked_grid_short); at K = 256 its key split, else two
+// warpgroups where the grid of 128-column blocks does too, else one. H100, K =
+// 256, 16 heads: the key split's scan 0.836 ms against the warp scan's 1.406
+// at 4x8192 (256 blocks), 1.562 against 1.376 at 1x32768 (64 blocks). H100: 1.02-1.34x the rule's warp
 // scan on such rows (16/32, 16/64 heads 4x8192, 2/8 8x1024, K=64 8x4096),
 // two warpgroups 1.16x one at 4x8192 16/32; on shorter grids the warp scan's
 // sequence split wins (docs/performance.md).
@@ -508,12 +512,19 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     *tma = false;
   if (tmat)
     *tmat = 0;
-  if (tmat && (scan == 4 || (scan == 0 && force_split <= 1)) && force_bv == 0 && k.tmat[0] &&
+  if (tmat && (scan == 4 || (scan == 0 && force_split <= 1)) && force_bv == 0 &&
+      (k.tmat[0] || k.tmat[kTmatKeySplit - 1]) &&
       chunked_tmat_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
     ChunkedDevice d;
     const bool dev = chunked_device(d) == cudaSuccess;
     const int64_t heads = int64_t(p.N) * p.HV;
-    if (scan == 4 || (dev && !chunked_grid_short(heads * (k.V / 64), d.sms))) {
+    const bool full = scan == 4 || (dev && !chunked_grid_short(heads * (k.V / 64), d.sms));
+    if (k.tmat[kTmatKeySplit - 1]) {
+      if (full) {
+        *tmat = kTmatKeySplit;
+        return {64, 1};
+      }
+    } else if (full) {
       const bool two = k.tmat[1] && k.V % 128 == 0 && dev &&
                        !chunked_grid_short(heads * (k.V / 128), d.sms);
       *tmat = two ? 2 : 1;
@@ -683,10 +694,11 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     if ((e = chunked_tma_maps<Ts>(k, p, ws, &maps, 64, true)) != cudaSuccess)
       return e;
     void* args[] = {&pp, &ws, &maps};
-    if ((e = chunked_launch(k.tmat[tmat - 1], dev,
-                            dim3(unsigned(k.V / (64 * tmat)), unsigned(p.HV), unsigned(p.N)),
-                            tmat_scan_threads(tmat), int(tmat_scan_smem(k.K, k.C, tmat)),
-                            stream, args)) != cudaSuccess)
+    if ((e = chunked_launch(
+             k.tmat[tmat - 1], dev,
+             dim3(unsigned(k.V / tmat_form_cols(tmat)), unsigned(p.HV), unsigned(p.N)),
+             tmat_scan_threads(tmat), int(tmat_scan_smem(k.K, k.C, tmat)), stream, args)) !=
+        cudaSuccess)
       return e;
   }
   if (warp && (stages & 2)) {
@@ -799,7 +811,10 @@ ChunkedKernels make_chunked_kernels() {
     using Tt = TmaScanTraits<Var, K, V, InT, 1, kTmaScanStages>;
     k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
   }
-  if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {
+  if constexpr (chunked_tmat_runs(Var, K, V, E, C) && K == 256) {
+    using Tt = TmatScanTraits<Var, K, V, InT, 2, kTmatScanStages, false, 2>;
+    k.tmat[kTmatKeySplit - 1] = reinterpret_cast<const void*>(&chunked_scan_tmat_kernel<Var, Tt>);
+  } else if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {
     static_assert(chunked_tma_runs(Var, K, V, E, C),
                   "the transposed TMA scan's device check (chunked_tma_takes) reads k.tma");
     k.tmat[0] = reinterpret_cast<const void*>(

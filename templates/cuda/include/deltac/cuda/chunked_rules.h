@@ -68,8 +68,9 @@ inline constexpr int kChunkedPrepWarps = 8;
 //     (chunked_scan_tmat.cuh: Sᵀ the register A operand of the products, 64
 //     value columns a warpgroup, one or two warpgroups a block; sm_90a, GDN /
 //     delta, 16-bit inputs, K = 64 or 128, chunk 64, V a multiple of 64; no
-//     split) where it runs, else as 0. The rule takes it where it runs and
-//     its grid leaves at most 1/8 of the SMs idle (chunked_run_plan).
+//     split; at K = 256 two warpgroups share 64 columns, half the keys each)
+//     where it runs, else as 0. The rule takes it where it runs and its grid
+//     leaves at most 1/8 of the SMs idle (chunked_run_plan).
 // (2, the warp scan with output warps, is for tests and benchmarks.)
 inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
 // The V tiles the warp scan compiles, widest first.
@@ -296,24 +297,32 @@ constexpr bool chunked_tma_runs(int var, int K, int V, int in_bytes, int chunk) 
          V % kTmaScanBV == 0 && tma_scan_smem(K, chunk) <= kChunkedSmemSm90;
 }
 
-// The transposed TMA scan (chunked_scan_tmat.cuh): NWG warpgroups of 64
-// value columns a block and a producer warp (NWG 1) or warpgroup (NWG 2, its
-// registers given to the others); a stage holds q, k [C][K], v [C][64 NWG],
-// T, Aqk [C][C] (16-bit, 128-byte swizzled) and the row factors and decays
-// (f32), 1 KB aligned; 2 stages; 2 mbarriers a stage; 1 KB to align the base.
+// The transposed TMA scan (chunked_scan_tmat.cuh) in three forms: 1 or 2
+// warpgroups of 64 value columns a block (K = 64, 128), or kTmatKeySplit
+// (K = 256): two warpgroups on the same 64 columns, half the keys each; and a
+// producer warp (one warpgroup) or warpgroup (two, its registers given to the
+// others). A stage holds q, k [C][K], v [C][cols], T, Aqk [C][C] (16-bit,
+// 128-byte swizzled) and the row factors and decays (f32), 1 KB aligned; 2
+// stages; 2 mbarriers a stage; 1 KB to align the base.
 inline constexpr int kTmatScanStages = 2;
-constexpr int tmat_scan_stage_bytes(int K, int chunk, int nwg) {
-  return tma_round1k(2 * chunk * K * 2 + tma_round1k(chunk * 64 * nwg * 2) +
-                     2 * chunk * chunk * 2 + (4 * chunk + K) * 4);
+inline constexpr int kTmatKeySplit = 3;
+constexpr int tmat_form_cols(int form) { return form == kTmatKeySplit ? 64 : 64 * form; }
+constexpr int tmat_form_wgs(int form) { return form == kTmatKeySplit ? 2 : form; }
+constexpr int tmat_scan_stage_bytes(int K, int chunk, int cols) {
+  return tma_round1k(2 * chunk * K * 2 + tma_round1k(chunk * cols * 2) + 2 * chunk * chunk * 2 +
+                     (4 * chunk + K) * 4);
 }
-constexpr size_t tmat_scan_smem(int K, int chunk, int nwg) {
-  return size_t(kTmatScanStages) * tmat_scan_stage_bytes(K, chunk, nwg) + 16 * kTmatScanStages +
-         1024;
+constexpr size_t tmat_scan_smem(int K, int chunk, int form) {
+  return size_t(kTmatScanStages) * tmat_scan_stage_bytes(K, chunk, tmat_form_cols(form)) +
+         16 * kTmatScanStages + 1024;
 }
-constexpr int tmat_scan_threads(int nwg) { return 128 * nwg + (nwg > 1 ? 128 : 32); }
+constexpr int tmat_scan_threads(int form) {
+  return 128 * tmat_form_wgs(form) + (tmat_form_wgs(form) > 1 ? 128 : 32);
+}
 constexpr bool chunked_tmat_runs(int var, int K, int V, int in_bytes, int chunk) {
-  return var != DELTAC_VARIANT_KDA && in_bytes == 2 && (K == 64 || K == 128) && chunk == 64 &&
-         V % 64 == 0 && tmat_scan_smem(K, chunk, 2) <= kChunkedSmemSm90;
+  return var != DELTAC_VARIANT_KDA && in_bytes == 2 && (K == 64 || K == 128 || K == 256) &&
+         chunk == 64 && V % 64 == 0 &&
+         tmat_scan_smem(K, chunk, K == 256 ? kTmatKeySplit : 2) <= kChunkedSmemSm90;
 }
 
 // Whether a call with knob scan (as the catalogue lists it) runs the warp

@@ -9,9 +9,15 @@
 //   rᵀ  = fb ∘ Vᵀ - fa ∘ ((S_hi + S_lo)ᵀ Kᵀ)   (rounded once, register A)
 //   v'ᵀ = rᵀ Tᵀ;  oᵀ = fq ∘ (S_hiᵀ Qᵀ) + v'ᵀ Aqkᵀ
 //   Sᵀ  = gamma ∘ Sᵀ + (fk ∘ v')ᵀ K
-// Same workspace and tensor maps (but v's box: BV columns) as the TMA scan
+// Same workspace and tensor maps (but v's box: 64 columns) as the TMA scan
 // (chunked_scan_tma.cuh), whose producer warp this one follows. GDN / delta,
-// 16-bit inputs, K = 64 or 128, chunk 64, no sequence split.
+// 16-bit inputs, K = 64, 128 or 256, chunk 64, no sequence split.
+// Key split (KS = 2, K = 256, whose Sᵀ of 64 x 256 does not fit one
+// warpgroup's registers): two warpgroups on the same 64 columns, each with
+// half the keys. Their partial xᵀ are summed through shared memory (each
+// writes its own in its half of the stage's q rows, read by its products
+// already) so that both hold the whole rᵀ and v'ᵀ; the second's partial oᵀ
+// goes the same way to the first, which adds v'ᵀ Aqkᵀ and stores o.
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_TMAT_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_TMAT_CUH
 
@@ -21,12 +27,16 @@ namespace deltac::cuda::detail {
 
 // PP (two warpgroups): they take turns issuing their products (named
 // barriers 1 and 2), so that one's epilogue runs under the other's products.
-template <deltac_variant Var, int K_, int V_, class Ts_, int NWG_, int NS_, bool PP_ = (NWG_ > 1)>
+// KS: warpgroups splitting the keys (1 or 2; 2 takes NWG = 2 and K = 256).
+template <deltac_variant Var, int K_, int V_, class Ts_, int NWG_, int NS_, bool PP_ = (NWG_ > 1),
+          int KS_ = 1>
 struct TmatScanTraits {
   using Ts = Ts_;
-  static constexpr int K = K_, V = V_, C = 64, NWG = NWG_, NS = NS_;
-  static constexpr bool PP = PP_ && NWG_ == 2;
-  static constexpr int BV = 64 * NWG, NH = K / 64;
+  static constexpr int K = K_, V = V_, C = 64, NWG = NWG_, NS = NS_, KS = KS_;
+  static constexpr bool PP = PP_ && NWG_ == 2 && KS_ == 1;
+  // BV: the block's value columns; NH: 64-key halves of K, NHW: a warpgroup's.
+  static constexpr int BV = 64 * NWG / KS, NH = K / 64, NHW = NH / KS;
+  static constexpr int kForm = KS == 2 ? kTmatKeySplit : NWG;
   // Two consumer warpgroups need more than 65536 / 288 registers a thread:
   // then a whole producer warpgroup (one warp of it loads) gives its
   // registers to them (setmaxnreg).
@@ -35,7 +45,7 @@ struct TmatScanTraits {
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   static_assert(!kRegSplit || 128 * kProducerRegs + 128 * NWG * kConsumerRegs <= 65536,
                 "tmat scan: registers");
-  // A stage: q, k [NH][C][64], v [NWG][C][64], T, Aqk [C][C] (all 128-byte
+  // A stage: q, k [NH][C][64], v [BV / 64][C][64], T, Aqk [C][C] (all 128-byte
   // swizzled), factors [4][C] and gamma [K] (f32).
   static constexpr int kOffQ = 0, kOffK = NH * C * 128, kOffV = 2 * NH * C * 128;
   static constexpr int kOffT = kOffV + tma_round1k(C * BV * 2);
@@ -45,10 +55,14 @@ struct TmatScanTraits {
   static constexpr size_t kSmem = kOffBars + 16 * NS + 1024;  // + the base's alignment
   static constexpr uint32_t kTxFull = 2 * NH * C * 128 + C * BV * 2 + 2 * C * C * 2 + (4 * C + K) * 4;
   static constexpr uint32_t kTxPart = 2 * C * C * 2 + (4 * C + K) * 4;
-  static_assert(K == 64 || K == 128, "tmat scan: K");
-  static_assert(kStage == tmat_scan_stage_bytes(K, C, NWG), "stage size");
-  static_assert(kThreads == tmat_scan_threads(NWG), "threads");
-  static_assert(NS != kTmatScanStages || kSmem == tmat_scan_smem(K, C, NWG), "smem size");
+  static_assert(KS == 1 ? (K == 64 || K == 128) : (KS == 2 && NWG == 2 && K == 256),
+                "tmat scan: K, key split");
+  // The key split's exchange: a warpgroup's partial [64 columns][64 tokens]
+  // f32 in its half of the stage's q rows.
+  static_assert(KS == 1 || NHW * C * 128 == 64 * C * 4, "tmat scan: exchange");
+  static_assert(kStage == tmat_scan_stage_bytes(K, C, BV), "stage size");
+  static_assert(kThreads == tmat_scan_threads(kForm), "threads");
+  static_assert(NS != kTmatScanStages || kSmem == tmat_scan_smem(K, C, kForm), "smem size");
   static_assert(V % BV == 0, "tmat scan: V tile");
 };
 
@@ -75,8 +89,9 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
                              const __grid_constant__ TmaScanMaps maps) {
 #if DELTAC_WGMMA_OK
   using Ts = typename Tt::Ts;
-  constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NH = Tt::NH;
+  constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NHW = Tt::NHW;
   constexpr int NWG = Tt::NWG;
+  constexpr bool kSplit = Tt::KS == 2;
   const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   TmaScanBlock bk;
@@ -98,7 +113,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
         p, ws, maps, bk, j, hqk, lane,
         [&](uint32_t sb, int64_t t0, uint32_t bar) {
 #pragma unroll
-          for (int h = 0; h < NWG; ++h)
+          for (int h = 0; h < BV / 64; ++h)
             tma_load3(sb + Tt::kOffV + h * C * 128, &maps.v, v0 + 64 * h, j, int(t0), bar);
         },
         [&](unsigned char* b, int64_t t0, int len, int ln) {
@@ -110,10 +125,12 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
 
   if constexpr (Tt::kRegSplit)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Tt::kConsumerRegs));
-  // A consumer warpgroup: value columns v0 + cw .. + 63; this thread's rows
-  // (columns) m0 = cw + 16 ww + g and m0 + 8.
+  // A consumer warpgroup: value columns v0 + cw .. + 63 and key halves kh0 ..
+  // kh0 + NHW - 1; this thread's rows (columns) m0 = cw + 16 ww + g and m0 + 8.
   const int wg = wid >> 2, ww = wid & 3, g = lane >> 2, t = lane & 3;
-  const int cw = 64 * wg, m0 = cw + 16 * ww + g;
+  const int cw = kSplit ? 0 : 64 * wg, m0 = cw + 16 * ww + g, kh0 = kSplit ? NHW * wg : 0;
+  // The key split's leader: adds v'ᵀ Aqkᵀ and the other's oᵀ, stores o.
+  const bool lead = !kSplit || wg == 0;
   // The turns (PP): warpgroup w waits on barrier 1 + w before it issues and
   // then lets the other go; warpgroup 1 lets warpgroup 0 go first, which
   // takes that extra turn back after its loop (no arrival left pending).
@@ -129,16 +146,16 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     if (wg == 1)
       bar_arrive_n(1, 256);
 
-  // S[h][nt][e]: column v0 + m0 + 8 (e / 2), key 64 h + 8 nt + 2 t + e % 2.
+  // S[h][nt][e]: column v0 + m0 + 8 (e / 2), key 64 (kh0 + h) + 8 nt + 2 t + e % 2.
   const int64_t sbase = (int64_t(n) * p.HV + j) * K * V;
   const bool vk = p.state_layout == DELTAC_STATE_VK;
   auto sidx = [&](int h, int nt, int e) {
-    const int key = 64 * h + 8 * nt + 2 * t + (e & 1), col = v0 + m0 + 8 * (e >> 1);
+    const int key = 64 * (kh0 + h) + 8 * nt + 2 * t + (e & 1), col = v0 + m0 + 8 * (e >> 1);
     return vk ? int64_t(col) * K + key : int64_t(key) * V + col;
   };
-  float S[NH][8][4];
+  float S[NHW][8][4];
 #pragma unroll
-  for (int h = 0; h < NH; ++h)
+  for (int h = 0; h < NHW; ++h)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -152,9 +169,9 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   uint32_t ph = 0;
   for (int64_t c = 0; c < nchunks; ++c) {
     // Sᵀ as A fragments: key step kk = 4 h + kb covers S[h][2 kb], S[h][2 kb + 1].
-    uint32_t shi[NH * 4][4], slo[NH * 4][4];
+    uint32_t shi[NHW * 4][4], slo[NHW * 4][4];
 #pragma unroll
-    for (int h = 0; h < NH; ++h)
+    for (int h = 0; h < NHW; ++h)
 #pragma unroll
       for (int kb = 0; kb < 4; ++kb)
 #pragma unroll
@@ -172,23 +189,50 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     if (len < C)
       fence_proxy_async();  // the partial chunk's cp.async rows, for the products
 
-    // G1: xᵀ = (S_hi + S_lo)ᵀ Kᵀ; G3: oᵀ = S_hiᵀ Qᵀ.
+    // G1: xᵀ = (S_hi + S_lo)ᵀ Kᵀ; G3: oᵀ = S_hiᵀ Qᵀ (over this warpgroup's keys).
+    constexpr int kSteps = NHW * 4;
+    const int kk0 = 4 * kh0;
     turn();
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk)
-      wgmma_rs_n64<Ts, 0>(x, shi[kk], dsc_ak<C>(sb + Tt::kOffK, kk), kk);
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_rs_n64<Ts, 0>(x, shi[kk], dsc_ak<C>(sb + Tt::kOffK, kk0 + kk), kk);
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk)
-      wgmma_rs_n64<Ts, 0>(x, slo[kk], dsc_ak<C>(sb + Tt::kOffK, kk), 1);
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_rs_n64<Ts, 0>(x, slo[kk], dsc_ak<C>(sb + Tt::kOffK, kk0 + kk), 1);
     wg_commit();
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk)
-      wgmma_rs_n64<Ts, 0>(o, shi[kk], dsc_ak<C>(sb + Tt::kOffQ, kk), kk);
+    for (int kk = 0; kk < kSteps; ++kk)
+      wgmma_rs_n64<Ts, 0>(o, shi[kk], dsc_ak<C>(sb + Tt::kOffQ, kk0 + kk), kk);
     wg_commit();
     pass();
-    wg_wait<1>();
-    wg_keep<8>(x);
+    // Key split: this warpgroup's q rows are free once G3 is done; the
+    // partial xᵀ goes there (thread tw's 8 float4 at [nt][tw]) and the
+    // other's is added: both hold the same sum (f32 addition commutes).
+    float4* const xmine =
+        reinterpret_cast<float4*>(smem + s * Tt::kStage + Tt::kOffQ + wg * NHW * C * 128);
+    float4* const xother =
+        reinterpret_cast<float4*>(smem + s * Tt::kStage + Tt::kOffQ + (1 - wg) * NHW * C * 128);
+    const int tw = tid & 127;
+    if constexpr (kSplit) {
+      wg_wait<0>();
+      wg_keep<8>(x);
+      wg_keep<8>(o);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        xmine[nt * 128 + tw] = make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
+      bar_sync_n(1, 256);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float4 y = xother[nt * 128 + tw];
+        x[nt][0] += y.x, x[nt][1] += y.y, x[nt][2] += y.z, x[nt][3] += y.w;
+      }
+      if (wg == 0)
+        bar_arrive_n(2, 256);  // read: the other may write its oᵀ there
+    } else {
+      wg_wait<1>();
+      wg_keep<8>(x);
+    }
 
     // rᵀ = fb ∘ Vᵀ - fa ∘ xᵀ (columns are tokens), as A fragments. Vᵀ in the
     // accumulator layout by ldmatrix.trans: call i, lanes 8 q .. 8 q + 7
@@ -234,10 +278,10 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     {
       const float* gam = F + 4 * C;
 #pragma unroll
-      for (int h = 0; h < NH; ++h)
+      for (int h = 0; h < NHW; ++h)
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-          const int key = 64 * h + 8 * nt + 2 * t;
+          const int key = 64 * (kh0 + h) + 8 * nt + 2 * t;
           const float g0 = gam[key], g1 = gam[key + 1];
           S[h][nt][0] *= g0, S[h][nt][1] *= g1, S[h][nt][2] *= g0, S[h][nt][3] *= g1;
         }
@@ -250,14 +294,20 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     }
 
     // G4: Sᵀ += (fk ∘ v')ᵀ K (K as MN-major B, a half of 64 keys each);
-    // G5: oᵀ += v'ᵀ Aqkᵀ.
+    // G5: oᵀ += v'ᵀ Aqkᵀ (key split: the other adds zeros, as a product in a
+    // branch would make ptxas serialise every product, C7520).
+    if (!lead)
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) va[kb][i] = 0u;
     turn();
     wg_fence();
 #pragma unroll
-    for (int h = 0; h < NH; ++h)
+    for (int h = 0; h < NHW; ++h)
 #pragma unroll
       for (int kb = 0; kb < 4; ++kb)
-        wgmma_rs_n64<Ts, 1>(S[h], vd[kb], dsc_amn<C>(sb + Tt::kOffK, h, kb), 1);
+        wgmma_rs_n64<Ts, 1>(S[h], vd[kb], dsc_amn<C>(sb + Tt::kOffK, kh0 + h, kb), 1);
     wg_commit();
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb)
@@ -266,22 +316,41 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     pass();
     wg_wait<0>();
 #pragma unroll
-    for (int h = 0; h < NH; ++h) wg_keep<8>(S[h]);
+    for (int h = 0; h < NHW; ++h) wg_keep<8>(S[h]);
     wg_keep<8>(o);
+    if constexpr (kSplit) {  // the second's oᵀ to the leader, through its q rows
+      if (wg == 1) {
+        bar_sync_n(2, 256);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          xmine[nt * 128 + tw] = make_float4(o[nt][0], o[nt][1], o[nt][2], o[nt][3]);
+        bar_arrive_n(3, 256);
+      } else {
+        bar_sync_n(3, 256);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const float4 y = xother[nt * 128 + tw];
+          o[nt][0] += y.x, o[nt][1] += y.y, o[nt][2] += y.z, o[nt][3] += y.w;
+        }
+      }
+      fence_proxy_async();  // these shared accesses before the stage's next TMA fill
+    }
     __syncwarp();
     if (lane == 0)
       mbar_arrive(bk.empty(s));  // this warp is done with the stage
 
     // oᵀ: column m0 + 8 hh, token 8 nt + 2 t (+ 1).
-    Ts* orow = obase + t0 * ostride;
+    if (lead) {
+      Ts* orow = obase + t0 * ostride;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int tok = 8 * nt + 2 * t + (e & 1);
-        if (tok < len)
-          orow[tok * ostride + 8 * (e >> 1)] = cvt_t<Ts>(o[nt][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int tok = 8 * nt + 2 * t + (e & 1);
+          if (tok < len)
+            orow[tok * ostride + 8 * (e >> 1)] = cvt_t<Ts>(o[nt][e]);
+        }
+    }
     if (++s == NS)
       s = 0, ph ^= 1;
   }
@@ -292,7 +361,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   if (p.ht) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
-    for (int h = 0; h < NH; ++h)
+    for (int h = 0; h < NHW; ++h)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
