@@ -498,12 +498,12 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // does not run) where scan 4 asks for it or the rule (0, no forced V tile or
 // split) picks it: where its unsplit grid of 64-column blocks leaves at most
 // 1/8 of the SMs idle (chunked_grid_short); at K = 256 its key split, else two
-// warpgroups where the grid of 128-column blocks does too, else one. H100, K =
-// 256, 16 heads: the key split's scan 0.836 ms against the warp scan's 1.406
-// at 4x8192 (256 blocks), 1.562 against 1.376 at 1x32768 (64 blocks). H100: 1.02-1.34x the rule's warp
-// scan on such rows (16/32, 16/64 heads 4x8192, 2/8 8x1024, K=64 8x4096),
-// two warpgroups 1.16x one at 4x8192 16/32; on shorter grids the warp scan's
-// sequence split wins (docs/performance.md).
+// warpgroups where the grid of 128-column blocks does too, else one. H100:
+// 1.02-1.34x the rule's warp scan on such rows (16/32, 16/64 heads 4x8192, 2/8
+// 8x1024, K=64 8x4096), two warpgroups 1.16x one at 4x8192 16/32; K = 256, 16
+// heads: the key split's scan 0.836 ms against the warp scan's 1.406 at 4x8192
+// (256 blocks), 1.562 against 1.376 at 1x32768 (64 blocks). On shorter grids
+// the warp scan (and its sequence split) wins (docs/performance.md).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                     int force_bv, int force_split, int scan, bool* warp,
                                     bool* tma = nullptr, int* tmat = nullptr) {
