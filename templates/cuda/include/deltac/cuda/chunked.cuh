@@ -811,7 +811,7 @@ ChunkedKernels make_chunked_kernels() {
     using Tt = TmaScanTraits<Var, K, V, InT, 1, kTmaScanStages>;
     k.tma = reinterpret_cast<const void*>(&chunked_scan_tma_kernel<Var, Tt>);
   }
-  if constexpr (chunked_tmat_runs(Var, K, V, E, C) && K == 256) {
+  if constexpr (chunked_tmat_runs(Var, K, V, E, C) && tmat_keys_split(K)) {
     using Tt = TmatScanTraits<Var, K, V, InT, 2, kTmatScanStages, false, 2>;
     k.tmat[kTmatKeySplit - 1] = reinterpret_cast<const void*>(&chunked_scan_tmat_kernel<Var, Tt>);
   } else if constexpr (chunked_tmat_runs(Var, K, V, E, C)) {

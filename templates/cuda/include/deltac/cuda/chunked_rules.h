@@ -319,10 +319,12 @@ constexpr size_t tmat_scan_smem(int K, int chunk, int form) {
 constexpr int tmat_scan_threads(int form) {
   return 128 * tmat_form_wgs(form) + (tmat_form_wgs(form) > 1 ? 128 : 32);
 }
+// Whether K takes the key split (its Sᵀ does not fit one warpgroup).
+constexpr bool tmat_keys_split(int K) { return K == 256; }
 constexpr bool chunked_tmat_runs(int var, int K, int V, int in_bytes, int chunk) {
   return var != DELTAC_VARIANT_KDA && in_bytes == 2 && (K == 64 || K == 128 || K == 256) &&
          chunk == 64 && V % 64 == 0 &&
-         tmat_scan_smem(K, chunk, K == 256 ? kTmatKeySplit : 2) <= kChunkedSmemSm90;
+         tmat_scan_smem(K, chunk, tmat_keys_split(K) ? kTmatKeySplit : 2) <= kChunkedSmemSm90;
 }
 
 // Whether a call with knob scan (as the catalogue lists it) runs the warp

@@ -55,7 +55,8 @@ struct TmatScanTraits {
   static constexpr size_t kSmem = kOffBars + 16 * NS + 1024;  // + the base's alignment
   static constexpr uint32_t kTxFull = 2 * NH * C * 128 + C * BV * 2 + 2 * C * C * 2 + (4 * C + K) * 4;
   static constexpr uint32_t kTxPart = 2 * C * C * 2 + (4 * C + K) * 4;
-  static_assert(KS == 1 ? (K == 64 || K == 128) : (KS == 2 && NWG == 2 && K == 256),
+  static_assert((K == 64 || K == 128 || K == 256) && (KS == 2) == tmat_keys_split(K) &&
+                    (KS == 1 || NWG == 2),
                 "tmat scan: K, key split");
   // The key split's exchange: a warpgroup's partial [64 columns][64 tokens]
   // f32 in its half of the stage's q rows.

@@ -339,33 +339,31 @@ template <deltac_variant Var, int K, int V, int BV, int Warps, class InT, bool G
 cudaError_t launch(const deltac_fwd_params& p, float scale, bool vec_io, bool vec_state,
                    cudaStream_t stream, const int32_t* skip = nullptr, Form form = Form::Auto,
                    bool pdl = true, bool det = false, int32_t route = 0) {
-  const bool per_token = p.state_steps || p.accepted;
+  auto with = [&](auto state) {  // state: a value of the state's element type
+    using S = decltype(state);
+    return p.state_steps || p.accepted
+               ? launch_st<Var, K, V, BV, Warps, InT, S, true, Guarded>(
+                     p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
+               : launch_st<Var, K, V, BV, Warps, InT, S, false, Guarded>(
+                     p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+  };
   using B16 = __nv_bfloat16;
   using F8 = __nv_fp8_e4m3;
-  if constexpr (StateOnly >= 0) {
+  if constexpr (StateOnly >= 0) {  // the other state dtypes: not instantiated
     if (p.state_dtype != StateOnly)
       return cudaErrorInvalidValue;
-    using S = std::conditional_t<StateOnly == DELTAC_BF16, B16,
-                                 std::conditional_t<StateOnly == DELTAC_FP8_E4M3, F8, float>>;
-    return per_token ? launch_st<Var, K, V, BV, Warps, InT, S, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                     : launch_st<Var, K, V, BV, Warps, InT, S, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
-  } else {  // the other state dtypes: not instantiated under StateOnly
+    if constexpr (StateOnly == DELTAC_BF16)
+      return with(B16{});
+    else if constexpr (StateOnly == DELTAC_FP8_E4M3)
+      return with(F8{});
+    else
+      return with(0.f);
+  } else {
     if (p.state_dtype == DELTAC_FP8_E4M3)
-      return per_token ? launch_st<Var, K, V, BV, Warps, InT, F8, true, Guarded>(
-                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                       : launch_st<Var, K, V, BV, Warps, InT, F8, false, Guarded>(
-                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+      return with(F8{});
     if (p.state_dtype == DELTAC_BF16)
-      return per_token ? launch_st<Var, K, V, BV, Warps, InT, B16, true, Guarded>(
-                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                       : launch_st<Var, K, V, BV, Warps, InT, B16, false, Guarded>(
-                             p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
-    return per_token ? launch_st<Var, K, V, BV, Warps, InT, float, true, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route)
-                     : launch_st<Var, K, V, BV, Warps, InT, float, false, Guarded>(
-                           p, scale, vec_io, vec_state, stream, skip, form, pdl, det, route);
+      return with(B16{});
+    return with(0.f);
   }
 }
 
