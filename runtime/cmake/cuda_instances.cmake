@@ -35,6 +35,7 @@ set(_states "f32:DELTAC_F32" "bf16:DELTAC_BF16" "fp8:DELTAC_FP8_E4M3")
 # One unit: family CHUNKED or RECURRENT, args of its instance macro.
 function(deltac_cuda_unit name family args)
   set(DELTAC_FAMILY ${family})
+  string(TOLOWER ${family} DELTAC_FAMILY_FILE)
   set(DELTAC_ARGS ${args})
   configure_file(${CMAKE_CURRENT_SOURCE_DIR}/src/cuda_instance.cu.in ${_gen}/${name}.cu @ONLY)
   set(DELTAC_CUDA_INSTANCE_SOURCES ${DELTAC_CUDA_INSTANCE_SOURCES} ${_gen}/${name}.cu

@@ -145,7 +145,7 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      kKnobTileV | kKnobWarps,
      {{0, {}}, {0, {}}, {3, {16, 32, 64}}, {4, {1, 2, 4, 8}}, {0, {}}, {0, {}},
       {0, {}}, {0, {}}},
-     "deltac/cuda/launch.cuh", "deltac::cuda::recurrent_cfg"},
+     "deltac/cuda/launch_recurrent.cuh", "deltac::cuda::recurrent_cfg"},
     {Family::CudaChunked, "cuda_chunked", Device::CUDA, Mode::Chunked, 0,
      kKnobChunk | kKnobTileV | kKnobWarps | kKnobStages | kKnobSplit |
          kKnobFuse | kKnobScan,
@@ -168,7 +168,7 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
       values_of(cuda::kChunkedWarps), values_of(cuda::kChunkedStages),
       values_of(0, cuda::kChunkedSplits), {2, {0, 1}},
       values_of(cuda::kChunkedScans)},
-     "deltac/cuda/launch.cuh", "deltac::cuda::chunked_cfg"},
+     "deltac/cuda/launch_chunked.cuh", "deltac::cuda::chunked_cfg"},
 };
 
 inline const FamilyInfo &family_info(Family f) {

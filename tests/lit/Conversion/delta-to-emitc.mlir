@@ -54,7 +54,8 @@
 // The CUDA file: mode auto is cuda_recurrent (at most 16 tokens), then
 // cuda_chunked; the warps option reaches both templates.
 // CHECK-LABEL: emitc.file "gdn_cuda.cu" {
-// CHECK: include "deltac/cuda/launch.cuh"
+// CHECK: include "deltac/cuda/launch_recurrent.cuh"
+// CHECK-NEXT: include "deltac/cuda/launch_chunked.cuh"
 // CHECK: func @run_gdn_cuda_recurrent(
 // CHECK: call_opaque "deltac::cuda::recurrent_cfg"(%{{.*}}, %{{.*}}) {template_args = [#emitc.opaque<"DELTAC_VARIANT_GATED">, 64 : i32, 64 : i32, #emitc.opaque<"float">, 32 : i32, 2 : i32]} : (!emitc.opaque<"deltac_fwd_params">, !emitc.opaque<"cudaStream_t">) -> !emitc.opaque<"cudaError_t">
 // CHECK: func @run_gdn_cuda_chunked(

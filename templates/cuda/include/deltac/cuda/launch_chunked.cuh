@@ -1,0 +1,138 @@
+// The cuda_chunked family's launch points (see deltac/cuda/launch.cuh):
+// chunked_cfg / chunked_run, their workspace sizes, and the runtime's
+// precompiled instance, launch_chunked / workspace_chunked.
+#ifndef DELTAC_CUDA_LAUNCH_CHUNKED_CUH
+#define DELTAC_CUDA_LAUNCH_CHUNKED_CUH
+
+#include "deltac/catalogue.h"
+#include "deltac/cuda/chunked.cuh"
+
+#include <cuda_fp16.h>
+
+namespace deltac::cuda {
+
+// cuda_chunked with split, fuse and scan at run time (the values chunked_cfg's
+// Split, Fuse and Scan take), for the kernels k (a precompiled config's,
+// detail::chunked_kernels, or the runtime's NVRTC ones). Batch-invariant
+// (det): k's widest tile (the warp scan's widest), no split, no fused
+// launch; routed: no split, no fused launch. chunked_run_workspace takes
+// chunked_run's arguments in its order and sizes what that call carves.
+namespace detail {
+template <class InT>
+size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
+                             int32_t route, int split, int fuse, int scan) {
+  (void)fuse;  // the workspace is the same with or without the fused launch
+  if (det || route)
+    split = 1;
+  if (p.N < 0 || p.T < 0 || p.B < 0 || p.HV <= 0)
+    return 0;
+  const int force_bv = det ? k.bv0 : 0;
+  bool warp = false;
+  return chunked_carve<InT>(k, p, nullptr, nullptr,
+                            chunked_run_plan(k, p, force_bv, split, scan, &warp).split);
+}
+
+template <class InT>
+cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p,
+                        cudaStream_t stream, void* workspace, size_t workspace_bytes,
+                        const int32_t* skip, bool det, int32_t route, int split, int fuse,
+                        int scan) {
+  const int force_bv = det ? k.bv0 : 0;
+  if (det || route)
+    split = 1, fuse = 0;
+  if (workspace)
+    return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
+                                   split, fuse, route, scan);
+  const size_t need = chunked_workspace_with<InT>(k, p, det, route, split, fuse, scan);
+  void* ws = nullptr;
+  cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
+  if (e != cudaSuccess)
+    return e;
+  e = chunked_run_stages<InT>(k, p, ws, need, stream, 3, skip, force_bv, split, fuse, route,
+                              scan);
+  const cudaError_t f = cudaFreeAsync(ws, stream);
+  return e != cudaSuccess ? e : f;
+}
+}  // namespace detail
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages>
+size_t chunked_run_workspace(const deltac_fwd_params& p, bool det, int32_t route, int split,
+                             int fuse, int scan) {
+  return detail::chunked_workspace_with<InT>(
+      detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p, det,
+      route, split, fuse, scan);
+}
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages>
+cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* workspace,
+                        size_t workspace_bytes, const int32_t* skip, bool det, int32_t route,
+                        int split, int fuse, int scan) {
+  static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
+                "chunked config: see chunked_rules.h");
+  return detail::chunked_run_with<InT>(
+      detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p,
+      stream, workspace, workspace_bytes, skip, det, route, split, fuse, scan);
+}
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
+size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, det, route, Split,
+                                                                         Fuse, Scan);
+}
+
+template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
+          int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
+cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
+                        void* workspace = nullptr, size_t workspace_bytes = 0,
+                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
+  static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
+                    Split == 16,
+                "split: 0 (the rule) or one of kChunkedSplits");
+  static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
+  static_assert(Scan == 0 || Scan == 1 || Scan == 3,
+                "scan: 0 (the rule), 1 (the block scan) or 3 (the TMA scan)");
+  return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, stream, workspace,
+                                                               workspace_bytes, skip, det, route,
+                                                               Split, Fuse, Scan);
+}
+
+namespace detail {
+
+// The precompiled chunked instance of one (K, V): the default config's
+// chunk, tile_v, warps and stages, with the config's split, fuse and scan.
+template <deltac_variant Var, int K, int V, class InT>
+cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
+                           cudaStream_t stream, const int32_t* skip, void* ws,
+                           size_t ws_bytes, bool* found, bool det, int32_t route) {
+  constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
+  *found = false;
+  if constexpr (d.chunk != 0) {
+    if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
+      *found = true;
+      return chunked_run<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
+          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse, c.scan);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <deltac_variant Var, int K, int V, class InT>
+size_t workspace_chunked(const KernelConfig& c, const deltac_fwd_params& p, bool det,
+                         int32_t route) {
+  constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
+  if constexpr (d.chunk != 0) {
+    if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages)
+      return chunked_run_workspace<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
+          p, det, route, c.split, c.fuse, c.scan);
+  }
+  return 0;
+}
+
+}  // namespace detail
+
+}  // namespace deltac::cuda
+
+#endif  // DELTAC_CUDA_LAUNCH_CHUNKED_CUH
