@@ -243,6 +243,22 @@ TEST(DecodePool, VkLayoutAndK128) {
     }
 }
 
+TEST(DecodePool, OutputWithoutFinalState) {
+  // h0 in, no ht: the decode tiles' o-only form (dot products, no update),
+  // both layouts, K an odd number of 16-float vectors, zero-state rows too.
+  for (deltac_variant var : kVars)
+    for (int layout : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+      for (bool h0 : {true, false}) {
+        Case c;
+        c.var = var, c.layout = layout, c.B = 3, c.T = 1, c.H = 1, c.HV = 2;
+        c.K = 48, c.V = 128, c.h0 = h0, c.ht = false;
+        SCOPED_TRACE(describe(c));
+        const Errors e = run_vs_reference(c);
+        SCOPED_TRACE(seed_note(e.seed));
+        EXPECT_LE(e.o, o_tolerance(c));
+      }
+}
+
 TEST(DecodePool, EveryDecodeTile) {
   // Each cpu_decode tile width (whole rows of 128 columns: the avx512 rule's)
   // over two tiles a row and K an odd number of 16-float vectors, every
