@@ -185,13 +185,11 @@ __attribute__((always_inline)) inline __m128 hsum4(const simd::vf (&a)[4]) {
 // pass, four columns a group: group g is read for its dot products (8
 // accumulators, then their horizontal sums) while group g - 1 (read one
 // group before: in L1) is updated in the same loop, so each state line
-// comes from L2 or memory once and no update waits on its own group's sums.
-// (Two sweeps, all dots then all updates, took 20.2 / 239 us at batch 1 / 8
-// against 14.5 / 196-207 this way: 2-core Intel Xeon, gated, 16 heads;
-// one group's dots, sums and update in turn, 5460 against 4540 cycles a head
-// for two sweeps on a Zen 4.) PerKey: a per row (kda); else one a for the
-// head (av[0]). Same arguments as decode_tile, src/dst at the tile's first
-// column (stride K).
+// comes from L2 or memory once and no update waits on its own group's sums
+// (against two sweeps: 20 -> 15 us at batch 1, 240 -> 198 at batch 8; 2-core
+// Intel Xeon, docs/performance.md). PerKey: a per row (kda); else one a for
+// the head (av[0]). Same arguments as decode_tile, src/dst at the tile's
+// first column (stride K).
 template <int VB, bool Decay, bool PerKey, int KC, typename S>
 inline void decode_tile_vk(const S* src, S* dst, int K_,
                            const float* ka, const float* qa, const float* k,
