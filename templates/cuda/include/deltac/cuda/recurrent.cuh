@@ -15,7 +15,7 @@
 // rest of p was validated (deltac::check_params). The tile width and warps
 // are the defaults of recurrent_rules.h (cuda_recurrent_default_tile,
 // cuda_recurrent_default_warps); the entry with every knob fixed is
-// deltac::cuda::recurrent_cfg in deltac/cuda/launch.cuh.
+// deltac::cuda::recurrent_cfg in deltac/cuda/launch_recurrent.cuh.
 #ifndef DELTAC_CUDA_RECURRENT_CUH
 #define DELTAC_CUDA_RECURRENT_CUH
 
