@@ -11,22 +11,37 @@
 
 namespace deltac::cpu {
 
-// One core's L2 in bytes: sysconf, else cpu0's sysfs entry, else 1 MiB.
+namespace detail {
+// A cache level's size in bytes: sysconf's value, else cpu0's sysfs entry
+// (index<level>), else the fallback.
+inline size_t cache_bytes(int sc_name, const char* sysfs, size_t fallback) {
+  const long b = sysconf(sc_name);
+  if (b > 0)
+    return size_t(b);
+  size_t n = 0;
+  char unit = 0;
+  if (FILE* f = std::fopen(sysfs, "r")) {
+    if (std::fscanf(f, "%zu%c", &n, &unit) < 1)
+      n = 0;
+    std::fclose(f);
+  }
+  n <<= unit == 'K' ? 10 : unit == 'M' ? 20 : 0;
+  return n ? n : fallback;
+}
+}  // namespace detail
+
+// One core's L2 in bytes (1 MiB where the system does not say).
 inline size_t l2_cache_bytes() {
-  static const size_t bytes = [] {
-    const long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (b > 0)
-      return size_t(b);
-    size_t n = 0;
-    char unit = 0;
-    if (FILE* f = std::fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r")) {
-      if (std::fscanf(f, "%zu%c", &n, &unit) < 1)
-        n = 0;
-      std::fclose(f);
-    }
-    n <<= unit == 'K' ? 10 : unit == 'M' ? 20 : 0;
-    return n ? n : size_t(1) << 20;
-  }();
+  static const size_t bytes = detail::cache_bytes(
+      _SC_LEVEL2_CACHE_SIZE, "/sys/devices/system/cpu/cpu0/cache/index2/size", size_t(1) << 20);
+  return bytes;
+}
+
+// The last-level cache cpu0 shares, in bytes (32 MiB where the system does
+// not say; a guest's share of it may be smaller).
+inline size_t l3_cache_bytes() {
+  static const size_t bytes = detail::cache_bytes(
+      _SC_LEVEL3_CACHE_SIZE, "/sys/devices/system/cpu/cpu0/cache/index3/size", size_t(32) << 20);
   return bytes;
 }
 
