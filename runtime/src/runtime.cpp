@@ -6,6 +6,7 @@
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/env.h"
+#include "chunk_states.h"
 #include "dispatch.h"
 #include "select.h"
 
@@ -62,6 +63,15 @@ std::string validateOptions(const deltac_options &opt) {
   if (opt.config.family && *opt.config.family && opt.chunk != 0)
     return bad("chunk", opt.chunk,
                "0: options.config names the kernel, chunk included");
+  if (opt.chunk_states && opt.chunk == 0 &&
+      !(opt.config.family && *opt.config.family))
+    return "options.chunk_states is set: it needs options.chunk (16, 32 or "
+           "64) or options.config (a chunked family and its chunk), which "
+           "size the buffer";
+  if (opt.chunk_states && opt.chunk_states_count < 0)
+    return "options.chunk_states_count = " +
+           std::to_string(opt.chunk_states_count) +
+           ": expected the entries options.chunk_states holds (>= 0)";
   if (opt.check_values && opt.device_pointers && !opt.check_flag)
     return "options.check_flag is null: checking mode with device pointers "
            "needs a device int32 flag (zeroed by the caller)";
@@ -302,6 +312,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   // With device cu_seqlens the longest sequence is unknown: T bounds it.
   Problem prob = problem_of(p, hostMemory ? max_seqlen(p) : int64_t(p.T));
   prob.deterministic = opt.deterministic != 0;
+  prob.chunk_states = opt.chunk_states != nullptr;
   Device device;
   if (!chooseDevice(opt, prob, &device, &err))
     return failWith(err);
@@ -331,6 +342,15 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   // A tuned record's thread count, unless the caller set one.
   if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
     p.threads = choice.threads;
+  if (opt.chunk_states) { // check_family let a chunked family through
+    const int64_t need = rt::chunk_count(p, choice.config.chunk);
+    if (opt.chunk_states_count < need)
+      return failWith("options.chunk_states_count = " +
+                      std::to_string(opt.chunk_states_count) +
+                      ": expected at least " + std::to_string(need) +
+                      " (the chunks of this call at chunk " +
+                      std::to_string(choice.config.chunk) + ")");
+  }
   if (ws_bytes) { // deltac_workspace_size: the choice, not the run
     if (device == Device::CUDA)
       *ws_bytes = rt::cuda_workspace_size(p, choice.config, opt.deterministic != 0,
@@ -344,6 +364,14 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
       if (!rt::cuda_run(p, choice.config, opt, &err, mixed, pad))
         return failWith(err);
       specialized = true; // CUDA instances are compiled per (K, V)
+    } else if (opt.chunk_states) {
+      if (!rt::run_chunk_states(
+              p, choice.config.chunk, opt.chunk_states,
+              [&](const deltac_fwd_params &c) {
+                return runCpu(c, choice.config, choice.isa, &specialized);
+              }))
+        return failWith("no CPU instance for " +
+                        rt::config_string(choice.config));
     } else if (runCpuMixed(p, opt, choice, &choice.note, &specialized, &err)) {
     } else if (!err.empty()) {
       return failWith(err);
@@ -380,6 +408,30 @@ int deltac_forward_info(const deltac_fwd_params *p, const deltac_options *opt,
 
 int deltac_forward(const deltac_fwd_params *p, const deltac_options *opt) {
   return deltac_forward_info(p, opt, nullptr);
+}
+
+int deltac_chunk_states_count(const deltac_fwd_params *p, const deltac_options *opt,
+                              int64_t *count) {
+  lastError.clear();
+  if (!p || !opt || !count)
+    return failWith(std::string("deltac_chunk_states_count: ") +
+                    (!p ? "params" : !opt ? "options" : "count") + " is null");
+  *count = 0;
+  const int32_t chunk = opt->chunk ? opt->chunk : opt->config.chunk;
+  if (chunk != 16 && chunk != 32 && chunk != 64)
+    return failWith("deltac_chunk_states_count: options.chunk = " +
+                    std::to_string(opt->chunk) + ", options.config.chunk = " +
+                    std::to_string(opt->config.chunk) +
+                    ": expected one of them to be 16, 32 or 64");
+  // Device cu_seqlens are not read here: the bound over any split of the
+  // B * T tokens into N sequences.
+  const bool host = !(opt->device_pointers && p->cu_seqlens);
+  std::string err;
+  if (!check_dims(*p, &err, /*cu_seqlens_on_host=*/host))
+    return failWith(err);
+  *count = host ? rt::chunk_count(*p, chunk)
+                : (int64_t(p->B) * p->T + int64_t(p->N) * (chunk - 1)) / chunk;
+  return 0;
 }
 
 int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,

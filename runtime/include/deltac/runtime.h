@@ -139,6 +139,17 @@ typedef struct deltac_options {
    * host sync. deltac_run_info names the chunked config and its note the
    * recurrent one. */
   int32_t deterministic;
+  /* Chunk-end states (NULL, the default: none): f32, the state after each
+   * chunk's last token, [chunks, HV, K, V] ([chunks, HV, V, K] for the VK
+   * layout), in order of sequence, then chunk; a sequence of len tokens has
+   * ceil(len / C) chunks (its last one's state is its final state), C being
+   * options.chunk or options.config.chunk, one of which must be set (the
+   * buffer's size depends on it); chunk_states_count says how many entries
+   * the buffer holds (deltac_chunk_states_count gives the count a call
+   * needs). Needs an f32 state and a chunked family: today cpu_chunked
+   * (mode auto then runs on the CPU; device cuda is an error naming it). */
+  float *chunk_states;
+  int64_t chunk_states_count;
 } deltac_options;
 
 /* What deltac_forward ran; filled when the call succeeds. */
@@ -184,6 +195,16 @@ deltac_options deltac_default_options(void);
 int deltac_forward(const deltac_fwd_params *p, const deltac_options *opt);
 int deltac_forward_info(const deltac_fwd_params *p, const deltac_options *opt,
                         deltac_run_info *info);
+
+/* Chunk-end state entries deltac_forward(p, opt) writes into
+ * options.chunk_states: the sum over sequences of ceil(len / C), C =
+ * options.chunk or options.config.chunk (cu_seqlens read on the host; with
+ * options.device_pointers and cu_seqlens, the bound for any split of the
+ * tokens: (B * T + N * (C - 1)) / C). Returns
+ * 0, or nonzero with deltac_last_error() set (neither chunk size set, bad
+ * sizes or cu_seqlens: deltac/check.h's check_dims). */
+int deltac_chunk_states_count(const deltac_fwd_params *p, const deltac_options *opt,
+                              int64_t *count);
 
 /* Device workspace bytes the call deltac_forward(p, opt) would need with
  * device pointers (0 when its kernel needs none) into *bytes. Returns 0, or

@@ -1,0 +1,25 @@
+// Chunk-end states (deltac_options.chunk_states) on the CPU.
+#ifndef DELTAC_RUNTIME_CHUNK_STATES_H
+#define DELTAC_RUNTIME_CHUNK_STATES_H
+
+#include "deltac/params.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace deltac::rt {
+
+// Entries a call with chunk size `chunk` writes: the sum over sequences of
+// ceil(len / chunk) (host cu_seqlens).
+int64_t chunk_count(const deltac_fwd_params &p, int32_t chunk);
+
+// Runs p chunk by chunk through run (one sequence, at most `chunk` tokens a
+// call), writing each chunk's final state to states (f32, p's layout, in
+// order of sequence, then chunk) and the last one to p.ht. False when run
+// fails.
+bool run_chunk_states(const deltac_fwd_params &p, int32_t chunk, float *states,
+                      const std::function<bool(const deltac_fwd_params &)> &run);
+
+} // namespace deltac::rt
+
+#endif // DELTAC_RUNTIME_CHUNK_STATES_H

@@ -1,0 +1,250 @@
+// Chunk-end states (deltac_options.chunk_states) through the C API on the
+// CPU, against the float64 reference's state after each chunk's last token;
+// the count helper; and the calls it must refuse.
+#include "test_util.h"
+
+#include "deltac/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace deltac;
+
+namespace {
+
+struct CsShape {
+  const char *name;
+  int B, T, H, HV, K, V;
+  std::vector<int64_t> cu; // empty: B sequences of T tokens
+};
+
+// A 33-token sequence (not a multiple of any chunk), an empty one, one of
+// exactly 32 tokens and a 1-token tail; a fixed-length batch with GVA 2.
+const CsShape kCsShapes[] = {
+    {"varlen_tail1", 1, 66, 1, 2, 32, 48, {0, 33, 33, 65, 66}},
+    {"batch2_gva2", 2, 67, 2, 4, 16, 16, {}},
+};
+
+struct CsCase {
+  int variant, shape, chunk, layout, in_dtype;
+};
+
+std::string caseName(const ::testing::TestParamInfo<CsCase> &i) {
+  const CsCase &c = i.param;
+  return std::string(c.variant == 0 ? "delta" : c.variant == 1 ? "gated" : "kda") +
+         "_" + kCsShapes[c.shape].name + "_C" + std::to_string(c.chunk) +
+         (c.layout == DELTAC_STATE_VK ? "_vk" : "_kv") +
+         (c.in_dtype == DELTAC_BF16 ? "_bf16" : "_f32");
+}
+
+std::vector<CsCase> allCases() {
+  std::vector<CsCase> v;
+  for (int var = 0; var < 3; ++var)
+    for (int s = 0; s < 2; ++s)
+      for (int c : {16, 32, 64})
+        for (int l : {DELTAC_STATE_KV, DELTAC_STATE_VK})
+          for (int d : {DELTAC_F32, DELTAC_BF16})
+            v.push_back({var, s, c, l, d});
+  return v;
+}
+
+test::Problem makeCsProblem(const CsCase &c, uint64_t seed) {
+  const CsShape &s = kCsShapes[c.shape];
+  test::Problem pr;
+  pr.variant = c.variant;
+  pr.B = s.B, pr.T = s.T, pr.H = s.H, pr.HV = s.HV, pr.K = s.K, pr.V = s.V;
+  pr.cu = s.cu;
+  pr.fill(seed);
+  return pr;
+}
+
+// The reference's state after each chunk's last token, in the order the
+// runtime writes them.
+std::vector<double> expectedChunkStates(const deltac_fwd_params &p, int chunk,
+                                        std::vector<double> *o,
+                                        std::vector<double> *ht) {
+  std::vector<double> steps;
+  ref::forward(p, o, ht, &steps);
+  const size_t hs = size_t(p.HV) * p.K * p.V;
+  std::vector<double> out;
+  for (int n = 0; n < p.N; ++n) {
+    const int64_t s0 = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
+    const int64_t len = p.cu_seqlens ? p.cu_seqlens[n + 1] - s0 : p.T;
+    for (int64_t t0 = 0; t0 < len; t0 += chunk) {
+      const int64_t last = s0 + std::min<int64_t>(t0 + chunk, len) - 1;
+      out.insert(out.end(), steps.begin() + last * hs, steps.begin() + (last + 1) * hs);
+    }
+  }
+  return out;
+}
+
+class ChunkStates : public ::testing::TestWithParam<CsCase> {};
+
+TEST_P(ChunkStates, MatchReference) {
+  const CsCase c = GetParam();
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::Problem pr = makeCsProblem(c, seed);
+  std::vector<float> o(pr.oCount(), -7.f), ht(pr.stateCount(), -7.f);
+  deltac_fwd_params p = pr.params(o.data(), ht.data());
+  p.state_layout = c.layout;
+  std::vector<uint16_t> q16, k16, v16;
+  if (c.in_dtype == DELTAC_BF16) {
+    q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k), v16 = test::toBf16(pr.v);
+    p.in_dtype = DELTAC_BF16;
+    p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  }
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_AUTO; // chunk states run on the CPU today
+  opt.chunk = c.chunk;
+  int64_t count = -1;
+  ASSERT_EQ(deltac_chunk_states_count(&p, &opt, &count), 0) << deltac_last_error();
+  std::vector<double> oRef, htRef;
+  const std::vector<double> want = expectedChunkStates(p, c.chunk, &oRef, &htRef);
+  const size_t hs = size_t(p.HV) * p.K * p.V;
+  ASSERT_EQ(size_t(count) * hs, want.size());
+  // One spare entry past the count: never written.
+  std::vector<float> cs((size_t(count) + 1) * hs, -9.f);
+  opt.chunk_states = cs.data();
+  opt.chunk_states_count = count;
+  deltac_run_info info{};
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_EQ(info.device, DELTAC_DEVICE_CPU);
+  EXPECT_STREQ(info.family, "cpu_chunked");
+  EXPECT_EQ(info.chunk, c.chunk);
+  EXPECT_LE(ref::rel_rms(cs.data(), want), 1e-5) << "chunk states";
+  EXPECT_LE(ref::rel_rms(o.data(), oRef), 1e-5) << "o";
+  EXPECT_LE(ref::rel_rms(ht.data(), htRef), 1e-5) << "ht";
+  for (size_t i = size_t(count) * hs; i < cs.size(); ++i)
+    ASSERT_EQ(cs[i], -9.f) << "written past chunk_states_count at " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ChunkStates, ::testing::ValuesIn(allCases()), caseName);
+
+// A call on the fixed-length shape, f32, chunk 16, ready to run.
+struct Call {
+  test::Problem pr;
+  std::vector<float> o, ht, cs;
+  deltac_fwd_params p{};
+  deltac_options opt{};
+  explicit Call(uint64_t seed) {
+    pr = makeCsProblem({DELTAC_VARIANT_GATED, 1, 16, DELTAC_STATE_KV, DELTAC_F32}, seed);
+    o.assign(pr.oCount(), -7.f);
+    ht.assign(pr.stateCount(), -7.f);
+    p = pr.params(o.data(), ht.data());
+    opt = deltac_default_options();
+    opt.device = DELTAC_DEVICE_CPU;
+    opt.chunk = 16;
+    cs.assign(size_t(2 * 5) * p.HV * p.K * p.V, -9.f); // 2 x ceil(67 / 16)
+    opt.chunk_states = cs.data();
+    opt.chunk_states_count = 10;
+  }
+  bool untouched() const {
+    for (float x : o)
+      if (x != -7.f)
+        return false;
+    for (float x : ht)
+      if (x != -7.f)
+        return false;
+    for (float x : cs)
+      if (x != -9.f)
+        return false;
+    return true;
+  }
+};
+
+TEST(ChunkStatesApi, CountOfFixedAndVarlenCalls) {
+  Call c(1);
+  int64_t n = -1;
+  ASSERT_EQ(deltac_chunk_states_count(&c.p, &c.opt, &n), 0) << deltac_last_error();
+  EXPECT_EQ(n, 10);
+  c.opt.chunk = 64;
+  ASSERT_EQ(deltac_chunk_states_count(&c.p, &c.opt, &n), 0);
+  EXPECT_EQ(n, 4); // 2 x ceil(67 / 64)
+  test::Problem v = makeCsProblem({DELTAC_VARIANT_GATED, 0, 32, DELTAC_STATE_KV, DELTAC_F32}, 2);
+  deltac_fwd_params pv = v.params(nullptr, nullptr);
+  c.opt.chunk = 32;
+  ASSERT_EQ(deltac_chunk_states_count(&pv, &c.opt, &n), 0) << deltac_last_error();
+  EXPECT_EQ(n, 2 + 0 + 1 + 1); // 33, 0, 32 and 1 tokens
+  // Device cu_seqlens are not read: the bound over any split.
+  c.opt.device_pointers = 1;
+  ASSERT_EQ(deltac_chunk_states_count(&pv, &c.opt, &n), 0) << deltac_last_error();
+  EXPECT_EQ(n, (66 + 4 * 31) / 32);
+}
+
+TEST(ChunkStatesApi, CountNeedsAChunkAndPointers) {
+  Call c(3);
+  int64_t n = -1;
+  c.opt.chunk = 0;
+  EXPECT_NE(deltac_chunk_states_count(&c.p, &c.opt, &n), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("16, 32 or 64"), std::string::npos)
+      << deltac_last_error();
+  c.opt.chunk = 16;
+  EXPECT_NE(deltac_chunk_states_count(nullptr, &c.opt, &n), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params is null"), std::string::npos);
+  EXPECT_NE(deltac_chunk_states_count(&c.p, &c.opt, nullptr), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("count is null"), std::string::npos);
+}
+
+TEST(ChunkStatesApi, RefusedWithoutAChunkSize) {
+  Call c(4);
+  c.opt.chunk = 0;
+  c.opt.mode = DELTAC_MODE_CHUNKED;
+  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("options.chunk_states"), std::string::npos)
+      << deltac_last_error();
+  EXPECT_TRUE(c.untouched());
+}
+
+TEST(ChunkStatesApi, RefusedWhenTheBufferIsShort) {
+  Call c(5);
+  c.opt.chunk_states_count = 9;
+  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
+  const std::string e = deltac_last_error();
+  EXPECT_NE(e.find("options.chunk_states_count = 9: expected at least 10"), std::string::npos)
+      << e;
+  EXPECT_TRUE(c.untouched());
+  c.opt.chunk_states_count = -1;
+  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("chunk_states_count = -1"), std::string::npos)
+      << deltac_last_error();
+  EXPECT_TRUE(c.untouched());
+}
+
+TEST(ChunkStatesApi, RefusedByTheRecurrentFamilies) {
+  Call c(6);
+  c.opt.chunk = 0;
+  c.opt.config.family = "cpu_recurrent";
+  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("chunked families only"), std::string::npos)
+      << deltac_last_error();
+  EXPECT_TRUE(c.untouched());
+}
+
+TEST(ChunkStatesApi, RefusedOnCuda) {
+  // No GPU: no device; with one: the CUDA chunked kernels do not write them.
+  Call c(7);
+  c.opt.device = DELTAC_DEVICE_CUDA;
+  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
+  EXPECT_STRNE(deltac_last_error(), "");
+  EXPECT_TRUE(c.untouched());
+}
+
+TEST(ChunkStatesApi, InPlaceInitialState) {
+  const uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Call c(seed);
+  std::vector<double> oRef, htRef;
+  const std::vector<double> want = expectedChunkStates(c.p, 16, &oRef, &htRef);
+  std::vector<float> state = c.pr.h0; // h0 == ht
+  c.p.h0 = state.data();
+  c.p.ht = state.data();
+  ASSERT_EQ(deltac_forward(&c.p, &c.opt), 0) << deltac_last_error();
+  EXPECT_LE(ref::rel_rms(c.cs.data(), want), 1e-5);
+  EXPECT_LE(ref::rel_rms(state.data(), htRef), 1e-5);
+}
+
+} // namespace
