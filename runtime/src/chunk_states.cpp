@@ -8,17 +8,29 @@
 #include <cstring>
 
 namespace deltac::rt {
+namespace {
+// First token and length of sequence n (host cu_seqlens).
+void seqRange(const deltac_fwd_params &p, int32_t n, int64_t *start, int64_t *len) {
+  *start = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
+  *len = p.cu_seqlens ? p.cu_seqlens[n + 1] - *start : int64_t(p.T);
+}
+} // namespace
 
 int64_t chunk_count(const deltac_fwd_params &p, int32_t chunk) {
   if (chunk <= 0)
     return 0;
-  int64_t n = 0;
+  int64_t n = 0, start, len;
   for (int32_t s = 0; s < p.N; ++s) {
-    const int64_t len =
-        p.cu_seqlens ? p.cu_seqlens[s + 1] - p.cu_seqlens[s] : int64_t(p.T);
+    seqRange(p, s, &start, &len);
     n += (len + chunk - 1) / chunk;
   }
   return n;
+}
+
+int64_t chunk_bound(const deltac_fwd_params &p, int32_t chunk) {
+  if (chunk <= 0)
+    return 0;
+  return (int64_t(p.B) * p.T + int64_t(p.N) * (chunk - 1)) / chunk;
 }
 
 bool run_chunk_states(const deltac_fwd_params &p, int32_t chunk, float *states,
@@ -29,9 +41,8 @@ bool run_chunk_states(const deltac_fwd_params &p, int32_t chunk, float *states,
   const int64_t gw = p.variant == DELTAC_VARIANT_KDA ? p.K : 1; // g per head
   int64_t slot = 0;
   for (int32_t n = 0; n < p.N; ++n) {
-    const int64_t start = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
-    const int64_t len =
-        p.cu_seqlens ? p.cu_seqlens[n + 1] - start : int64_t(p.T);
+    int64_t start, len;
+    seqRange(p, n, &start, &len);
     const float *h =
         p.h0 ? static_cast<const float *>(p.h0) + size_t(n) * hs : nullptr;
     for (int64_t t0 = 0; t0 < len; t0 += chunk, ++slot) {

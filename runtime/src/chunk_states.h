@@ -12,6 +12,9 @@ namespace deltac::rt {
 // Entries a call with chunk size `chunk` writes: the sum over sequences of
 // ceil(len / chunk) (host cu_seqlens).
 int64_t chunk_count(const deltac_fwd_params &p, int32_t chunk);
+// Its bound over any split of the B * T tokens into N sequences, for
+// cu_seqlens the host cannot read (the CUDA workspace's chunked_max_chunks).
+int64_t chunk_bound(const deltac_fwd_params &p, int32_t chunk);
 
 // Runs p chunk by chunk through run (one sequence, at most `chunk` tokens a
 // call), writing each chunk's final state to states (f32, p's layout, in

@@ -423,14 +423,12 @@ int deltac_chunk_states_count(const deltac_fwd_params *p, const deltac_options *
                     std::to_string(opt->chunk) + ", options.config.chunk = " +
                     std::to_string(opt->config.chunk) +
                     ": expected one of them to be 16, 32 or 64");
-  // Device cu_seqlens are not read here: the bound over any split of the
-  // B * T tokens into N sequences.
+  // Device cu_seqlens are not read here: the bound.
   const bool host = !(opt->device_pointers && p->cu_seqlens);
   std::string err;
   if (!check_dims(*p, &err, /*cu_seqlens_on_host=*/host))
     return failWith(err);
-  *count = host ? rt::chunk_count(*p, chunk)
-                : (int64_t(p->B) * p->T + int64_t(p->N) * (chunk - 1)) / chunk;
+  *count = host ? rt::chunk_count(*p, chunk) : rt::chunk_bound(*p, chunk);
   return 0;
 }
 

@@ -142,6 +142,15 @@ struct Call {
     opt.chunk_states = cs.data();
     opt.chunk_states_count = 10;
   }
+  // The call fails with a message containing what (any message for ""),
+  // and writes nothing.
+  void expectRefused(const std::string &what) {
+    EXPECT_NE(deltac_forward(&p, &opt), 0);
+    const std::string e = deltac_last_error();
+    EXPECT_FALSE(e.empty());
+    EXPECT_NE(e.find(what), std::string::npos) << e;
+    EXPECT_TRUE(untouched());
+  }
   bool untouched() const {
     for (float x : o)
       if (x != -7.f)
@@ -193,44 +202,29 @@ TEST(ChunkStatesApi, RefusedWithoutAChunkSize) {
   Call c(4);
   c.opt.chunk = 0;
   c.opt.mode = DELTAC_MODE_CHUNKED;
-  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
-  EXPECT_NE(std::string(deltac_last_error()).find("options.chunk_states"), std::string::npos)
-      << deltac_last_error();
-  EXPECT_TRUE(c.untouched());
+  c.expectRefused("options.chunk_states");
 }
 
 TEST(ChunkStatesApi, RefusedWhenTheBufferIsShort) {
   Call c(5);
   c.opt.chunk_states_count = 9;
-  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
-  const std::string e = deltac_last_error();
-  EXPECT_NE(e.find("options.chunk_states_count = 9: expected at least 10"), std::string::npos)
-      << e;
-  EXPECT_TRUE(c.untouched());
+  c.expectRefused("options.chunk_states_count = 9: expected at least 10");
   c.opt.chunk_states_count = -1;
-  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
-  EXPECT_NE(std::string(deltac_last_error()).find("chunk_states_count = -1"), std::string::npos)
-      << deltac_last_error();
-  EXPECT_TRUE(c.untouched());
+  c.expectRefused("chunk_states_count = -1");
 }
 
 TEST(ChunkStatesApi, RefusedByTheRecurrentFamilies) {
   Call c(6);
   c.opt.chunk = 0;
   c.opt.config.family = "cpu_recurrent";
-  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
-  EXPECT_NE(std::string(deltac_last_error()).find("chunked families only"), std::string::npos)
-      << deltac_last_error();
-  EXPECT_TRUE(c.untouched());
+  c.expectRefused("chunked families only");
 }
 
 TEST(ChunkStatesApi, RefusedOnCuda) {
   // No GPU: no device; with one: the CUDA chunked kernels do not write them.
   Call c(7);
   c.opt.device = DELTAC_DEVICE_CUDA;
-  EXPECT_NE(deltac_forward(&c.p, &c.opt), 0);
-  EXPECT_STRNE(deltac_last_error(), "");
-  EXPECT_TRUE(c.untouched());
+  c.expectRefused("");
 }
 
 TEST(ChunkStatesApi, InPlaceInitialState) {

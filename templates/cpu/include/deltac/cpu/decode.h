@@ -305,17 +305,16 @@ void decode_typed(const deltac_fwd_params& p) {
   // us without it); from memory it pays (batch 64 x 32 heads, 128 MiB:
   // 3.5-4.2 ms with it, 5.3-6.3 without). The call's state bytes past a
   // quarter of that cache (a guest's share of it is smaller) count as memory.
-  const double state_bytes = double(units) * K * VB * sizeof(S) * (ht && ht != h0 ? 2 : 1);
-  const bool vk_fetch = state_bytes > 0.25 * double(l3_cache_bytes());
+  const double unit_bytes = double(K) * VB * sizeof(S) * (ht && ht != h0 ? 2 : 1);
+  const bool vk_fetch = double(units) * unit_bytes > 0.25 * double(l3_cache_bytes());
 
   // Units [u0, u1) in (sequence, head, tile) order; a head's q, k, v, decay
   // are prepared once per thread.
   auto run = [&](int64_t u0, int64_t u1) {
     // A thread's slices (h0 and ht) within half its L2 stay there between
     // steps: no next-head prefetch then (its instructions only cost).
-    const bool fetch = (vk_fetch || !vk) &&
-                       double(u1 - u0) * K * VB * sizeof(S) * (ht && ht != h0 ? 2 : 1) >
-                           0.5 * double(l2_cache_bytes());
+    const bool fetch =
+        (vk_fetch || !vk) && double(u1 - u0) * unit_bytes > 0.5 * double(l2_cache_bytes());
     float* q = scratch(5 * nK + pad16(V) + pad16(VB));
     float* k = q + nK;
     float* ka = k + nK;
