@@ -1,4 +1,5 @@
-// Chunk-end states (deltac_options.chunk_states) on the CPU.
+// Chunk-end states (deltac_options.chunk_states): their count (CPU and
+// CUDA) and the CPU's chunk-by-chunk run.
 #ifndef DELTAC_RUNTIME_CHUNK_STATES_H
 #define DELTAC_RUNTIME_CHUNK_STATES_H
 

@@ -5,6 +5,7 @@
 // with static cudart, which loads the driver lazily: on machines without a
 // driver every call below fails cleanly and cuda_available() is false.
 #include "cuda_dispatch.h"
+#include "chunk_states.h"
 #include "deltac/check.h"
 #include "cuda_jit.h"
 #include "cuda_pad.h"
@@ -58,7 +59,7 @@ bool launchChecked(const deltac_fwd_params &p, const KernelConfig &c,
   }
   if (e == cudaErrorInvalidValue && c.family == Family::CudaChunked) {
     *error = "cuda_chunked refused the call (" + cudaMsg("kernel launch", e) +
-             "): q, k, v, o, h0 and ht must be 16-byte aligned, the "
+             "): q, k, v, o, h0, ht and chunk_states must be 16-byte aligned, the "
              "workspace 256-byte aligned and at least deltac_workspace_size()";
     return false;
   }
@@ -83,6 +84,10 @@ bool launchCall(const deltac_fwd_params &p, const KernelConfig &c,
   };
   if (!pad.K)
     return both(p, l);
+  if (l.cstates) { // runtime.cpp refuses these first: states of the padded dims
+    *error = "a padded call writes no chunk-end states";
+    return false;
+  }
   if (mixed.route > 0 && mixed.parts != 3) { // a part alone would unpad the other's o
     *error = "a padded call runs both kernels of a mixed batch (Mixed.parts = 3)";
     return false;
@@ -192,13 +197,14 @@ namespace {
 // Byte sizes and offsets (256-byte aligned) of every tensor of p in one
 // device allocation.
 struct Layout {
-  size_t qk, v, beta, g, state, o, cu, slots, steps, sscale;
+  size_t qk, v, beta, g, state, o, cu, slots, steps, sscale, cstates;
   size_t qOff, kOff, vOff, betaOff, gOff, h0Off, htOff, oOff, cuOff;
-  size_t readOff, writeOff, accOff, stepsOff, sscaleOff;
+  size_t readOff, writeOff, accOff, stepsOff, sscaleOff, cstatesOff;
   bool shared; // h0 == ht: one device pool
   size_t total = 0;
 
-  explicit Layout(const deltac_fwd_params &p) {
+  // chunks: the chunk-end states the call writes (0: none).
+  Layout(const deltac_fwd_params &p, int64_t chunks) {
     const size_t in = detail::dtypeSize(p.in_dtype), out = detail::dtypeSize(p.out_dtype);
     const size_t st = detail::dtypeSize(p.state_dtype);
     const size_t tok = size_t(p.B) * p.T;
@@ -215,6 +221,7 @@ struct Layout {
     cu = p.cu_seqlens ? (size_t(p.N) + 1) * 8 : 0;
     slots = size_t(p.N) * 4;
     sscale = p.state_scale ? size_t(p.HV) * 4 : 0;
+    cstates = size_t(chunks) * p.HV * p.K * p.V * 4;
     shared = p.h0 && p.h0 == p.ht;
     qOff = place(qk), kOff = place(qk), vOff = place(v);
     betaOff = place(beta), gOff = place(g);
@@ -226,6 +233,7 @@ struct Layout {
     accOff = place(p.accepted ? slots : 0);
     stepsOff = place(steps);
     sscaleOff = place(sscale);
+    cstatesOff = place(cstates);
   }
   size_t place(size_t bytes) {
     const size_t off = total;
@@ -282,6 +290,8 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
     l.skip = opt.check_flag;
   }
   l.route = mixed.route;
+  l.cstates = opt.chunk_states;
+  l.cstates_count = opt.chunk_states ? opt.chunk_states_count : 0;
   return launchCall(p, c, stream, l, mixed, pad, error);
 }
 
@@ -290,7 +300,8 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
                      const deltac_options &opt, const Mixed &mixed,
                      const Pad &pad, std::string *error) {
   cudaStream_t stream = static_cast<cudaStream_t>(opt.cuda_stream);
-  const Layout l(p);
+  const int64_t chunks = opt.chunk_states ? chunk_count(p, c.chunk) : 0;
+  const Layout l(p, chunks);
   DeviceBuffer buf;
   cudaError_t e = cudaMalloc(reinterpret_cast<void **>(&buf.base), l.total);
   if (e != cudaSuccess) {
@@ -330,6 +341,10 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
   Launch run;
   run.deterministic = opt.deterministic != 0;
   run.route = mixed.route;
+  if (opt.chunk_states) {
+    run.cstates = reinterpret_cast<float *>(buf.base + l.cstatesOff);
+    run.cstates_count = chunks;
+  }
   Mixed all = mixed;
   all.parts = 3;
   if (!launchCall(d, c, stream, run, all, pad, error))
@@ -339,6 +354,9 @@ bool runHostPointers(const deltac_fwd_params &p, const KernelConfig &c,
     e = cudaMemcpyAsync(p.ht, d.ht, l.state, cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess && p.state_steps)
     e = cudaMemcpyAsync(p.state_steps, d.state_steps, l.steps,
+                        cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess && l.cstates)
+    e = cudaMemcpyAsync(opt.chunk_states, run.cstates, l.cstates,
                         cudaMemcpyDeviceToHost, stream);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(stream);

@@ -25,6 +25,9 @@ struct Launch {
   int32_t route = 0;
   void *ws = nullptr;
   size_t ws_bytes = 0;
+  // Chunk-end states (device memory; cuda_chunked only): see ChunkedWs.
+  float *cstates = nullptr;
+  int64_t cstates_count = 0;
 };
 
 // The precompiled instances, one translation unit each (so one CUDA module

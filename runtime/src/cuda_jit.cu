@@ -388,20 +388,23 @@ bool cuda_chunked_jit(const deltac_fwd_params &p, const KernelConfig &c, cudaStr
   switch (p.in_dtype) {
   case DELTAC_BF16:
     e = chunked_run_with<__nv_bfloat16>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip,
-                                        l.deterministic, l.route, c.split, c.fuse, c.scan);
+                                        l.deterministic, l.route, c.split, c.fuse, c.scan, l.cstates,
+                                l.cstates_count);
     break;
   case DELTAC_F16:
     e = chunked_run_with<__half>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip, l.deterministic,
-                                 l.route, c.split, c.fuse, c.scan);
+                                 l.route, c.split, c.fuse, c.scan, l.cstates,
+                                l.cstates_count);
     break;
   default:
     e = chunked_run_with<float>(cp.layout, p, s, l.ws, l.ws_bytes, l.skip, l.deterministic,
-                                l.route, c.split, c.fuse, c.scan);
+                                l.route, c.split, c.fuse, c.scan, l.cstates,
+                                l.cstates_count);
   }
   if (e == cudaErrorInvalidValue) {
-    *error = "cuda_chunked (compiled at run time) refused the call: q, k, v, o, h0 and ht "
-             "must be 16-byte aligned, the workspace 256-byte aligned and at least "
-             "deltac_workspace_size()";
+    *error = "cuda_chunked (compiled at run time) refused the call: q, k, v, o, h0, ht and "
+             "chunk_states must be 16-byte aligned, the workspace 256-byte aligned and at "
+             "least deltac_workspace_size()";
     return false;
   }
   if (e != cudaSuccess) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <string>
@@ -331,8 +332,21 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     pad.K = choice.K, pad.V = choice.V;
     prob.K = choice.K, prob.V = choice.V;
   }
+  // Chunk-end states on CUDA: the block scan writes them, unsplit and
+  // unfused, at the call's own dims, every sequence in one launch.
+  if (opt.chunk_states && device == Device::CUDA) {
+    if (pad.K)
+      return failWith("options.chunk_states: K = " + std::to_string(p.K) + ", V = " +
+                      std::to_string(p.V) + " has no precompiled cuda_chunked instance "
+                      "and would run padded to " + std::to_string(pad.K) + "/" +
+                      std::to_string(pad.V) + ", which writes no chunk-end states: pin "
+                      "options.config (compiled at run time by NVRTC) or run on the CPU "
+                      "(options.device = 1)");
+    choice.config.split = 1, choice.config.scan = 1, choice.config.fuse = 0;
+  }
   rt::Mixed mixed;
-  if (device == Device::CUDA && choice.config.family == Family::CudaChunked)
+  if (device == Device::CUDA && choice.config.family == Family::CudaChunked &&
+      !opt.chunk_states)
     mixed = mixedBatch(p, opt, prob, hostMemory, &choice.note);
   if (pad.K)
     choice.note = "padded K=" + std::to_string(p.K) + ",V=" + std::to_string(p.V) +
@@ -343,13 +357,19 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (device == Device::CPU && p.threads == 0 && choice.threads > 0)
     p.threads = choice.threads;
   if (opt.chunk_states) { // check_family let a chunked family through
-    const int64_t need = rt::chunk_count(p, choice.config.chunk);
+    // Device cu_seqlens are not read here: the bound over any split.
+    const bool bound = !hostMemory && p.cu_seqlens;
+    const int64_t need = bound ? rt::chunk_bound(p, choice.config.chunk)
+                               : rt::chunk_count(p, choice.config.chunk);
     if (opt.chunk_states_count < need)
       return failWith("options.chunk_states_count = " +
                       std::to_string(opt.chunk_states_count) +
-                      ": expected at least " + std::to_string(need) +
-                      " (the chunks of this call at chunk " +
-                      std::to_string(choice.config.chunk) + ")");
+                      ": expected at least " + std::to_string(need) + " (" +
+                      (bound ? "the bound for device cu_seqlens" : "the chunks of this call") +
+                      " at chunk " + std::to_string(choice.config.chunk) +
+                      ": deltac_chunk_states_count)");
+    if (!hostMemory && reinterpret_cast<uintptr_t>(opt.chunk_states) % 16 != 0)
+      return failWith("options.chunk_states: a device pointer must be 16-byte aligned");
   }
   if (ws_bytes) { // deltac_workspace_size: the choice, not the run
     if (device == Device::CUDA)

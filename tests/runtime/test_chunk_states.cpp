@@ -61,26 +61,6 @@ test::Problem makeCsProblem(const CsCase &c, uint64_t seed) {
   return pr;
 }
 
-// The reference's state after each chunk's last token, in the order the
-// runtime writes them.
-std::vector<double> expectedChunkStates(const deltac_fwd_params &p, int chunk,
-                                        std::vector<double> *o,
-                                        std::vector<double> *ht) {
-  std::vector<double> steps;
-  ref::forward(p, o, ht, &steps);
-  const size_t hs = size_t(p.HV) * p.K * p.V;
-  std::vector<double> out;
-  for (int n = 0; n < p.N; ++n) {
-    const int64_t s0 = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
-    const int64_t len = p.cu_seqlens ? p.cu_seqlens[n + 1] - s0 : p.T;
-    for (int64_t t0 = 0; t0 < len; t0 += chunk) {
-      const int64_t last = s0 + std::min<int64_t>(t0 + chunk, len) - 1;
-      out.insert(out.end(), steps.begin() + last * hs, steps.begin() + (last + 1) * hs);
-    }
-  }
-  return out;
-}
-
 class ChunkStates : public ::testing::TestWithParam<CsCase> {};
 
 TEST_P(ChunkStates, MatchReference) {
@@ -98,12 +78,12 @@ TEST_P(ChunkStates, MatchReference) {
     p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
   }
   deltac_options opt = deltac_default_options();
-  opt.device = DELTAC_DEVICE_AUTO; // chunk states run on the CPU today
+  opt.device = DELTAC_DEVICE_CPU; // CUDA's: test_cuda_chunk_states.cpp
   opt.chunk = c.chunk;
   int64_t count = -1;
   ASSERT_EQ(deltac_chunk_states_count(&p, &opt, &count), 0) << deltac_last_error();
   std::vector<double> oRef, htRef;
-  const std::vector<double> want = expectedChunkStates(p, c.chunk, &oRef, &htRef);
+  const std::vector<double> want = test::expectedChunkStates(p, c.chunk, &oRef, &htRef);
   const size_t hs = size_t(p.HV) * p.K * p.V;
   ASSERT_EQ(size_t(count) * hs, want.size());
   // One spare entry past the count: never written.
@@ -220,19 +200,12 @@ TEST(ChunkStatesApi, RefusedByTheRecurrentFamilies) {
   c.expectRefused("chunked families only");
 }
 
-TEST(ChunkStatesApi, RefusedOnCuda) {
-  // No GPU: no device; with one: the CUDA chunked kernels do not write them.
-  Call c(7);
-  c.opt.device = DELTAC_DEVICE_CUDA;
-  c.expectRefused("");
-}
-
 TEST(ChunkStatesApi, InPlaceInitialState) {
   const uint64_t seed = test::freshSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Call c(seed);
   std::vector<double> oRef, htRef;
-  const std::vector<double> want = expectedChunkStates(c.p, 16, &oRef, &htRef);
+  const std::vector<double> want = test::expectedChunkStates(c.p, 16, &oRef, &htRef);
   std::vector<float> state = c.pr.h0; // h0 == ht
   c.p.h0 = state.data();
   c.p.ht = state.data();

@@ -238,6 +238,27 @@ inline std::vector<uint16_t> toBf16(const std::vector<float> &x) {
   return out;
 }
 
+// The float64 reference's state after each chunk's last token (chunk
+// tokens a chunk), in the order deltac_options.chunk_states holds them;
+// o and ht get the reference's outputs.
+inline std::vector<double> expectedChunkStates(const deltac_fwd_params &p, int chunk,
+                                               std::vector<double> *o,
+                                               std::vector<double> *ht) {
+  std::vector<double> steps;
+  ref::forward(p, o, ht, &steps);
+  const size_t hs = size_t(p.HV) * p.K * p.V;
+  std::vector<double> out;
+  for (int n = 0; n < p.N; ++n) {
+    const int64_t s0 = p.cu_seqlens ? p.cu_seqlens[n] : int64_t(n) * p.T;
+    const int64_t len = p.cu_seqlens ? p.cu_seqlens[n + 1] - s0 : p.T;
+    for (int64_t t0 = 0; t0 < len; t0 += chunk) {
+      const int64_t last = s0 + std::min<int64_t>(t0 + chunk, len) - 1;
+      out.insert(out.end(), steps.begin() + last * hs, steps.begin() + (last + 1) * hs);
+    }
+  }
+  return out;
+}
+
 } // namespace test
 } // namespace deltac
 

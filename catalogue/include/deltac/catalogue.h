@@ -318,13 +318,11 @@ inline std::string check_family(Family f, const Problem &p) {
            (p.pool ? "state pools (read_slots)"
                    : p.state_steps ? "state_steps" : "accepted counts") +
            " run on the recurrent families only";
-  // Chunk-end states: the CPU chunked family (the runtime runs it chunk by
-  // chunk, runtime/src/chunk_states.cpp); the CUDA chunked kernels do not
-  // write them yet.
-  if (p.chunk_states && f != Family::CpuChunked)
-    return std::string(fi.name) + ": chunk-end states (chunk_states) are " +
-           (chunked ? "not written by this family yet: cpu_chunked writes them"
-                    : "written by the chunked families only");
+  // Chunk-end states: the chunked families (the CPU runs its kernel chunk by
+  // chunk, runtime/src/chunk_states.cpp; CUDA's block scan writes them).
+  if (p.chunk_states && !chunked)
+    return std::string(fi.name) +
+           ": chunk-end states (chunk_states) are written by the chunked families only";
   if (p.state_layout != DELTAC_STATE_KV && p.state_layout != DELTAC_STATE_VK)
     return std::string(fi.name) + ": unknown state layout " +
            num(p.state_layout);

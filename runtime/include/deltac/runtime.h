@@ -146,8 +146,11 @@ typedef struct deltac_options {
    * options.chunk or options.config.chunk, one of which must be set (the
    * buffer's size depends on it); chunk_states_count says how many entries
    * the buffer holds (deltac_chunk_states_count gives the count a call
-   * needs). Needs an f32 state and a chunked family: today cpu_chunked
-   * (mode auto then runs on the CPU; device cuda is an error naming it). */
+   * needs). Needs an f32 state and a chunked family: cpu_chunked runs its
+   * kernel chunk by chunk; cuda_chunked's block scan writes them (the
+   * config's split, scan and fuse run as 1, 1 and 0; K, V with no
+   * precompiled instance need options.config, as a padded run is refused).
+   * With device pointers: device memory, 16-byte aligned. */
   float *chunk_states;
   int64_t chunk_states_count;
 } deltac_options;

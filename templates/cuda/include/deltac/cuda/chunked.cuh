@@ -615,19 +615,26 @@ cudaError_t chunked_fused_launch(const ChunkedKernels& k, int i, const deltac_fw
 
 // The stages of k's config on p: see chunked_stages below (its arguments
 // after the workspace). Ts: the input type (the workspace's compute type).
+// cstates (null: none): chunk-end states, cstates_count entries (ChunkedWs);
+// the block scan writes them, so they force scan 1, no split, no fused
+// launch, and take no route.
 template <class Ts>
 cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params& p,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
                                int stages, const int32_t* skip, int force_bv, int force_split,
-                               int fuse, int32_t route, int scan) {
+                               int fuse, int32_t route, int scan, float* cstates = nullptr,
+                               int64_t cstates_count = 0) {
   if (!chunked_matches(p, k.var, k.K, k.V, chunked_dtype<Ts>()))
     return cudaErrorInvalidValue;
   if (p.N == 0)
     return cudaSuccess;
-  if (route < 0 || (route > 0 && !p.cu_seqlens))
+  if (route < 0 || (route > 0 && !p.cu_seqlens) ||
+      (cstates && (route || cstates_count < 0 || !chunked_aligned(cstates, 16))))
     return cudaErrorInvalidValue;
   if (route > 0)
     force_split = 1, fuse = 0;
+  if (cstates)
+    force_split = 1, fuse = 0, scan = 1;
   bool warp = false, tma = false;
   int tmat = 0;
   const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma, &tmat);
@@ -643,6 +650,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   chunked_carve<Ts>(k, p, workspace, &ws, pl.split);
   ws.skip = skip;
   ws.route = route;
+  ws.cstates = cstates;
+  ws.cstates_count = cstates ? cstates_count : 0;
   if (ws.max_chunks > 0x7fffffff)
     return cudaErrorInvalidValue;
   float scale = p.scale != 0.f ? p.scale : 1.f / std::sqrt(float(k.K));

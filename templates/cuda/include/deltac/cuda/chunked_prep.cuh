@@ -68,6 +68,11 @@ struct ChunkedWs {
   // at most route tokens to the recurrent kernel: they get no chunk slots and
   // the scan writes none of their o or ht. 0: every sequence.
   int32_t route;
+  // Chunk-end states (deltac_options.chunk_states; null: none): the block
+  // scan, unsplit, writes the state after chunk slot e to [e][HV][K][V]
+  // ([e][HV][V][K] for the VK layout), f32, for e < cstates_count.
+  float* cstates;
+  int64_t cstates_count;
 };
 
 // Token range of sequence n, clamped into [0, B*T) so that a bad cu_seqlens

@@ -202,6 +202,26 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
         }
   };
   store_state();
+  // S into a state of p's layout at dst ([K][V], or [V][K] for VK).
+  auto write_state = [&](float* dst) {
+#pragma unroll
+    for (int mi = 0; mi < MT3; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NT3; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = srow(mi, 2 * h), cl = v0 + scol(ni, 0);
+          if (!vk) {
+            *reinterpret_cast<float2*>(dst + int64_t(r) * V + cl) =
+                make_float2(S[mi][ni][2 * h], S[mi][ni][2 * h + 1]);
+          } else {
+            dst[int64_t(cl) * K + r] = S[mi][ni][2 * h];
+            dst[int64_t(cl + 1) * K + r] = S[mi][ni][2 * h + 1];
+          }
+        }
+  };
+  // Chunk-end states: only unsplit (the host forces split 1 with them).
+  const bool cstates = ws.cstates && nsplit == 1;
 
   // Rows of one chunk into stage s; rows past the sequence are zero.
   const Ts* qsrc = static_cast<const Ts*>(p.q);
@@ -445,6 +465,8 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
       }
     }
     store_state();
+    if (cstates && first + c < ws.cstates_count)
+      write_state(ws.cstates + ((first + c) * p.HV + j) * K * V);
     if (NS == 1 && c + 1 < nchunks) {
       if (ws.ready && tid == 0)
         wait_ready(ready(c + 1));
@@ -466,22 +488,7 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
           *reinterpret_cast<float2*>(dst + int64_t(srow(mi, 2 * h)) * ld + cb + scol(ni, 0)) =
               make_float2(S[mi][ni][2 * h], S[mi][ni][2 * h + 1]);
   } else if (p.ht) {
-    float* ht = static_cast<float*>(p.ht) + sbase;
-#pragma unroll
-    for (int mi = 0; mi < MT3; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NT3; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = srow(mi, 2 * h), cl = v0 + scol(ni, 0);
-          if (!vk) {
-            *reinterpret_cast<float2*>(ht + int64_t(r) * V + cl) =
-                make_float2(S[mi][ni][2 * h], S[mi][ni][2 * h + 1]);
-          } else {
-            ht[int64_t(cl) * K + r] = S[mi][ni][2 * h];
-            ht[int64_t(cl + 1) * K + r] = S[mi][ni][2 * h + 1];
-          }
-        }
+    write_state(static_cast<float*>(p.ht) + sbase);
   }
 }
 

@@ -17,6 +17,8 @@ namespace deltac::cuda {
 // (det): k's widest tile (the warp scan's widest), no split, no fused
 // launch; routed: no split, no fused launch. chunked_run_workspace takes
 // chunked_run's arguments in its order and sizes what that call carves.
+// cstates (chunk-end states, chunked_run_stages) run split 1, scan 1,
+// unfused: the runtime sizes their workspace with those knobs.
 namespace detail {
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
@@ -36,20 +38,20 @@ template <class InT>
 cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p,
                         cudaStream_t stream, void* workspace, size_t workspace_bytes,
                         const int32_t* skip, bool det, int32_t route, int split, int fuse,
-                        int scan) {
+                        int scan, float* cstates = nullptr, int64_t cstates_count = 0) {
   const int force_bv = det ? k.bv0 : 0;
   if (det || route)
     split = 1, fuse = 0;
   if (workspace)
     return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
-                                   split, fuse, route, scan);
+                                   split, fuse, route, scan, cstates, cstates_count);
   const size_t need = chunked_workspace_with<InT>(k, p, det, route, split, fuse, scan);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
   e = chunked_run_stages<InT>(k, p, ws, need, stream, 3, skip, force_bv, split, fuse, route,
-                              scan);
+                              scan, cstates, cstates_count);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
@@ -68,12 +70,14 @@ template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Wa
           int Stages>
 cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* workspace,
                         size_t workspace_bytes, const int32_t* skip, bool det, int32_t route,
-                        int split, int fuse, int scan) {
+                        int split, int fuse, int scan, float* cstates = nullptr,
+                        int64_t cstates_count = 0) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   return detail::chunked_run_with<InT>(
       detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p,
-      stream, workspace, workspace_bytes, skip, det, route, split, fuse, scan);
+      stream, workspace, workspace_bytes, skip, det, route, split, fuse, scan, cstates,
+      cstates_count);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
@@ -106,14 +110,16 @@ namespace detail {
 template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
-                           size_t ws_bytes, bool* found, bool det, int32_t route) {
+                           size_t ws_bytes, bool* found, bool det, int32_t route,
+                           float* cstates = nullptr, int64_t cstates_count = 0) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   *found = false;
   if constexpr (d.chunk != 0) {
     if (c.chunk == d.chunk && c.tile_v == d.bv && c.warps == d.warps && c.stages == d.stages) {
       *found = true;
       return chunked_run<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
-          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse, c.scan);
+          p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse, c.scan, cstates,
+          cstates_count);
     }
   }
   return cudaErrorInvalidValue;
