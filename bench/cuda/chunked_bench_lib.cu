@@ -37,6 +37,8 @@ struct Call {
                    // the block scan, 2 the warp scan with output warps, 3 the TMA scan, 4 the
                    // transposed TMA scan
   int bv = 0;      // the scan's V tile forced (0: chosen at run time)
+  float* cstates = nullptr;  // chunk-end states (chunked_run_stages; null: none)
+  int64_t cstates_count = 0;
 };
 
 template <deltac_variant Var, int K, int V, class Cfg>
@@ -45,8 +47,10 @@ cudaError_t run(const Call& c) {
     *c.ws_out = deltac::cuda::chunked_workspace_bytes<Var, K, V, bf16, Cfg>(*c.p, c.split);
     return cudaSuccess;
   }
-  return deltac::cuda::detail::chunked_stages<Var, K, V, bf16, Cfg>(
-      *c.p, c.ws, c.bytes, c.stream, c.stages, nullptr, c.bv, c.split, c.fuse, 0, c.scan);
+  namespace dd = deltac::cuda::detail;
+  return dd::chunked_run_stages<bf16>(dd::chunked_kernels<Var, K, V, bf16, Cfg>(), *c.p, c.ws,
+                                      c.bytes, c.stream, c.stages, nullptr, c.bv, c.split,
+                                      c.fuse, 0, c.scan, c.cstates, c.cstates_count);
 }
 
 // Config I of the sweep where it is legal for this variant and shape.
@@ -131,6 +135,21 @@ int deltac_bench_chunked(const deltac_fwd_params* p, void* ws, size_t ws_bytes, 
                          int cfg, int stages) {
   Call c{p, ws, ws_bytes, static_cast<cudaStream_t>(stream), stages, nullptr};
   return int(dispatch(c, cfg));
+}
+
+// deltac_bench_chunked(p, ws, ws_bytes, stream, cfg, 3) writing chunk-end
+// states into cstates (count entries, [chunk][HV][K][V] f32): the block
+// scan, unsplit and unfused, whatever cfg asks.
+int deltac_bench_chunked_cstates(const deltac_fwd_params* p, void* ws, size_t ws_bytes,
+                                 void* stream, int cfg, float* cstates, int64_t count) {
+  Call c{p, ws, ws_bytes, static_cast<cudaStream_t>(stream), 3, nullptr};
+  c.cstates = cstates, c.cstates_count = count;
+  return int(dispatch(c, cfg));
+}
+
+// The default config's chunk (bf16 in) for variant var at K, V.
+int deltac_bench_default_chunk(int var, int K, int V) {
+  return deltac::cuda::chunked_default(var, K, V, 2).chunk;
 }
 
 // Configs deltac_bench_chunked takes for GDN and KDA K = V = 128 (1..n; 0

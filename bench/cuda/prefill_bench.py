@@ -37,6 +37,10 @@ inputs (relative RMS <= 1e-2, each side rounds to bf16 differently; not
 timed when that fails).
 --stages also times, on every row, the intra-chunk kernel and the scan apart,
 and deltac with the fused launch (chunked_fused.cuh, where it fits).
+--cstates also times, on every row, deltac writing every chunk's end state
+(deltac_options.chunk_states: the block scan, unsplit) next to the block scan
+alone (cfg 4000), after checking that its o matches the block scan's and that
+each sequence's last chunk state equals its ht.
 """
 import ctypes
 import statistics
@@ -118,6 +122,10 @@ def main():
     lib.deltac_bench_chunked.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p,
                                          ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
                                          ctypes.c_int]
+    lib.deltac_bench_chunked_cstates.restype = ctypes.c_int
+    lib.deltac_bench_chunked_cstates.argtypes = [
+        ctypes.POINTER(Params), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_int64]
     ours_only = "--ours-only" in sys.argv
     sweep_all = "--sweep-all" in sys.argv
     sweep = "--sweep" in sys.argv or sweep_all
@@ -260,6 +268,43 @@ def main():
                     del buf
                 except Exception as e:  # noqa: BLE001
                     print(f"  warp {name} cfg {cfg}: failed: {e}")
+
+        if "--cstates" in sys.argv:
+            try:
+                C = lib.deltac_bench_default_chunk(var, K, V)
+                per = (T + C - 1) // C
+                cs = torch.empty(B * per, HV, K, V, device=dev, dtype=torch.float32)
+                block, buf = make_ours(4000, 3)
+                block()
+                torch.cuda.synchronize()
+                o_blk = o.float().clone()
+                stream = torch.cuda.current_stream().cuda_stream
+
+                def with_states():
+                    err = lib.deltac_bench_chunked_cstates(
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(), stream, 0,
+                        cs.data_ptr(), cs.shape[0])
+                    if err != 0:
+                        raise RuntimeError(f"deltac chunk states: cudaError {err}")
+                with_states()
+                torch.cuda.synchronize()
+                od = ((o.float() - o_blk).norm() / o_blk.norm()).item()
+                last = cs.view(B, per, HV, K, V)[:, -1]
+                hd = ((last - ht).norm() / ht.norm()).item()
+                if od > 0 or hd > 0:
+                    print(f"  cstates {name}: FAILED check o {od:.1e} last state vs ht "
+                          f"{hd:.1e} (not timed)", flush=True)
+                else:
+                    t_blk = time_graph(block, reps)
+                    t_cs = time_graph(with_states, reps)
+                    gb = cs.numel() * 4 / 1e9
+                    print(f"  cstates {name}: block scan {t_blk:.3f} ms, with chunk states "
+                          f"{t_cs:.3f} ms ({gb:.2f} GB written, "
+                          f"{gb / ((t_cs - t_blk) * 1e-3) if t_cs > t_blk else 0:.0f} GB/s "
+                          f"on the difference)", flush=True)
+                del buf, cs
+            except Exception as e:  # noqa: BLE001
+                print(f"  cstates {name}: failed: {e}")
 
         if "--stages" in sys.argv:
             try:

@@ -1,5 +1,6 @@
 // `deltac run`: reads the inputs of one forward call from .npy files, runs it
-// through the C API in checking mode and writes o.npy and ht.npy. Everything
+// through the C API in checking mode and writes o.npy and ht.npy (and
+// chunk_states.npy on request). Everything
 // is validated before anything is written. The parts: flags (cli_args.cpp),
 // inputs (cli_inputs.cpp), outputs (cli_outputs.cpp); this file runs them.
 #include "deltac/cli.h"
@@ -9,6 +10,7 @@
 #include "deltac/runtime.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 #include <sys/stat.h>
@@ -34,6 +36,9 @@ bool onCuda(const cli::Options &opt, const deltac_fwd_params &p) {
   probe.out_dtype = p.in_dtype;
   deltac_options o = runtimeOptions(opt, true);
   o.check_values = 0; // the choice only: the run checks the values
+  float unused = 0.f;  // chunk states: CUDA takes them at instance dims only
+  if (opt.chunkStates)
+    o.chunk_states = &unused, o.chunk_states_count = INT64_MAX;
   size_t bytes = 0;
   return deltac_workspace_size(&probe, &o, &bytes) == 0;
 }
@@ -105,7 +110,18 @@ int run(const cli::Options &opt) {
   if (!bind_outputs(in.tensors, &p, &err))
     fail(err);
 
-  const deltac_options dopt = runtimeOptions(opt, cuda);
+  deltac_options dopt = runtimeOptions(opt, cuda);
+  // --chunk-states: the count of this call's chunks (cu_seqlens on the
+  // host), the buffer, and the options that take it.
+  int64_t chunks = 0;
+  std::vector<float> cs;
+  if (opt.chunkStates) {
+    if (deltac_chunk_states_count(&p, &dopt, &chunks) != 0)
+      fail(std::string("--chunk-states: ") + deltac_last_error());
+    cs.resize(std::size_t(chunks) * p.HV * p.K * p.V);
+    dopt.chunk_states = cs.data();
+    dopt.chunk_states_count = chunks;
+  }
   deltac_run_info info{};
   auto t0 = std::chrono::steady_clock::now();
   if (deltac_forward_info(&p, &dopt, &info) != 0)
@@ -117,7 +133,7 @@ int run(const cli::Options &opt) {
     for (std::size_t i = 0; i < o.size(); ++i)
       o[i] = bf16_to_f32(o16buf[i]);
 
-  cli::write_outputs(opt, p, o, ht);
+  cli::write_outputs(opt, p, o, ht, cs, chunks);
   if (opt.stats)
     printStats(opt, p, info, std::chrono::duration<double>(t1 - t0).count());
   return 0;

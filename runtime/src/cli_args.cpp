@@ -32,7 +32,7 @@ const char kUsage[] =
     "                  [--dtype=f32|bf16] [--scale=X] [--qk-l2norm]"
     " [--allow-neg-eigval]\n"
     "                  [--threads=N] [--stats] [--beta-sigmoid] [--gate-in-kernel]\n"
-    "                  [--tuning-db=FILE] [--deterministic]\n"
+    "                  [--tuning-db=FILE] [--deterministic] [--chunk-states]\n"
     "\n"
     "Runs one delta-rule forward call on .npy inputs (float32, C order):\n"
     "  q.npy [B,T,H,K]  k.npy [B,T,H,K]  v.npy [B,T,HV,V]  beta.npy [B,T,HV]\n"
@@ -41,6 +41,8 @@ const char kUsage[] =
     "  cu_seqlens.npy [N+1] int32/int64 optional variable-length sequences"
     " (B = 1)\n"
     "Writes o.npy [B,T,HV,V] and ht.npy [N,HV,K,V] (float32) into --outputs.\n"
+    "With --chunk-states also chunk_states.npy [chunks,HV,K,V]: the state after\n"
+    "each chunk of --chunk tokens (a sequence of len tokens has ceil(len/chunk)).\n"
     "HV must be a multiple of H; K and V multiples of 16 in [16, 256];\n"
     "beta in [0, 1] ([0, 2] with --allow-neg-eigval); g <= 0 (-inf: a reset);\n"
     "q, k, v, h0 finite: every value is checked (the runtime's checking mode).\n"
@@ -69,6 +71,8 @@ const char kUsage[] =
     "                   the file named by $DELTAC_TUNING_DB, if any)\n"
     "  --deterministic  batch-invariant mode (deltac_options.deterministic):\n"
     "                   each sequence's result does not depend on the batch\n"
+    "  --chunk-states   write chunk_states.npy (needs --chunk; the chunked kernel\n"
+    "                   runs: deltac_options.chunk_states)\n"
     "Exit code 0 on success, 1 on any error (nothing is written then).\n";
 
 namespace {
@@ -80,7 +84,8 @@ const char *const kValued[] = {"--variant", "--inputs", "--outputs",
                                "--tuning-db"};
 const char *const kSwitches[] = {"--qk-l2norm", "--allow-neg-eigval",
                                  "--stats", "--beta-sigmoid",
-                                 "--gate-in-kernel", "--deterministic"};
+                                 "--gate-in-kernel", "--deterministic",
+                                 "--chunk-states"};
 
 void oneOf(const std::string &key, const std::string &value,
            std::initializer_list<const char *> allowed, std::string *out) {
@@ -143,6 +148,7 @@ void apply(const std::string &key, const std::string &value, Options *o) {
      : key == "--stats"            ? o->stats
      : key == "--beta-sigmoid"     ? o->betaSigmoid
      : key == "--deterministic"    ? o->deterministic
+     : key == "--chunk-states"     ? o->chunkStates
                                    : o->gateInKernel) = true;
   }
 }
@@ -160,6 +166,8 @@ void checkCombination(const Options &o) {
   if (o.chunk && o.mode == "recurrent")
     fail("--chunk=" + std::to_string(o.chunk) +
          ": a chunk size needs --mode=chunked or auto, not recurrent");
+  if (o.chunkStates && !o.chunk)
+    fail("--chunk-states: needs --chunk=16|32|64 (the chunks the states end)");
 }
 
 template <size_t N>

@@ -30,6 +30,7 @@ struct Options {
   bool haveScale = false;
   bool l2norm = false, negEig = false, stats = false, help = false;
   bool deterministic = false; // deltac_options.deterministic
+  bool chunkStates = false;   // chunk_states.npy (deltac_options.chunk_states)
   bool betaSigmoid = false, gateInKernel = false;
   int threads = 0;
 };
@@ -59,10 +60,12 @@ void load_inputs(const Options &opt, Inputs *in);
 // Output paths (inside opt.outputs): throws when one exists and is not a
 // regular file or link, so that the renames cannot half-succeed.
 void check_output_paths(const Options &opt);
-// Creates opt.outputs and writes o.npy and ht.npy together or not at all
+// Creates opt.outputs and writes o.npy and ht.npy (and with --chunk-states
+// chunk_states.npy, `chunks` entries) together or not at all
 // (npy::write_files).
 void write_outputs(const Options &opt, const deltac_fwd_params &p,
-                   const std::vector<float> &o, const std::vector<float> &ht);
+                   const std::vector<float> &o, const std::vector<float> &ht,
+                   const std::vector<float> &cs, int64_t chunks);
 
 } // namespace cli
 } // namespace deltac

@@ -56,18 +56,26 @@ void check_output_paths(const Options &opt) {
     fail(opt.outputs + ": exists and is not a directory (--outputs)");
   expectReplaceable(join_path(opt.outputs, "o.npy"));
   expectReplaceable(join_path(opt.outputs, "ht.npy"));
+  if (opt.chunkStates)
+    expectReplaceable(join_path(opt.outputs, "chunk_states.npy"));
 }
 
 void write_outputs(const Options &opt, const deltac_fwd_params &p,
-                   const std::vector<float> &o, const std::vector<float> &ht) {
+                   const std::vector<float> &o, const std::vector<float> &ht,
+                   const std::vector<float> &cs, int64_t chunks) {
   makeDirs(opt.outputs);
   check_output_paths(opt); // again: the directory may have changed
+  std::vector<npy::OutFile> files = {
+      {join_path(opt.outputs, "o.npy"), npy::DType::F32, o_shape(p), o.data()},
+      {join_path(opt.outputs, "ht.npy"), npy::DType::F32, state_shape(p), ht.data()}};
+  if (opt.chunkStates) {
+    std::vector<int64_t> shape = state_shape(p);
+    shape[0] = chunks;
+    files.push_back({join_path(opt.outputs, "chunk_states.npy"), npy::DType::F32, shape,
+                     cs.data()});
+  }
   std::string err;
-  if (!npy::write_files({{join_path(opt.outputs, "o.npy"), npy::DType::F32,
-                          o_shape(p), o.data()},
-                         {join_path(opt.outputs, "ht.npy"), npy::DType::F32,
-                          state_shape(p), ht.data()}},
-                        &err))
+  if (!npy::write_files(files, &err))
     fail(err);
 }
 

@@ -208,6 +208,35 @@ TEST(Cli, ChunkSizes) {
   }
 }
 
+// --chunk-states writes chunk_states.npy [chunks, HV, K, V] beside o and ht
+// (varlen with an empty sequence: 1 + 0 + 2 + 1 chunks of 16 tokens), the
+// reference's state after each chunk; without --chunk it is an error and
+// nothing is written.
+TEST(Cli, ChunkStates) {
+  uint64_t seed = test::freshSeed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  test::TempDir dir;
+  test::Problem pr = smallProblem(1, seed, true);
+  writeInputs(pr, dir.path());
+  const std::string out = dir.file("out");
+  CliResult bad = runCli({"--variant=gated", "--inputs=" + dir.path(), "--outputs=" + out,
+                          "--chunk-states", "--device=cpu"});
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.err.find("--chunk-states: needs --chunk"), std::string::npos) << bad.err;
+  EXPECT_FALSE(test::fileExists(out));
+  CliResult r = runCli({"--variant=gated", "--inputs=" + dir.path(), "--outputs=" + out,
+                        "--chunk=16", "--chunk-states", "--device=cpu"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expectOutputsMatch(pr, out, 1e-5);
+  deltac_fwd_params p = pr.params(nullptr, nullptr);
+  std::vector<double> oRef, htRef;
+  const std::vector<double> want = test::expectedChunkStates(p, 16, &oRef, &htRef);
+  Array cs = readArray(out + "/chunk_states.npy");
+  ASSERT_EQ(cs.dtype, DType::F32);
+  ASSERT_EQ(cs.shape, (std::vector<int64_t>{4, pr.HV, pr.K, pr.V}));
+  EXPECT_LE(ref::rel_rms(cs.as<float>(), want), 1e-5) << "chunk_states.npy";
+}
+
 // --deterministic (batch-invariant mode) runs and matches the reference.
 TEST(Cli, Deterministic) {
   uint64_t seed = test::freshSeed();
