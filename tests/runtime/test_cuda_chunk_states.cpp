@@ -208,17 +208,24 @@ TEST(CudaChunkStatesDevice, RefusesAShortBoundAndPaddedDims) {
   deltac_fwd_params p = pr.params(o.data(), ht.data());
   deltac_options opt = deltac_default_options();
   opt.device = DELTAC_DEVICE_CUDA;
-  opt.chunk = 64;
-  int64_t count = -1;
-  ASSERT_EQ(deltac_chunk_states_count(&p, &opt, &count), 0) << deltac_last_error();
-  std::vector<float> cs(size_t(count) * p.HV * p.K * p.V, -9.f);
-  opt.chunk_states = cs.data();
-  opt.chunk_states_count = count;
-  EXPECT_NE(deltac_forward(&p, &opt), 0);
-  EXPECT_NE(std::string(deltac_last_error()).find("would run padded"), std::string::npos)
-      << deltac_last_error();
-  for (float x : cs)
-    ASSERT_EQ(x, -9.f);
+  // Every chunk is refused; the padded instance's own chunk says why.
+  bool padded = false;
+  for (int chunk : {16, 32, 64}) {
+    opt.chunk = chunk;
+    int64_t count = -1;
+    ASSERT_EQ(deltac_chunk_states_count(&p, &opt, &count), 0) << deltac_last_error();
+    std::vector<float> cs(size_t(count) * p.HV * p.K * p.V, -9.f);
+    opt.chunk_states = cs.data();
+    opt.chunk_states_count = count;
+    EXPECT_NE(deltac_forward(&p, &opt), 0);
+    padded = padded || std::string(deltac_last_error()).find("would run padded") !=
+                           std::string::npos;
+    for (float x : cs)
+      ASSERT_EQ(x, -9.f);
+    for (float x : o)
+      ASSERT_EQ(x, -7.f);
+  }
+  EXPECT_TRUE(padded) << "no chunk named the padded run: " << deltac_last_error();
 
   // 128/128 on the device with device cu_seqlens: the host count of the
   // call (4) is below the bound, so it is refused before anything runs.
