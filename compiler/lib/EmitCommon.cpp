@@ -183,7 +183,8 @@ FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
         if (plan.chunkStates && plan.sched.getTarget() != Target::cpu)
           return scan.emitOpError()
                  << "chunk-end states are emitted for the CPU chunked "
-                    "kernel only";
+                    "kernel only (on CUDA the runtime writes them: "
+                    "deltac_options.chunk_states)";
       } else if (auto c = dyn_cast<GateCumsumOp>(st);
                  c && int64_t(c.getChunk()) != plan.config.chunk) {
         return c.emitOpError() << "chunk " << c.getChunk()
