@@ -89,6 +89,15 @@ std::string cudaRefusal(const Problem &prob, Mode m) {
   return why.empty() ? why : "no CUDA kernel: " + why;
 }
 
+// Whether CUDA runs prob under m padded (no instance of its K, V).
+bool cudaRunsPadded(const Problem &prob, Mode m) {
+  Family f;
+  std::string why;
+  Problem run;
+  return rt::shipped_family(Device::CUDA, m, prob, &f, &why, &run) &&
+         (run.K != prob.K || run.V != prob.V);
+}
+
 // Device choice: CUDA when asked (an error when it cannot), or under auto
 // when it can and no chunked kernel was asked for.
 bool chooseDevice(const deltac_options &opt, const Problem &prob,
@@ -122,8 +131,9 @@ bool chooseDevice(const deltac_options &opt, const Problem &prob,
       return false;
     }
     *out = Device::CUDA;
-  } else if (opt.device == DELTAC_DEVICE_AUTO && cudaRefusal(prob, m).empty()) {
-    *out = Device::CUDA;
+  } else if (opt.device == DELTAC_DEVICE_AUTO && cudaRefusal(prob, m).empty() &&
+             !(prob.chunk_states && cudaRunsPadded(prob, m))) {
+    *out = Device::CUDA; // chunk states at dims CUDA would pad: the CPU's
   }
   return true;
 }

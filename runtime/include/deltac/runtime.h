@@ -149,7 +149,8 @@ typedef struct deltac_options {
    * needs). Needs an f32 state and a chunked family: cpu_chunked runs its
    * kernel chunk by chunk; cuda_chunked's block scan writes them (the
    * config's split, scan and fuse run as 1, 1 and 0; K, V with no
-   * precompiled instance need options.config, as a padded run is refused).
+   * precompiled instance run on the CPU under device auto, need
+   * options.config under device cuda: a padded run is refused).
    * With device pointers: device memory, 16-byte aligned. */
   float *chunk_states;
   int64_t chunk_states_count;
