@@ -40,7 +40,7 @@ if want backward && [ -x "$B/tests/cuda/deltac_cuda_backward_tests" ]; then
 fi
 
 if want runtime; then
-  timeout 120 "$runtime_tests" >"$OUT/runtime_tests.log" 2>&1
+  timeout 180 "$runtime_tests" >"$OUT/runtime_tests.log" 2>&1
   r=$?; summary "$OUT/runtime_tests.log"; step "runtime tests (GPU cases run)" $r
 fi
 
