@@ -33,6 +33,12 @@ int64_t chunk_bound(const deltac_fwd_params &p, int32_t chunk) {
   return (int64_t(p.B) * p.T + int64_t(p.N) * (chunk - 1)) / chunk;
 }
 
+int64_t chunk_states_needed(const deltac_fwd_params &p, int32_t chunk,
+                            bool cu_seqlens_on_device) {
+  return cu_seqlens_on_device && p.cu_seqlens ? chunk_bound(p, chunk)
+                                              : chunk_count(p, chunk);
+}
+
 bool run_chunk_states(const deltac_fwd_params &p, int32_t chunk, float *states,
                       const std::function<bool(const deltac_fwd_params &)> &run) {
   const size_t hs = size_t(p.HV) * p.K * p.V; // floats a state

@@ -369,8 +369,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (opt.chunk_states) { // check_family let a chunked family through
     // Device cu_seqlens are not read here: the bound over any split.
     const bool bound = !hostMemory && p.cu_seqlens;
-    const int64_t need = bound ? rt::chunk_bound(p, choice.config.chunk)
-                               : rt::chunk_count(p, choice.config.chunk);
+    const int64_t need = rt::chunk_states_needed(p, choice.config.chunk, !hostMemory);
     if (opt.chunk_states_count < need)
       return failWith("options.chunk_states_count = " +
                       std::to_string(opt.chunk_states_count) +
@@ -458,7 +457,7 @@ int deltac_chunk_states_count(const deltac_fwd_params *p, const deltac_options *
   std::string err;
   if (!check_dims(*p, &err, /*cu_seqlens_on_host=*/host))
     return failWith(err);
-  *count = host ? rt::chunk_count(*p, chunk) : rt::chunk_bound(*p, chunk);
+  *count = rt::chunk_states_needed(*p, chunk, opt->device_pointers != 0);
   return 0;
 }
 

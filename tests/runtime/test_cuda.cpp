@@ -6,6 +6,7 @@
 #include "deltac/npy.h"
 #include "deltac/runtime.h"
 
+#include "test_cuda_util.h"
 #include "test_util.h"
 
 #include <cuda_runtime.h>
@@ -163,26 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<3>(info.param));
     });
 
-// Device memory freed at scope end.
-struct DevMem {
-  void *ptr = nullptr;
-  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
-  DevMem(DevMem &&o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
-  DevMem(const DevMem &) = delete;
-  DevMem &operator=(const DevMem &) = delete;
-  ~DevMem() {
-    if (ptr)
-      cudaFree(ptr);
-  }
-};
-
-template <class T> DevMem upload(const std::vector<T> &x) {
-  DevMem m(x.size() * sizeof(T) + 1);
-  EXPECT_EQ(cudaMemcpy(m.ptr, x.data(), x.size() * sizeof(T),
-                       cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return m;
-}
+using test::DevMem;
+using test::upload;
 
 TEST(CudaDevicePointers, MatchesReferenceOnAStream) {
   SKIP_WITHOUT_GPU();

@@ -6,6 +6,7 @@
 #include "deltac/runtime.h"
 
 #include "dispatch.h"
+#include "test_cuda_util.h"
 #include "test_util.h"
 
 #include <cuda_runtime.h>
@@ -109,22 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<3>(info.param) ? "_varlen" : "_batch");
     });
 
-// Device memory freed at scope end.
-struct DevMem {
-  void *ptr = nullptr;
-  explicit DevMem(size_t bytes) { EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess); }
-  DevMem(const DevMem &) = delete;
-  DevMem &operator=(const DevMem &) = delete;
-  ~DevMem() {
-    if (ptr)
-      cudaFree(ptr);
-  }
-};
-
-template <class T> void toDevice(DevMem &m, const std::vector<T> &x) {
-  ASSERT_EQ(cudaMemcpy(m.ptr, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-}
+using test::DevMem;
+using test::upload;
 
 // Device pointers, device cu_seqlens (the count is the bound), a caller
 // workspace and stream, bf16 GDN 128/128 with an initial state: the states
@@ -147,11 +134,9 @@ TEST(CudaChunkStatesDevice, MatchReferenceOnAStream) {
   const size_t hs = size_t(hp.HV) * hp.K * hp.V;
   const size_t real = want.size() / hs;
 
-  DevMem q(q16.size() * 2), k(k16.size() * 2), v(v16.size() * 2), beta(pr.beta.size() * 4),
-      g(pr.g.size() * 4), h0(pr.h0.size() * 4), cu(pr.cu.size() * 8), o(o16.size() * 2),
-      dht(ht.size() * 4);
-  toDevice(q, q16), toDevice(k, k16), toDevice(v, v16), toDevice(beta, pr.beta);
-  toDevice(g, pr.g), toDevice(h0, pr.h0), toDevice(cu, pr.cu);
+  DevMem q = upload(q16), k = upload(k16), v = upload(v16), beta = upload(pr.beta),
+         g = upload(pr.g), h0 = upload(pr.h0), cu = upload(pr.cu);
+  DevMem o(o16.size() * 2), dht(ht.size() * 4);
   deltac_fwd_params p = hp;
   p.q = q.ptr, p.k = k.ptr, p.v = v.ptr, p.o = o.ptr, p.h0 = h0.ptr, p.ht = dht.ptr;
   p.beta = static_cast<const float *>(beta.ptr);
@@ -165,9 +150,8 @@ TEST(CudaChunkStatesDevice, MatchReferenceOnAStream) {
   int64_t count = -1;
   ASSERT_EQ(deltac_chunk_states_count(&p, &opt, &count), 0) << deltac_last_error();
   ASSERT_GE(size_t(count), real);
-  DevMem cs(size_t(count) * hs * 4);
   std::vector<float> poison(size_t(count) * hs, -9.f);
-  toDevice(cs, poison);
+  DevMem cs = upload(poison);
   opt.chunk_states = static_cast<float *>(cs.ptr);
   opt.chunk_states_count = count;
   size_t wsBytes = 0;
@@ -251,10 +235,9 @@ TEST(CudaChunkStatesDevice, RefusesAShortBoundAndPaddedDims) {
   opt.chunk = cudaChunk(hp);
   int64_t exact = -1, bound = -1;
   ASSERT_EQ(deltac_chunk_states_count(&hp, &opt, &exact), 0) << deltac_last_error();
-  DevMem q(pq.q.size() * 4), k(pq.k.size() * 4), v(pq.v.size() * 4), beta(pq.beta.size() * 4),
-      g(pq.g.size() * 4), cu(pq.cu.size() * 8), dO(pq.oCount() * 4), dcs(16);
-  toDevice(q, pq.q), toDevice(k, pq.k), toDevice(v, pq.v), toDevice(beta, pq.beta);
-  toDevice(g, pq.g), toDevice(cu, pq.cu);
+  DevMem q = upload(pq.q), k = upload(pq.k), v = upload(pq.v), beta = upload(pq.beta),
+         g = upload(pq.g), cu = upload(pq.cu);
+  DevMem dO(pq.oCount() * 4), dcs(16);
   deltac_fwd_params dp = hp;
   dp.q = q.ptr, dp.k = k.ptr, dp.v = v.ptr, dp.o = dO.ptr, dp.h0 = nullptr, dp.ht = nullptr;
   dp.beta = static_cast<const float *>(beta.ptr);
