@@ -100,17 +100,9 @@ ArrayAttr templateArgs(MLIRContext *ctx, const TemplateCall &t) {
   return ArrayAttr::get(ctx, args);
 }
 
-/// Entry-point parameters after the params (and stream): chunk_states,
-/// A_log, dt_bias as the spec has them.
-SmallVector<std::pair<std::string, std::string>> extras(LayerOp layer) {
-  SmallVector<std::pair<std::string, std::string>> e; // C type, name
-  if (layer.getChunkStates())
-    e.push_back({"float", "chunk_states"});
-  if (layer.getGateInKernel()) {
-    e.push_back({"const float", "A_log"});
-    e.push_back({"const float", "dt_bias"});
-  }
-  return e;
+/// The EmitC type of C type text ("float *", "int64_t").
+Type typeOf(Builder &B, StringRef c) {
+  return c.consume_back(" *") ? B.ptr(c) : B.opaque(c);
 }
 
 /// Declarations that give the function's arguments their C names, for the
@@ -133,9 +125,9 @@ ec::FuncOp buildRun(Builder &B, LayerOp layer, const KernelPlan &k,
     args.push_back(B.opaque("cudaStream_t"));
     named.push_back({"cudaStream_t", "stream"});
   }
-  for (auto &[type, name] : extras(layer)) {
-    args.push_back(B.ptr(type));
-    named.push_back({type + " *", name});
+  for (auto &[type, name] : extraParamList(layer, cuda)) {
+    args.push_back(typeOf(B, type));
+    named.push_back({type, name});
   }
   args.push_back(B.ptr("char"));
   args.push_back(B.sizeT());
@@ -151,14 +143,27 @@ ec::FuncOp buildRun(Builder &B, LayerOp layer, const KernelPlan &k,
   B.b.setInsertionPointToEnd(body);
   B.verbatim(aliases(named), body->getArguments());
   B.verbatim(cuda ? cudaPreText(layer, k) : cpuPreText(layer, k));
-  if (!k.chunkStates) {
+  if (cuda || !k.chunkStates) { // CPU chunk states: cpuPreText's loop
     // The kernel: the catalogue family's entry, instantiated with the
     // schedule's knobs.
     TemplateCall t = templateCall(layer, k);
     Value p = B.literal("p", B.opaque("deltac_fwd_params"));
     if (cuda) {
-      Value stream = B.literal("stream", B.opaque("cudaStream_t"));
-      Value e = B.call(t.callee, B.opaque("cudaError_t"), {p, stream},
+      SmallVector<Value> callArgs{
+          p, B.literal("stream", B.opaque("cudaStream_t"))};
+      // Chunk states: chunked_cfg's workspace (none: its own), its bytes,
+      // skip, det, route, then cstates and cstates_count.
+      if (k.chunkStates)
+        for (auto [text, type] :
+             {std::pair<StringRef, StringRef>{"nullptr", "void *"},
+              {"0", "size_t"},
+              {"nullptr", "const int32_t *"},
+              {"false", "bool"},
+              {"0", "int32_t"},
+              {"chunk_states", "float *"},
+              {"chunk_states_count", "int64_t"}})
+          callArgs.push_back(B.literal(text, typeOf(B, type)));
+      Value e = B.call(t.callee, B.opaque("cudaError_t"), callArgs,
                        templateArgs(B.ctx, t));
       B.verbatim("  if ({} != cudaSuccess)\n    return fail(err, err_len, "
                  "std::string(\"" +
@@ -184,9 +189,9 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
     args.push_back(B.ptr("void"));
     named.push_back({"void *", "stream_"});
   }
-  for (auto &[type, n] : extras(layer)) {
-    args.push_back(B.ptr(type));
-    named.push_back({type + " *", n});
+  for (auto &[type, n] : extraParamList(layer, cuda)) {
+    args.push_back(typeOf(B, type));
+    named.push_back({type, n});
   }
   args.push_back(B.ptr("char"));
   args.push_back(B.sizeT());
@@ -209,6 +214,24 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
        << layer.getSymName()
        << ": chunk_states is null: the layer was compiled with "
           "chunk_states\");\n";
+  if (layer.getChunkStates() && cuda) {
+    // The kernel bounds its writes by the count; a buffer that could be too
+    // small for this call is refused, as the runtime does.
+    StringRef n = layer.getSymName();
+    os << "  const long long chunk_capacity = " << n
+       << "_cuda_chunk_capacity(&p);\n"
+       << "  if (chunk_states_count < chunk_capacity)\n"
+       << "    return fail(err, err_len, \"" << n
+       << ": chunk_states_count = \" + std::to_string(chunk_states_count) "
+          "+\n"
+       << "                                   \": expected at least \" + "
+          "std::to_string(chunk_capacity) +\n"
+       << "                                   \" (" << n
+       << "_cuda_chunk_capacity)\");\n"
+       << "  if (reinterpret_cast<uintptr_t>(chunk_states) % 16 != 0)\n"
+       << "    return fail(err, err_len, \"" << n
+       << ": chunk_states must be 16-byte aligned\");\n";
+  }
   if (cuda)
     os << "  cudaStream_t stream = static_cast<cudaStream_t>(stream_);\n";
   emitCheckView(os, plans.front());
@@ -301,7 +324,7 @@ void buildEntry(Builder &B, LayerOp layer, ArrayRef<KernelPlan> plans,
   SmallVector<Value> runArgs{B.literal("p", B.opaque("deltac_fwd_params"))};
   if (cuda)
     runArgs.push_back(B.literal("stream", B.opaque("cudaStream_t")));
-  for (unsigned i = 0, n = extras(layer).size(); i < n; ++i)
+  for (unsigned i = 0, n = extraParamList(layer, cuda).size(); i < n; ++i)
     runArgs.push_back(body->getArgument(1 + (cuda ? 1 : 0) + i));
   runArgs.push_back(errV);
   runArgs.push_back(lenV);

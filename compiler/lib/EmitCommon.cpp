@@ -41,21 +41,33 @@ std::string cpuEntry(LayerOp layer) {
 std::string cudaEntry(LayerOp layer) {
   return (layer.getSymName() + "_forward_cuda").str();
 }
-std::string extraParams(LayerOp layer) {
+SmallVector<std::pair<std::string, std::string>> extraParamList(LayerOp layer,
+                                                                bool cuda) {
+  SmallVector<std::pair<std::string, std::string>> e;
+  if (layer.getChunkStates()) {
+    e.push_back({"float *", "chunk_states"});
+    if (cuda)
+      e.push_back({"int64_t", "chunk_states_count"});
+  }
+  if (layer.getGateInKernel()) {
+    e.push_back({"const float *", "A_log"});
+    e.push_back({"const float *", "dt_bias"});
+  }
+  return e;
+}
+std::string extraParams(LayerOp layer, bool cuda) {
   std::string s;
-  if (layer.getChunkStates())
-    s += "float *chunk_states, ";
-  if (layer.getGateInKernel())
-    s += "const float *A_log, const float *dt_bias, ";
+  for (auto &[type, name] : extraParamList(layer, cuda))
+    s += type + (StringRef(type).ends_with("*") ? "" : " ") + name + ", ";
   return s;
 }
-std::string extraArgs(LayerOp layer) {
-  std::string s;
-  if (layer.getChunkStates())
-    s += "chunk_states, ";
-  if (layer.getGateInKernel())
-    s += "A_log, dt_bias, ";
-  return s;
+
+int64_t chunkOf(LayerOp layer, Target target) {
+  if (auto scheds = layer.getSchedules())
+    for (auto sc : scheds->getAsRange<ScheduleAttr>())
+      if (sc.getTarget() == target && sc.getKnob("chunk"))
+        return sc.getKnob("chunk");
+  return 0;
 }
 
 const char *countOf(StringRef t) {
@@ -180,11 +192,6 @@ FailureOr<KernelPlan> readKernel(KernelOp kernel, LayerOp layer) {
         plan.l2norm = true;
       } else if (auto scan = dyn_cast<StateScanOp>(st)) {
         plan.chunkStates = scan.getSaveChunkStates();
-        if (plan.chunkStates && plan.sched.getTarget() != Target::cpu)
-          return scan.emitOpError()
-                 << "chunk-end states are emitted for the CPU chunked "
-                    "kernel only (on CUDA the runtime writes them: "
-                    "deltac_options.chunk_states)";
       } else if (auto c = dyn_cast<GateCumsumOp>(st);
                  c && int64_t(c.getChunk()) != plan.config.chunk) {
         return c.emitOpError() << "chunk " << c.getChunk()
@@ -322,8 +329,50 @@ void emitCatch(raw_ostream &os, LayerOp layer) {
      << "  }\n#endif\n";
 }
 
+/// The chunk-end state helpers of one target: <NAME>[_CUDA]_CHUNK,
+/// <name>[_cuda]_chunk_count and, on CUDA, <name>_cuda_chunk_capacity.
+static void emitChunkStateHelpers(raw_ostream &os, LayerOp layer, bool cuda) {
+  StringRef name = layer.getSymName();
+  std::string up = name.upper() + (cuda ? "_CUDA" : "");
+  std::string fn = (name + (cuda ? "_cuda" : "")).str();
+  int64_t chunk = chunkOf(layer, cuda ? Target::sm_90a : Target::cpu);
+  os << "#define " << up << "_CHUNK " << chunk << "\n\n"
+     << "/* Chunk-end states of the " << (cuda ? "CUDA" : "CPU")
+     << " entry: f32\n * [" << fn
+     << "_chunk_count(p), HV, K, V] (state layout), one per chunk\n"
+     << " * of " << chunk
+     << " tokens of each sequence, in order (host cu_seqlens). */\n"
+     << "static inline long long " << fn
+     << "_chunk_count(const deltac_fwd_params *p) {\n"
+     << "  long long n = 0;\n"
+     << "  for (int i = 0; i < p->N; ++i) {\n"
+     << "    long long len = p->cu_seqlens ? p->cu_seqlens[i + 1] - "
+        "p->cu_seqlens[i] : p->T;\n"
+     << "    n += (len + " << chunk - 1 << ") / " << chunk << ";\n"
+     << "  }\n  return n;\n}\n\n";
+  if (!cuda)
+    return;
+  os << "/* The least chunk_states_count the CUDA entry takes (it reads no "
+        "cu_seqlens:\n"
+     << " * device memory): without cu_seqlens the count, with them the "
+        "most chunks any\n"
+     << " * split of the B * T tokens into N sequences has. The entry writes "
+        "the first\n"
+     << " * " << fn
+     << "_chunk_count(p) entries and leaves the rest as they\n"
+     << " * were. */\n"
+     << "static inline long long " << fn
+     << "_chunk_capacity(const deltac_fwd_params *p) {\n"
+     << "  if (!p->cu_seqlens)\n"
+     << "    return (long long)p->N * ((p->T + " << chunk - 1 << ") / "
+     << chunk << ");\n"
+     << "  return ((long long)p->B * p->T + (long long)p->N * " << chunk - 1
+     << ") / " << chunk << ";\n}\n\n";
+}
+
 /// The spec as a params template and feature macros, for callers.
-static void emitSpecParams(raw_ostream &os, LayerOp layer) {
+static void emitSpecParams(raw_ostream &os, LayerOp layer, bool cpu,
+                           bool cuda) {
   StringRef name = layer.getSymName();
   std::string up = name.upper();
   auto flag = [&](StringRef what, bool on) {
@@ -335,26 +384,10 @@ static void emitSpecParams(raw_ostream &os, LayerOp layer) {
   flag("BETA_SIGMOID", layer.getBetaSigmoid());
   flag("GATE_IN_KERNEL", layer.getGateInKernel());
   flag("CHUNK_STATES", layer.getChunkStates());
-  if (layer.getChunkStates()) {
-    int64_t chunk = 0;
-    if (auto scheds = layer.getSchedules())
-      for (auto sc : scheds->getAsRange<ScheduleAttr>())
-        if (sc.getKnob("chunk"))
-          chunk = sc.getKnob("chunk");
-    os << "#define " << up << "_CHUNK " << chunk << "\n\n"
-       << "/* Chunk-end states: f32 [" << name
-       << "_chunk_count(p), HV, K, V] (state layout), one per\n"
-       << " * chunk of " << chunk
-       << " tokens of each sequence, in order (host cu_seqlens). */\n"
-       << "static inline long long " << name
-       << "_chunk_count(const deltac_fwd_params *p) {\n"
-       << "  long long n = 0;\n"
-       << "  for (int i = 0; i < p->N; ++i) {\n"
-       << "    long long len = p->cu_seqlens ? p->cu_seqlens[i + 1] - "
-          "p->cu_seqlens[i] : p->T;\n"
-       << "    n += (len + " << chunk - 1 << ") / " << chunk << ";\n"
-       << "  }\n  return n;\n}\n\n";
-  }
+  if (layer.getChunkStates() && cpu)
+    emitChunkStateHelpers(os, layer, /*cuda=*/false);
+  if (layer.getChunkStates() && cuda)
+    emitChunkStateHelpers(os, layer, /*cuda=*/true);
   os << "#define " << up << "_BETA_RANGE "
      << (layer.getBetaRange() == BetaRange::zero_two ? "2.0f" : "1.0f")
      << "\n#define " << up << "_DECODE_TOKENS " << layer.getDecodeTokens()
@@ -412,15 +445,21 @@ std::string emitHeader(LayerOp layer, bool cpu, bool cuda) {
     os << "/* params.beta holds logits: beta = "
        << (layer.getBetaRange() == BetaRange::zero_two ? "2 * " : "")
        << "sigmoid(logits). */\n";
-  emitSpecParams(os, layer);
+  emitSpecParams(os, layer, cpu, cuda);
   if (cpu)
     os << "/* Host pointers. */\nint " << cpuEntry(layer)
-       << "(const deltac_fwd_params *p, " << extraParams(layer)
+       << "(const deltac_fwd_params *p, " << extraParams(layer, false)
        << "char *err, size_t err_len);\n";
-  if (cuda)
-    os << "/* Device pointers; stream is a cudaStream_t. */\nint "
-       << cudaEntry(layer) << "(const deltac_fwd_params *p, void *stream, "
-       << extraParams(layer) << "char *err, size_t err_len);\n";
+  if (cuda) {
+    os << "/* Device pointers; stream is a cudaStream_t.";
+    if (layer.getChunkStates())
+      os << " chunk_states: device\n"
+         << " * memory, 16-byte aligned, chunk_states_count entries, at least\n"
+         << " * " << layer.getSymName() << "_cuda_chunk_capacity(p).";
+    os << " */\nint " << cudaEntry(layer)
+       << "(const deltac_fwd_params *p, void *stream, "
+       << extraParams(layer, true) << "char *err, size_t err_len);\n";
+  }
   os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* " << guard << " */\n";
   return s;
 }

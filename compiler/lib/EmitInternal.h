@@ -53,10 +53,15 @@ const char *dtypeEnum(mlir::delta::DType d);
 /// Entry-point names.
 std::string cpuEntry(mlir::delta::LayerOp layer);
 std::string cudaEntry(mlir::delta::LayerOp layer);
-/// Extra entry parameters: chunk_states (when the layer saves them), then
-/// A_log and dt_bias (in-kernel gating); "" when none.
-std::string extraParams(mlir::delta::LayerOp layer);
-std::string extraArgs(mlir::delta::LayerOp layer);
+/// Extra entry parameters (C type, name): chunk_states (when the layer saves
+/// them; on CUDA then chunk_states_count), then A_log and dt_bias (in-kernel
+/// gating).
+llvm::SmallVector<std::pair<std::string, std::string>>
+extraParamList(mlir::delta::LayerOp layer, bool cuda);
+/// The same as C parameter text ("float *chunk_states, "); "" when none.
+std::string extraParams(mlir::delta::LayerOp layer, bool cuda);
+/// The chunk knob of the layer's schedule for `target` (0: none).
+int64_t chunkOf(mlir::delta::LayerOp layer, mlir::delta::Target target);
 
 /// Element count expression of tensor t ("nQK", "nVO" or "nH"), names
 /// declared by emitSizes.

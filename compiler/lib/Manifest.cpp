@@ -193,7 +193,8 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
           {"source", (name + "_cpu.cpp").str()},
           {"signature", "int " + cpuEntry(layer) +
                             "(const deltac_fwd_params *p, " +
-                            extraParams(layer) + "char *err, size_t err_len)"},
+                            extraParams(layer, false) +
+                            "char *err, size_t err_len)"},
           {"pointers", "host"}};
       for (const KernelPlan &k : cpu)
         kernels.push_back(kernelJson(layer, k, cpu));
@@ -212,7 +213,8 @@ LogicalResult emitPackage(ModuleOp module, std::vector<GeneratedFile> &files) {
           {"source", (name + "_cuda.cu").str()},
           {"signature", "int " + cudaEntry(layer) +
                             "(const deltac_fwd_params *p, void *stream, " +
-                            extraParams(layer) + "char *err, size_t err_len)"},
+                            extraParams(layer, true) +
+                            "char *err, size_t err_len)"},
           {"pointers", "device"}};
       for (const KernelPlan &k : cuda)
         kernels.push_back(kernelJson(layer, k, cuda));

@@ -4,7 +4,9 @@
 // -DDELTA_UPPER=NAME; with -DDELTA_CUDA it calls <name>_forward_cuda on
 // device copies instead. Two calls: a prompt (longest sequence > decode
 // tokens: the chunked kernel where the layer has one for long sequences, e.g.
-// gen_dispatch) and a decode step.
+// gen_dispatch) and a decode step. With chunk states, every chunk-end state
+// against the reference too (CUDA: a device buffer with one spare entry,
+// which must come back untouched, after a too-small count is refused).
 #include DELTA_HEADER
 
 #include "deltac/convert.h"
@@ -34,13 +36,28 @@
 #endif
 #define SPEC_PARAMS CAT(DELTA_NAME, _spec_params)
 #define FLAG(x) CAT(DELTA_UPPER, _##x)
+#ifdef DELTA_CUDA
+#define CS_CHUNK FLAG(CUDA_CHUNK)
+#define CHUNK_COUNT CAT(DELTA_NAME, _cuda_chunk_count)
+#define CHUNK_CAPACITY CAT(DELTA_NAME, _cuda_chunk_capacity)
+#else
+#define CS_CHUNK FLAG(CHUNK)
 #define CHUNK_COUNT CAT(DELTA_NAME, _chunk_count)
-#if FLAG(CHUNK_STATES)
+#endif
+#if FLAG(CHUNK_STATES) && defined(DELTA_CUDA)
+#define CHUNK_ARG dcs, csCount,
+#define NULL_CHUNK_ARG nullptr, 0,
+#elif FLAG(CHUNK_STATES)
 #define CHUNK_ARG chunkStates.data(),
 #define NULL_CHUNK_ARG nullptr,
 #else
 #define CHUNK_ARG
 #define NULL_CHUNK_ARG
+#endif
+#if FLAG(GATE_IN_KERNEL)
+#define GATE_ARG aLogArg, dtBiasArg,
+#else
+#define GATE_ARG
 #endif
 
 namespace {
@@ -242,11 +259,22 @@ bool runCase(const char *what, const std::vector<int> &lens) {
   d.cu_seqlens = dev.copy(p.cu_seqlens, cu.size() * 8);
   aLogArg = dev.copy(aLog.data(), aLog.size() * 4);
   dtBiasArg = dev.copy(dtBias.data(), dtBias.size() * 4);
-#if FLAG(GATE_IN_KERNEL)
-  int rc = ENTRY(&d, STREAM aLogArg, dtBiasArg, err, sizeof err);
-#else
-  int rc = ENTRY(&d, STREAM err, sizeof err);
+#if FLAG(CHUNK_STATES)
+  // The capacity (d's cu_seqlens are device memory) and one spare entry,
+  // every entry -9 before the call.
+  const size_t hsz = size_t(p.HV) * p.K * p.V;
+  int64_t csCount = CHUNK_CAPACITY(&d) - 1;
+  std::vector<float> chunkStates(size_t(csCount + 2) * hsz, -9.0f);
+  float *dcs = dev.copy(chunkStates.data(), chunkStates.size() * 4);
+  int rc0 = ENTRY(&d, STREAM CHUNK_ARG GATE_ARG err, sizeof err);
+  if (rc0 == 0 || !std::strstr(err, "chunk_states_count")) {
+    std::printf("FAIL %s: chunk_states_count below the capacity: rc=%d err=\"%s\"\n",
+                what, rc0, err);
+    return false;
+  }
+  csCount += 2;
 #endif
+  int rc = ENTRY(&d, STREAM CHUNK_ARG GATE_ARG err, sizeof err);
   cudaError_t ce = cudaDeviceSynchronize();
   if (ce != cudaSuccess) {
     std::printf("FAIL %s: %s\n", what, cudaGetErrorString(ce));
@@ -256,15 +284,23 @@ bool runCase(const char *what, const std::vector<int> &lens) {
              cudaMemcpyDeviceToHost);
   if (p.ht)
     cudaMemcpy(p.ht, d.ht, ht.f32.size() * st, cudaMemcpyDeviceToHost);
+#if FLAG(CHUNK_STATES)
+  cudaMemcpy(chunkStates.data(), dcs, chunkStates.size() * 4, cudaMemcpyDeviceToHost);
+  // p's cu_seqlens are host memory: the entries written, then the untouched.
+  const size_t written = size_t(CHUNK_COUNT(&p)) * hsz;
+  for (size_t i = written; i < chunkStates.size(); ++i)
+    if (chunkStates[i] != -9.0f) {
+      std::printf("FAIL %s: chunk_states written past entry %lld\n", what,
+                  (long long)CHUNK_COUNT(&p));
+      return false;
+    }
+  chunkStates.resize(written);
+#endif
 #else
 #if FLAG(CHUNK_STATES)
   std::vector<float> chunkStates(size_t(CHUNK_COUNT(&p)) * p.HV * p.K * p.V);
 #endif
-#if FLAG(GATE_IN_KERNEL)
-  int rc = ENTRY(&p, CHUNK_ARG aLogArg, dtBiasArg, err, sizeof err);
-#else
-  int rc = ENTRY(&p, CHUNK_ARG err, sizeof err);
-#endif
+  int rc = ENTRY(&p, CHUNK_ARG GATE_ARG err, sizeof err);
 #endif
   if (rc != 0) {
     std::printf("FAIL %s: entry returned %d: %s\n", what, rc, err);
@@ -288,7 +324,7 @@ bool runCase(const char *what, const std::vector<int> &lens) {
   bool ok = eo <= tol && eh <= tol;
   std::printf("%s %s: T=%d N=%d rel_rms(o)=%.3g rel_rms(ht)=%.3g tol=%.0e\n",
               ok ? "ok" : "FAIL", what, p.T, p.N, eo, eh, tol);
-#if FLAG(CHUNK_STATES) && !defined(DELTA_CUDA)
+#if FLAG(CHUNK_STATES)
   // Chunk-end states: the reference final state of every chunk-aligned
   // prefix of every sequence.
   std::vector<double> csRef;
@@ -296,7 +332,7 @@ bool runCase(const char *what, const std::vector<int> &lens) {
   for (int32_t n = 0; n < p.N; ++n) {
     const int64_t start = p.cu_seqlens ? cu[n] : int64_t(n) * p.T;
     const int64_t len = p.cu_seqlens ? cu[n + 1] - start : p.T;
-    for (int64_t e = FLAG(CHUNK); e - FLAG(CHUNK) < len; e += FLAG(CHUNK)) {
+    for (int64_t e = CS_CHUNK; e - CS_CHUNK < len; e += CS_CHUNK) {
       deltac_fwd_params s = r;
       s.B = 1;
       s.N = 1;

@@ -5,7 +5,8 @@
 //   deltac::cuda::recurrent_cfg<Var, K, V, InT, BV, Warps>(p, stream, skip[, det])
 //       family cuda_recurrent: tile_v = BV, warps = Warps
 //   deltac::cuda::chunked_cfg<Var, K, V, InT, Chunk, BV, Warps, Stages, Split, Fuse,
-//                             Scan>(p, stream, workspace, workspace_bytes[, skip, det])
+//                             Scan>(p, stream, workspace, workspace_bytes[, skip, det,
+//                                   route, cstates, cstates_count])
 //       family cuda_chunked: chunk, tile_v = BV, warps, stages, split, fuse,
 //       scan. Split: segments per sequence (0: chunked_default_split's rule
 //       on the device; 1: none; 2..16 forced where it can run); Fuse: 1 the
@@ -14,12 +15,17 @@
 //       is one wave, else the warp scan where it runs: chunked_uses_warp_scan;
 //       it reads Split, not Fuse), 1 the block scan (reads BV, Warps, Stages,
 //       Split, Fuse), 3 the TMA scan where it runs (reads none; sm_90a,
-//       chunked_tma_runs), else as 0. All three are
+//       chunked_tma_runs), 4 the transposed TMA scan where it runs
+//       (chunked_rules.h), else as 0. All three are
 //       run-time values of the kernel: chunked_run<..., Stages>(..., split,
 //       fuse, scan) takes them as arguments. With no workspace it takes
 //       one from the stream-ordered allocator (cudaMallocAsync /
 //       cudaFreeAsync on `stream`: no host sync, graph-capturable);
-//       chunked_cfg_workspace<...>(p[, det]) is the size to pass.
+//       chunked_cfg_workspace<...>(p[, det, route, cstates]) is the size to
+//       pass. cstates (null: none): the f32 state after every chunk slot e
+//       < cstates_count, [e][HV][K][V] (vk: [e][HV][V][K]; a sequence's
+//       chunks after those of the sequences before it), 16-byte aligned;
+//       it forces split 1, scan 1, no fused launch.
 //   deltac::cuda::detail::launch_chunked<Var, K, V, InT> / workspace_chunked
 //   deltac::cuda::detail::launch_recurrent<Var, K, V, InT, BV, SD>
 //       config -> the runtime's precompiled instance of one (K, V) (chunked:

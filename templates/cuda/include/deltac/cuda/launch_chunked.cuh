@@ -18,8 +18,17 @@ namespace deltac::cuda {
 // launch; routed: no split, no fused launch. chunked_run_workspace takes
 // chunked_run's arguments in its order and sizes what that call carves.
 // cstates (chunk-end states, chunked_run_stages) run split 1, scan 1,
-// unfused: the runtime sizes their workspace with those knobs.
+// unfused: chunked_run_with, chunked_cfg_workspace(..., cstates) and the
+// runtime size their workspace with those knobs.
 namespace detail {
+template <size_t N>
+constexpr bool chunked_one_of(const int (&values)[N], int x) {
+  for (int v : values)
+    if (v == x)
+      return true;
+  return false;
+}
+
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
                              int32_t route, int split, int fuse, int scan) {
@@ -42,6 +51,8 @@ cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p
   const int force_bv = det ? k.bv0 : 0;
   if (det || route)
     split = 1, fuse = 0;
+  if (cstates)  // as chunked_run_stages runs them, so the workspace below fits
+    split = 1, fuse = 0, scan = 1;
   if (workspace)
     return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
                                    split, fuse, route, scan, cstates, cstates_count);
@@ -80,27 +91,30 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
       cstates_count);
 }
 
+// cstates: the workspace of a call writing chunk-end states (split 1, scan 1,
+// unfused, whatever Split, Fuse and Scan say).
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
-size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0) {
-  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, det, route, Split,
-                                                                         Fuse, Scan);
+size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0,
+                             bool cstates = false) {
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(
+      p, det, route, cstates ? 1 : Split, cstates ? 0 : Fuse, cstates ? 1 : Scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
 cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
-                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0) {
-  static_assert(Split == 0 || Split == 1 || Split == 2 || Split == 4 || Split == 8 ||
-                    Split == 16,
+                        const int32_t* skip = nullptr, bool det = false, int32_t route = 0,
+                        float* cstates = nullptr, int64_t cstates_count = 0) {
+  static_assert(Split == 0 || detail::chunked_one_of(kChunkedSplits, Split),
                 "split: 0 (the rule) or one of kChunkedSplits");
   static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
-  static_assert(Scan == 0 || Scan == 1 || Scan == 3,
-                "scan: 0 (the rule), 1 (the block scan) or 3 (the TMA scan)");
-  return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, stream, workspace,
-                                                               workspace_bytes, skip, det, route,
-                                                               Split, Fuse, Scan);
+  static_assert(detail::chunked_one_of(kChunkedScans, Scan),
+                "scan: one of kChunkedScans (the values the catalogue offers)");
+  return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(
+      p, stream, workspace, workspace_bytes, skip, det, route, Split, Fuse, Scan, cstates,
+      cstates_count);
 }
 
 namespace detail {
