@@ -267,6 +267,73 @@ std::vector<Case> all_cases() {
         c = make(var, dt, "rule_K256_full_grid");
         c.K = c.V = 256, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
         cs.push_back(c);
+        // Warm-up segments (configs kChunkedTmatWarm2 / 4: GDN; delta runs
+        // unsplit): lengths of 1, 2, 16 and 65 chunks, varlen with 1-token and
+        // empty sequences, no h0, no ht, VK state, in place (unsplit: h0 and
+        // ht share bytes), K = 64 GVA 4, K = 256, beta near 2; gates near 0
+        // (every warm-up reaches back to the sequence start), -0.05 .. 0
+        // (about 11 warm-up chunks: some segments start mid-sequence), and
+        // near 0 with one -inf gate (a warm-up that stops a chunk short of it
+        // is off by O(1)).
+        for (int cfg : {kChunkedTmatWarm2, kChunkedTmatWarm4}) {
+          const std::string w = cfg == kChunkedTmatWarm2 ? "tmat_warm2_" : "tmat_warm4_";
+          auto wc = [&](const std::string& what, int T) {
+            Case x = make(var, dt, w + what);
+            x.config = cfg, x.T = T;
+            return x;
+          };
+          for (int T : {1, 65, 1000, 4097}) cs.push_back(wc("T" + std::to_string(T), T));
+          c = wc("varlen", 0);
+          c.cu_seqlens = {0, 1, 65, 1065, 1065, 1068, 2100};
+          cs.push_back(c);
+          c = wc("no_h0", 1000);
+          c.h0 = false;
+          cs.push_back(c);
+          c = wc("no_ht", 1000);
+          c.ht = false;
+          cs.push_back(c);
+          c = wc("vk_layout", 1000);
+          c.layout = DELTAC_STATE_VK;
+          cs.push_back(c);
+          c = wc("inplace", 1000);
+          c.inplace = true;
+          cs.push_back(c);
+          c = wc("K64_gva4", 1000);
+          c.K = c.V = 64, c.H = 1, c.HV = 4;
+          cs.push_back(c);
+          c = wc("K256", 1000);
+          c.K = c.V = 256;
+          cs.push_back(c);
+          c = wc("beta2", 1000);
+          c.beta_lo = 1.99f, c.beta_hi = 2.f;
+          cs.push_back(c);
+          if (var != DELTAC_VARIANT_DELTA) {
+            c = wc("gate_near0", 2000);
+            c.g_lo = -1e-4f, c.g_hi = 0.f;
+            cs.push_back(c);
+            c = wc("gate_near0_varlen", 0);
+            c.g_lo = -1e-4f, c.g_hi = 0.f, c.cu_seqlens = {0, 1, 65, 1065, 1065, 1068, 2100};
+            cs.push_back(c);
+            c = wc("gate_moderate", 3000);
+            c.g_lo = -0.05f, c.g_hi = 0.f;
+            cs.push_back(c);
+            c = wc("gate_moderate_K256", 3000);
+            c.g_lo = -0.05f, c.g_hi = 0.f, c.K = c.V = 256;
+            cs.push_back(c);
+            c = wc("gate_near0_neg_inf", 2000);
+            c.g_lo = -1e-4f, c.g_hi = 0.f, c.neg_inf_at = 1500;
+            cs.push_back(c);
+          }
+        }
+        // The rule at K = 256 on a short grid (2 heads of 4 blocks, 65 chunks):
+        // GDN 4 warm-up segments on an H100 / H200 where kChunkedWarmRule is on,
+        // else (and delta) the warp scan.
+        c = make(var, dt, "rule_K256_short_grid");
+        c.K = c.V = 256, c.H = c.HV = 2, c.T = 4097;
+        cs.push_back(c);
+        c = make(var, dt, "rule_K256_short_grid_gate_moderate");
+        c.K = c.V = 256, c.H = c.HV = 2, c.T = 4097, c.g_lo = -0.05f, c.g_hi = 0.f;
+        cs.push_back(c);
       }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /
@@ -342,7 +409,9 @@ TEST_P(Chunked, MatchesFloat64Reference) {
   if (!have_gpu())
     GTEST_SKIP() << "no CUDA device";
   const Case& c = GetParam();
-  if ((c.config == kChunkedTma || c.config == kChunkedTmat) && !tma_scan_device())
+  if ((c.config == kChunkedTma || c.config == kChunkedTmat || c.config == kChunkedTmatWarm2 ||
+       c.config == kChunkedTmatWarm4) &&
+      !tma_scan_device())
     GTEST_SKIP() << "the TMA scans need compute capability 9.0 and sm_90a code";
   const uint64_t seed = test_seed();
   std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));

@@ -127,6 +127,14 @@ cudaError_t run_tmat(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStr
                                                            0, 0, 4);
 }
 
+// The transposed TMA scan with the split forced to Split: scan 4.
+template <deltac_variant Var, int K, int V, class InT, class Cfg, int Split>
+cudaError_t run_tmat_split(const deltac_fwd_params& p, void* ws, size_t bytes,
+                           cudaStream_t stream, const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0,
+                                                           Split, 0, 0, 4);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
@@ -152,6 +160,13 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
     using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
     ChunkedFns f = fns<Var, K, V, InT, D>();
     f.run = config == kChunkedTma ? &run_tma<Var, K, V, InT, D> : &run_tmat<Var, K, V, InT, D>;
+    return f;
+  }
+  if (config == kChunkedTmatWarm2 || config == kChunkedTmatWarm4) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
+    ChunkedFns f = fns_split<Var, K, V, InT, D, 4>();  // covers 2 and the scan's own
+    f.run = config == kChunkedTmatWarm2 ? &run_tmat_split<Var, K, V, InT, D, 2>
+                                        : &run_tmat_split<Var, K, V, InT, D, 4>;
     return f;
   }
   if (config == kChunkedWarp || config == kChunkedWarpSplitO) {

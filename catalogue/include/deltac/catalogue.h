@@ -153,7 +153,8 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      // split, fuse and scan are run-time values of the kernel
      // (chunked_stages): split 0 = the kernel's rule (chunked_default_split
      // on the device's multiprocessors), 1 = none, 2..16 segments per
-     // sequence where the split can run (else none; both scans split);
+     // sequence where the split can run (else none; both scans split;
+     // the transposed TMA scan, GDN only, as warm-up segments);
      // fuse 1 = the intra-chunk work and the block scan in one launch where
      // that fits (no split, not varlen with several sequences), 0 = three
      // launches; scan 0 = the kernel's rule (chunked.cuh, chunked_run_plan:

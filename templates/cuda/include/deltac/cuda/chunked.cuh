@@ -255,6 +255,7 @@ size_t chunked_carve(const ChunkedKernels& k, const deltac_fwd_params& p, void* 
     w.kd = reinterpret_cast<Ts*>(take(size_t(slots) * C * K * sizeof(Ts)));
   }
   w.split = split;
+  w.warm = 1;
   if (split > 1) {
     const size_t segs = size_t(p.N) * split * p.HV;
     w.qt = reinterpret_cast<Ts*>(take(size_t(p.B) * p.T * p.HV * K * sizeof(Ts)));
@@ -328,7 +329,8 @@ inline int chunked_warp_bv(const ChunkedKernels& k, const deltac_fwd_params& p, 
 }
 
 struct ChunkedPlan {
-  int bv, split;  // the scan's V tile, segments per sequence (1: no split)
+  int bv, split;      // the scan's V tile, segments per sequence (1: no split)
+  bool warm = false;  // the segments are warm-up ones (the transposed TMA scan)
 };
 
 // Segments per sequence of a split at V tile sbv (0: none can run) when the
@@ -503,7 +505,11 @@ cudaError_t chunked_tma_maps(const ChunkedKernels& k, const deltac_fwd_params& p
 // 8x1024, K=64 8x4096), two warpgroups 1.16x one at 4x8192 16/32; K = 256, 16
 // heads: the key split's scan 0.836 ms against the warp scan's 1.406 at 4x8192
 // (256 blocks), 1.562 against 1.376 at 1x32768 (64 blocks). On shorter grids
-// the warp scan (and its sequence split) wins (docs/performance.md).
+// the warp scan (and its sequence split) wins (docs/performance.md), except
+// GDN at K = 256, where the rule splits the key split's sequences into
+// warm-up segments (chunked_warm_split, while kChunkedWarmRule is on); scan 4
+// with split S > 1 forces S warm-up segments (GDN; the other variants run it
+// unsplit).
 inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_params& p,
                                     int force_bv, int force_split, int scan, bool* warp,
                                     bool* tma = nullptr, int* tmat = nullptr) {
@@ -518,17 +524,34 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     ChunkedDevice d;
     const bool dev = chunked_device(d) == cudaSuccess;
     const int64_t heads = int64_t(p.N) * p.HV;
-    const bool full = scan == 4 || (dev && !chunked_grid_short(heads * (k.V / 64), d.sms));
+    // Warm-up segments: forced (scan 4, split > 1), or the rule's at K = 256.
+    // Not where h0 and ht share bytes: a later segment's ht could land before
+    // another block read h0.
+    const size_t sbytes = size_t(p.N) * p.HV * k.K * k.V * 4;
+    const char *h0b = static_cast<const char*>(p.h0), *htb = static_cast<const char*>(p.ht);
+    const bool alias = h0b && htb && h0b < htb + sbytes && htb < h0b + sbytes;
+    int warm = 1;
+    if (k.var == DELTAC_VARIANT_GATED && dev && force_split != 1 && !alias) {
+      const int64_t max_chunks = (int64_t(p.T) + k.C - 1) / k.C;  // varlen: T bounds each
+      if (force_split > 1)
+        warm = force_split;
+      else if (k.tmat[kTmatKeySplit - 1])
+        warm = chunked_warm_split(heads * (k.V / 64), max_chunks, d.sms);
+      if (int64_t(p.N) * warm > 65535)
+        warm = 1;
+    }
+    const bool full = scan == 4 || warm > 1 ||
+                      (dev && !chunked_grid_short(heads * (k.V / 64), d.sms));
     if (k.tmat[kTmatKeySplit - 1]) {
       if (full) {
         *tmat = kTmatKeySplit;
-        return {64, 1};
+        return {64, warm, warm > 1};
       }
     } else if (full) {
       const bool two = k.tmat[1] && k.V % 128 == 0 && dev &&
-                       !chunked_grid_short(heads * (k.V / 128), d.sms);
+                       !chunked_grid_short(heads * warm * (k.V / 128), d.sms);
       *tmat = two ? 2 : 1;
-      return {64 * *tmat, 1};
+      return {64 * *tmat, warm, warm > 1};
     }
   }
   const bool runs = chunked_warp_runs(k.var, k.K, k.V, k.elem, k.C) && (k.warp[0] || k.warp[1]);
@@ -643,11 +666,13 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   const int bv = pl.bv;
   if (bv == 0)
     return cudaErrorInvalidValue;
-  const size_t need = chunked_carve<Ts>(k, p, nullptr, nullptr, pl.split);
+  const int carve_split = pl.warm ? 1 : pl.split;  // warm-up segments take no workspace
+  const size_t need = chunked_carve<Ts>(k, p, nullptr, nullptr, carve_split);
   if (!workspace || workspace_bytes < need || !chunked_aligned(workspace, 256))
     return cudaErrorInvalidValue;
   ChunkedWs<Ts> ws;
-  chunked_carve<Ts>(k, p, workspace, &ws, pl.split);
+  chunked_carve<Ts>(k, p, workspace, &ws, carve_split);
+  ws.warm = pl.warm ? pl.split : 1;
   ws.skip = skip;
   ws.route = route;
   ws.cstates = cstates;
@@ -705,7 +730,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     void* args[] = {&pp, &ws, &maps};
     if ((e = chunked_launch(
              k.tmat[tmat - 1], dev,
-             dim3(unsigned(k.V / tmat_form_cols(tmat)), unsigned(p.HV), unsigned(p.N)),
+             dim3(unsigned(k.V / tmat_form_cols(tmat)), unsigned(p.HV),
+                  unsigned(p.N) * unsigned(ws.warm)),
              tmat_scan_threads(tmat), int(tmat_scan_smem(k.K, k.C, tmat)), stream, args)) !=
         cudaSuccess)
       return e;
@@ -740,7 +766,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
                             stream, args)) != cudaSuccess)
       return e;
   }
-  if (pl.split == 1)
+  if (pl.split == 1 || pl.warm)
     return cudaSuccess;
   // The split: fold the segments' states (and write ht), then correct the
   // later segments' outputs.

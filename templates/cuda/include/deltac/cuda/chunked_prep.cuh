@@ -50,6 +50,10 @@ struct ChunkedWs {
   // final states [N][split][HV][K][V] and transfer matrices
   // [N][split][HV][K][K] (f32, [K] rows).
   int split;
+  // Warm-up split (chunked.cuh; the transposed TMA scan only): segments per
+  // sequence that each start from a zero state far enough back for the
+  // decay to forget it (tma_scan_begin); 1: none. Needs no workspace.
+  int warm;
   Ts* qt;
   float *cst, *pst;
   // Each segment's final state folded (the next segment's h_in) in the

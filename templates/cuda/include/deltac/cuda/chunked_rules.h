@@ -38,7 +38,9 @@ inline constexpr int kChunkedWarps[] = {2, 4, 8};
 inline constexpr int kChunkedStages[] = {1, 2, 3};
 // Split: segments per sequence (1: none). The segments run in parallel,
 //   later ones with K extra identity columns; a fold and an output fix-up
-//   compose them (chunked_split.cuh). A run-time value, not a template one.
+//   compose them (chunked_split.cuh); under the transposed TMA scan (GDN)
+//   warm-up segments instead (chunked_warm_split). A run-time value, not a
+//   template one.
 inline constexpr int kChunkedSplits[] = {1, 2, 4, 8, 16};
 // The default split keeps at least this many chunks per segment.
 inline constexpr int kChunkedSplitMinChunks = 16;
@@ -70,7 +72,8 @@ inline constexpr int kChunkedPrepWarps = 8;
 //     delta, 16-bit inputs, K = 64 or 128, chunk 64, V a multiple of 64; no
 //     split; at K = 256 two warpgroups share 64 columns, half the keys each)
 //     where it runs, else as 0. The rule takes it where it runs and its grid
-//     leaves at most 1/8 of the SMs idle (chunked_run_plan).
+//     leaves at most 1/8 of the SMs idle (chunked_run_plan). It reads the
+//     split for GDN only, as warm-up segments (chunked_warm_split below).
 // (2, the warp scan with output warps, is for tests and benchmarks.)
 inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
 // The V tiles the warp scan compiles, widest first.
@@ -192,6 +195,28 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
       best = s;
   }
   return best >= min_split ? best : 1;
+}
+
+// The warm-up split of the transposed TMA scan (GDN; chunked_scan_tma.cuh's
+// warm_start): each segment starts from a zero state early enough that the
+// gate's decay has forgotten it (to 2^-24), so no identity columns, fold or
+// fix-up, but work that grows as the decay weakens (no decay: segment s
+// re-runs every chunk before it). The rule's S: the largest of
+// kChunkedSplits whose grid (blocks_per_seg = heads x sequences x V / 64)
+// fits one wave with >= kChunkedSplitMinChunks chunks a segment; 1 where
+// the unsplit grid is not short (chunked_grid_short).
+// kChunkedWarmRule: whether the rule takes them (off until a GPU run has
+// checked and timed them: docs/performance.md, session 35); forced, they run.
+inline constexpr bool kChunkedWarmRule = false;
+constexpr int chunked_warm_split(long long blocks_per_seg, long long max_chunks, int sms) {
+  if (!kChunkedWarmRule || blocks_per_seg <= 0 || sms <= 0 ||
+      !chunked_grid_short(blocks_per_seg, sms))
+    return 1;
+  int best = 1;
+  for (int s : kChunkedSplits)
+    if (blocks_per_seg * s <= sms && (max_chunks + s - 1) / s >= kChunkedSplitMinChunks)
+      best = s;
+  return best;
 }
 
 // Chain warps per 16 value columns of the warp scan: 2 for K = 256 (each

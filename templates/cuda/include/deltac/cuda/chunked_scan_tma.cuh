@@ -154,15 +154,57 @@ __device__ __forceinline__ uint64_t dsc_amn(uint32_t tile, int h, int kb) {
 }
 
 // What the TMA scans (this one and chunked_scan_tmat.cuh) share.
+
+// A warm-up segment's first chunk (chunked.cuh's warm-up split): walking back
+// from chunk cb of the sequence whose chunk slots start at `first`, the
+// latest cw with prod_{c in [cw, cb)} gamma_c <= kWarmDecay, else 0 (the
+// sequence's start: exact). gamma_c is the chunk's decay exp(sum g) of value
+// head j (key 0: one gate per head). From a zero state at cw the state at cb
+// differs from the sequential one by at most kWarmDecay times the state at
+// cw in norm (each token's a (I - beta k k^T) has norm <= a for unit k and
+// beta in [0, 2]). Every warp computes it alike (32 chunks a step, a
+// shuffled prefix product): no shared memory, no block barrier.
+inline constexpr float kWarmDecay = 5.9604645e-8f;  // 2^-24: f32's rounding of the state
+__device__ __forceinline__ int64_t warm_start(const float* gamma, int64_t first, int64_t cb,
+                                              int HV, int j, int K) {
+  const int lane = int(threadIdx.x) & 31;
+  float prod = 1.f;  // over [c, cb)
+  for (int64_t c = cb; c > 0; c -= 32) {
+    const int64_t cc = c - 1 - lane;
+    float x = cc >= 0 ? gamma[((first + cc) * HV + j) * K] : 1.f;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d)
+        x *= y;
+    }
+    x *= prod;  // over [cc, cb)
+    const unsigned hit = __ballot_sync(0xffffffffu, cc >= 0 && x <= kWarmDecay);
+    if (hit)
+      return c - __ffs(int(hit));
+    prod = __shfl_sync(0xffffffffu, x, 31);
+  }
+  return 0;
+}
+
 // A TMA scan block's start: its sequence's tokens [s0, s1) and chunk slots
 // first .. first + nchunks, its shared memory (1 KB aligned; sm0 its
 // address, bars the stages' mbarriers at Tt::kOffBars) and the mbarriers
 // initialised (full s at bars + 8 s: the producer's 32 lanes (cp.async) and
 // the expect_tx; empty s at bars + 8 (NS + s): the consumer warps), the
 // block synced. False (for the whole block) where it has nothing to run:
-// skipped, or a varlen sequence the recurrent kernel takes.
+// skipped, or a varlen sequence the recurrent kernel takes, or an empty
+// segment.
+// Warm-up segments (ws.warm > 1, the transposed scan of a gated variant):
+// blockIdx.z = sequence x warm + segment; a segment owns chunks [cb, ce) of
+// its sequence and starts from a zero state at chunk warm_start(..) <= cb,
+// so that its chunks [0, out0) only bring the state in: their outputs are
+// not stored. Starting at the sequence's first chunk it reads h0 (from_h0);
+// the one ending the sequence writes ht (last).
 struct TmaScanBlock {
-  int64_t s0, s1, first, nchunks;
+  int64_t s0, s1, first, nchunks, out0;
+  int n;              // the sequence
+  bool from_h0, last;
   unsigned char* smem;
   uint32_t sm0, bars;
   int ns;  // stages (Tt::NS)
@@ -177,14 +219,30 @@ __device__ __forceinline__ bool tma_scan_begin(const deltac_fwd_params& p,
                                                TmaScanBlock& b) {
   if (ws.skip && *ws.skip)
     return false;
-  seq_bounds(p, int(blockIdx.z), b.s0, b.s1);
+  const int warm = ws.warm > 1 ? ws.warm : 1, seg = int(blockIdx.z) % warm;
+  b.n = int(blockIdx.z) / warm;
+  seq_bounds(p, b.n, b.s0, b.s1);
   if (ws.route > 0 && p.cu_seqlens && b.s1 - b.s0 <= ws.route)
     return false;
   int64_t last;
-  seq_slots(p, ws.offsets, int(blockIdx.z), Tt::C, b.first, last);
+  seq_slots(p, ws.offsets, b.n, Tt::C, b.first, last);
   if (last > ws.max_chunks)
     last = ws.max_chunks;
   b.nchunks = last > b.first ? last - b.first : 0;
+  b.out0 = 0, b.from_h0 = b.last = true;
+  if (warm > 1) {
+    const int64_t L = (b.nchunks + warm - 1) / warm, cb = seg * L;
+    if (seg > 0 && cb >= b.nchunks)
+      return false;  // an empty segment (the whole block)
+    const int64_t ce = cb + L < b.nchunks ? cb + L : b.nchunks;
+    const int64_t cw = warm_start(ws.gamma, b.first, cb, p.HV, int(blockIdx.y), Tt::K);
+    b.last = ce == b.nchunks;
+    b.from_h0 = cw == 0;
+    b.out0 = cb - cw;
+    b.first += cw;
+    b.s0 += cw * Tt::C;
+    b.nchunks = ce - cw;
+  }
   b.smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   b.sm0 = smem_addr(b.smem);
   b.bars = b.sm0 + uint32_t(Tt::kOffBars);
@@ -259,11 +317,12 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   using Ts = typename Tt::Ts;
   constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NH = Tt::NH;
   constexpr int NWG = Tt::NWG;
-  const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  const int j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   TmaScanBlock bk;
   if (!tma_scan_begin<Tt>(p, ws, smem_raw, 4 * NWG, bk))
     return;
+  const int n = bk.n;  // no warm-up segments here (chunked_run_plan)
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
   unsigned char* const smem = bk.smem;
   const uint32_t sm0 = bk.sm0;

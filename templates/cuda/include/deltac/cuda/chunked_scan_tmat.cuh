@@ -11,7 +11,8 @@
 //   Sᵀ  = gamma ∘ Sᵀ + (fk ∘ v')ᵀ K
 // Same workspace and tensor maps (but v's box: 64 columns) as the TMA scan
 // (chunked_scan_tma.cuh), whose producer warp this one follows. GDN / delta,
-// 16-bit inputs, K = 64, 128 or 256, chunk 64, no sequence split.
+// 16-bit inputs, K = 64, 128 or 256, chunk 64; the sequence split as warm-up
+// segments only (ws.warm, tma_scan_begin).
 // Key split (KS = 2, K = 256, whose Sᵀ of 64 x 256 does not fit one
 // warpgroup's registers): two warpgroups on the same 64 columns, each with
 // half the keys. Their partial xᵀ are summed through shared memory (each
@@ -93,11 +94,12 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   constexpr int C = Tt::C, K = Tt::K, V = Tt::V, BV = Tt::BV, NS = Tt::NS, NHW = Tt::NHW;
   constexpr int NWG = Tt::NWG;
   constexpr bool kSplit = Tt::KS == 2;
-  const int n = int(blockIdx.z), j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
+  const int j = int(blockIdx.y), v0 = int(blockIdx.x) * BV;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   TmaScanBlock bk;
   if (!tma_scan_begin<Tt>(p, ws, smem_raw, 4 * NWG, bk))
     return;
+  const int n = bk.n;
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
   unsigned char* const smem = bk.smem;
   const uint32_t sm0 = bk.sm0;
@@ -161,7 +163,9 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        S[h][nt][e] = p.h0 ? static_cast<const float*>(p.h0)[sbase + sidx(h, nt, e)] : 0.f;
+        S[h][nt][e] = p.h0 && bk.from_h0
+                          ? static_cast<const float*>(p.h0)[sbase + sidx(h, nt, e)]
+                          : 0.f;
 
   Ts* const obase = static_cast<Ts*>(p.o) + int64_t(j) * V + v0 + m0;
   const int64_t ostride = int64_t(p.HV) * V;
@@ -340,8 +344,8 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     if (lane == 0)
       mbar_arrive(bk.empty(s));  // this warp is done with the stage
 
-    // oᵀ: column m0 + 8 hh, token 8 nt + 2 t (+ 1).
-    if (lead) {
+    // oᵀ: column m0 + 8 hh, token 8 nt + 2 t (+ 1); none in a warm-up.
+    if (lead && c >= bk.out0) {
       Ts* orow = obase + t0 * ostride;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -359,7 +363,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   if constexpr (Tt::PP)
     if (wg == 0)
       bar_sync_n(1, 256);
-  if (p.ht) {
+  if (p.ht && bk.last) {
     float* ht = static_cast<float*>(p.ht) + sbase;
 #pragma unroll
     for (int h = 0; h < NHW; ++h)
