@@ -69,11 +69,11 @@ inline constexpr int kChunkedPrepWarps = 8;
 //   4 the TMA scan with the state transposed in registers
 //     (chunked_scan_tmat.cuh: Sᵀ the register A operand of the products, 64
 //     value columns a warpgroup, one or two warpgroups a block; sm_90a, GDN /
-//     delta, 16-bit inputs, K = 64 or 128, chunk 64, V a multiple of 64; no
-//     split; at K = 256 two warpgroups share 64 columns, half the keys each)
-//     where it runs, else as 0. The rule takes it where it runs and its grid
-//     leaves at most 1/8 of the SMs idle (chunked_run_plan). It reads the
-//     split for GDN only, as warm-up segments (chunked_warm_split below).
+//     delta, 16-bit inputs, K = 64 or 128, chunk 64, V a multiple of 64; at
+//     K = 256 two warpgroups share 64 columns, half the keys each) where it
+//     runs, else as 0. The rule takes it where it runs and its grid leaves at
+//     most 1/8 of the SMs idle (chunked_run_plan). It reads the split for GDN
+//     only, as warm-up segments (chunked_warm_split below), else none.
 // (2, the warp scan with output warps, is for tests and benchmarks.)
 inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
 // The V tiles the warp scan compiles, widest first.
