@@ -89,9 +89,10 @@ constexpr bool chunked_grid_short(long long blocks, int sms) {
 namespace chunked_detail {
 constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
 constexpr int maxi(int a, int b) { return a > b ? a : b; }
-constexpr bool one_of(int x, const int* v, int n) {
-  for (int i = 0; i < n; ++i)
-    if (v[i] == x)
+template <int N>
+constexpr bool one_of(int x, const int (&v)[N]) {
+  for (int e : v)
+    if (e == x)
       return true;
   return false;
 }
@@ -147,8 +148,8 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
     return false;
   if (K < 16 || K > 256 || K % 16 || V < 16 || V > 256 || V % 16)
     return false;
-  if (!one_of(chunk, kChunkedChunks, 3) || !one_of(bv, kChunkedBVs, 3) ||
-      !one_of(warps, kChunkedWarps, 3) || !one_of(stages, kChunkedStages, 3))
+  if (!one_of(chunk, kChunkedChunks) || !one_of(bv, kChunkedBVs) ||
+      !one_of(warps, kChunkedWarps) || !one_of(stages, kChunkedStages))
     return false;
   if (V % bv)
     return false;

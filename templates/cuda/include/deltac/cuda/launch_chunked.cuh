@@ -21,14 +21,6 @@ namespace deltac::cuda {
 // unfused: chunked_run_with, chunked_cfg_workspace(..., cstates) and the
 // runtime size their workspace with those knobs.
 namespace detail {
-template <size_t N>
-constexpr bool chunked_one_of(const int (&values)[N], int x) {
-  for (int v : values)
-    if (v == x)
-      return true;
-  return false;
-}
-
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
                              int32_t route, int split, int fuse, int scan) {
@@ -107,10 +99,10 @@ cudaError_t chunked_cfg(const deltac_fwd_params& p, cudaStream_t stream,
                         void* workspace = nullptr, size_t workspace_bytes = 0,
                         const int32_t* skip = nullptr, bool det = false, int32_t route = 0,
                         float* cstates = nullptr, int64_t cstates_count = 0) {
-  static_assert(Split == 0 || detail::chunked_one_of(kChunkedSplits, Split),
+  static_assert(Split == 0 || chunked_detail::one_of(Split, kChunkedSplits),
                 "split: 0 (the rule) or one of kChunkedSplits");
   static_assert(Fuse == 0 || Fuse == 1, "fuse: 0 or 1");
-  static_assert(detail::chunked_one_of(kChunkedScans, Scan),
+  static_assert(chunked_detail::one_of(Scan, kChunkedScans),
                 "scan: one of kChunkedScans (the values the catalogue offers)");
   return chunked_run<Var, K, V, InT, Chunk, BV, Warps, Stages>(
       p, stream, workspace, workspace_bytes, skip, det, route, Split, Fuse, Scan, cstates,
