@@ -56,9 +56,9 @@ typedef struct deltac_kernel_config {
    * built against an older header must be rebuilt); split 0 there is the
    * kernel's own rule. */
   int32_t fuse;
-  /* cuda_chunked's knob scan: 0 the kernel's rule (the warp scan where it
-   * runs: 16-bit inputs, K = 64, 128 or 256; it reads split, not fuse), 1
-   * the block scan. */
+  /* cuda_chunked's knob scan (cuda::kChunkedScans, chunked_rules.h): 0 the
+   * kernel's rule, 1 the block scan, 3 / 4 the TMA scans (sm_90a; 4 reads
+   * split as warm-up segments for gated: docs/performance.md). */
   int32_t scan;
 } deltac_kernel_config;
 

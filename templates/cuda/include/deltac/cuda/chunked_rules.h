@@ -206,8 +206,8 @@ constexpr int chunked_default_split(int K, int V, long long heads_x_seqs, long l
 // kChunkedSplits whose grid (blocks_per_seg = heads x sequences x V / 64)
 // fits one wave with >= kChunkedSplitMinChunks chunks a segment; 1 where
 // the unsplit grid is not short (chunked_grid_short).
-// kChunkedWarmRule: whether the rule takes them (off until a GPU run has
-// checked and timed them: docs/performance.md, session 35); forced, they run.
+// kChunkedWarmRule: off: a head of weak decay walks back to its sequence's
+// start, and that block sets the call (docs/performance.md, session 36).
 inline constexpr bool kChunkedWarmRule = false;
 constexpr int chunked_warm_split(long long blocks_per_seg, long long max_chunks, int sms) {
   if (!kChunkedWarmRule || blocks_per_seg <= 0 || sms <= 0 ||
