@@ -12,6 +12,9 @@ relative difference between the two outputs as a sanity check.
 Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
            build-cuda/b/bench/cuda/libdeltac_chunked_bench.so [--quick] [--ours-only]
            [--sweep] [--rows=i,j,...]
+--gates=model draws the GDN rows' gates as a freshly initialised mixer does
+(model_gate: some heads decay weakly; the default, g = -0.1 U(0, 1), decays
+every head by ~-3.2 a chunk), e.g. to time the warm-up split (--split=S:6000).
 --sweep also times, on the first GDN K=V=128 row and the first KDA row, the
 intra-chunk kernel and the scan apart and every config of the library's sweep
 (--sweep-all: on every GDN K=V=128 row).
@@ -43,6 +46,7 @@ alone (cfg 4000), after checking that its o matches the block scan's and that
 each sequence's last chunk state equals its ht.
 """
 import ctypes
+import math
 import statistics
 import sys
 
@@ -113,6 +117,21 @@ def flops(K, V, tokens, heads, C=64):
     return 2.0 * (3.0 * K * V + C * (K + V)) * tokens * heads
 
 
+def model_gate(B, T, HV, dev):
+    """GDN gates as a freshly initialised mixer makes them (fla's GatedDeltaNet:
+    A ~ U(0, 16) and dt ~ logU(1e-3, 1e-1) per head, dt_bias its inverse
+    softplus): g = -A softplus(a + dt_bias), a ~ N(0, 1) per token and head.
+    The weakest of 32 heads decays by ~-0.04 a chunk of 64 tokens (387 chunks to
+    forget to 2^-24), of 16 by ~-0.2 (83 chunks), of 8 by ~-1.1 (15 chunks)."""
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    A = 16 * torch.rand(HV, generator=gen)
+    dt = torch.exp(torch.rand(HV, generator=gen) * (math.log(0.1) - math.log(1e-3)) +
+                   math.log(1e-3))
+    dt_bias = dt + torch.log(-torch.expm1(-dt))
+    a = torch.randn(B, T, HV, device=dev)
+    return -(A.to(dev) * torch.nn.functional.softplus(a + dt_bias.to(dev))).float()
+
+
 def main():
     lib = ctypes.CDLL(sys.argv[1])
     quick = "--quick" in sys.argv
@@ -129,6 +148,7 @@ def main():
     ours_only = "--ours-only" in sys.argv
     sweep_all = "--sweep-all" in sys.argv
     sweep = "--sweep" in sys.argv or sweep_all
+    model_gates = "--gates=model" in sys.argv
     rows = ROWS
     for a in sys.argv:
         if a.startswith("--rows="):
@@ -158,6 +178,8 @@ def main():
         beta = torch.rand(B, T, HV, device=dev, dtype=torch.float32)
         if var == KDA:
             g = -0.1 * torch.rand(B, T, HV, K, device=dev, dtype=torch.float32)
+        elif model_gates:
+            g = model_gate(B, T, HV, dev)
         else:
             g = -0.1 * torch.rand(B, T, HV, device=dev, dtype=torch.float32)
         h0 = 0.1 * torch.randn(B, HV, K, V, device=dev, dtype=torch.float32)
