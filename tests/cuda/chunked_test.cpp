@@ -268,8 +268,8 @@ std::vector<Case> all_cases() {
         c.K = c.V = 256, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
         cs.push_back(c);
         // Delta, beta near 2 (reflections: nothing decays) over 1000 tokens on
-        // the transposed scan. Open: an H100 measured o 9.7e-3, ht 1.1e-2
-        // (docs/performance.md, session 36); the T = 100 cases pass.
+        // the transposed scan. Open: an H100 measured bf16 o 9.7e-3, ht 1.1e-2
+        // (docs/performance.md, session 36; f16 not yet); T = 100 passes.
         if (var == DELTAC_VARIANT_DELTA) {
           c = make(var, dt, "tmat_beta2_T1000");
           c.config = kChunkedTmat, c.T = 1000, c.beta_lo = 1.99f, c.beta_hi = 2.f;
