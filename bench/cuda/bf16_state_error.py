@@ -1,25 +1,29 @@
-"""Error of the chunked form's bf16 products at beta near 2 (no decay), on the CPU.
+"""Error of the chunked form's 16-bit products at beta near 2 (no decay), on the CPU.
 
-Delta rule, K = V = 128, chunk 64, T tokens, inputs rounded to bf16: float64
-sequential reference against a float64 chunked (WY/UT) form in which chosen
-operands are rounded to bf16 as the tensor-core products round them; the master
-state stays f32. Modes: 0 nothing rounded; 1 the state S and v' rounded (what a
-bf16 register operand does); 2 S split hi + lo (two bf16 terms); 3 v' split in
-the state update; 4 both split. Prints relative RMS of o and ht per mode.
+Delta rule, K = V = 128, chunk 64, T tokens, inputs rounded to bf16: a float64
+sequential reference against a float64 chunked (WY/UT) form whose operands are
+rounded as a scan's tensor-core products round them; the master state stays f32.
+Per chunk (the scans' names: chunked_scan_tmat.cuh, chunked_scan_warp.cuh):
+  x = K S_x,  r = beta (V - x) (rounded: r),  v' = T r (T rounded: T),
+  o = scale (Q S_o + Aqk v'_o),  S += v'_u^T K.
+Each operand is rounded one way: f (exact), b (bf16), s (bf16 hi + lo, two
+products), h (f16). 'scans' is what every 16-bit scan does today (S split for
+K S only); the others are candidate fixes, with the products they add per
+chunk at K = 128 (today 40 warpgroup k-steps: K S 16, Q S 8, T r 4, S update 8,
+Aqk v' 4). Prints relative RMS of o and ht per configuration and seed.
 
-Usage: python3 bench/cuda/bf16_state_error.py [seed] [beta_lo] [T]
-(beta uniform in [beta_lo, 2]; docs/performance.md, session 36).
+Usage: python3 bench/cuda/bf16_state_error.py [T] [beta_lo] [seeds]
+(beta uniform in [beta_lo, 2]; docs/performance.md, sessions 36-37).
 """
 import sys
 
 import torch
 
-seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+T = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 lo = float(sys.argv[2]) if len(sys.argv) > 2 else 1.99
-T = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
+seeds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
 K = V = 128
 C = 64
-torch.manual_seed(seed)
 f64 = torch.float64
 
 
@@ -27,39 +31,55 @@ def bf(x):
     return x.to(torch.bfloat16).to(f64)
 
 
-def split(x):
-    return bf(x) + bf(x - bf(x))
+def hf(x):
+    return x.to(torch.float16).to(f64)
 
 
-q = bf(torch.nn.functional.normalize(torch.randn(T, K, dtype=f64), dim=-1))
-k = bf(torch.nn.functional.normalize(torch.randn(T, K, dtype=f64), dim=-1))
-v = bf(torch.randn(T, V, dtype=f64))
-beta = lo + (2 - lo) * torch.rand(T, dtype=f64)
-h0 = 0.1 * torch.randn(V, K, dtype=f64)  # S as [V][K]
-scale = K ** -0.5
+ROUND = {"f": lambda x: x, "b": bf, "s": lambda x: bf(x) + bf(x - bf(x)), "h": hf}
+
+SCANS = dict(Sx="s", So="b", r="b", T="b", Vo="b", Vu="b")
+CONFIGS = [
+    ("scans (today)", SCANS, "+0"),
+    ("v' split in S update", dict(SCANS, Vu="s"), "+8"),
+    ("+ r split", dict(SCANS, Vu="s", r="s"), "+12"),
+    ("+ T split", dict(SCANS, Vu="s", T="s"), "+12, T lo in the workspace"),
+    ("+ r and T split", dict(SCANS, Vu="s", r="s", T="s"), "+20, T lo in the workspace"),
+    ("+ r, T in f16", dict(SCANS, Vu="s", r="h", T="h"), "+8, T stored as f16"),
+    ("everything split", {k: "s" for k in SCANS}, "+32, T lo in the workspace"),
+]
 
 
-def sequential():
+def inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    q = bf(torch.nn.functional.normalize(torch.randn(T, K, dtype=f64, generator=g), dim=-1))
+    k = bf(torch.nn.functional.normalize(torch.randn(T, K, dtype=f64, generator=g), dim=-1))
+    v = bf(torch.randn(T, V, dtype=f64, generator=g))
+    beta = lo + (2 - lo) * torch.rand(T, dtype=f64, generator=g)
+    h0 = 0.1 * torch.randn(V, K, dtype=f64, generator=g)  # S as [V][K]
+    return q, k, v, beta, h0
+
+
+def sequential(q, k, v, beta, h0):
     S, o = h0.clone(), torch.empty(T, V, dtype=f64)
     for t in range(T):
         S = S - beta[t] * torch.outer(S @ k[t] - v[t], k[t])
-        o[t] = scale * S @ q[t]
+        o[t] = K ** -0.5 * S @ q[t]
     return o, S
 
 
-def chunked(mode):
+def chunked(q, k, v, beta, h0, cfg):
+    r = {name: ROUND[how] for name, how in cfg.items()}
     S, o = h0.float().to(f64), torch.empty(T, V, dtype=f64)
     for c0 in range(0, T, C):
         Kc, Qc, Vc, b = k[c0:c0 + C], q[c0:c0 + C], v[c0:c0 + C], beta[c0:c0 + C]
         n = Kc.shape[0]
         A = torch.tril(b[:, None] * (Kc @ Kc.T), -1)
-        Tm = torch.linalg.inv(torch.eye(n, dtype=f64) + A)
-        Sb = S if mode == 0 else split(S) if mode in (2, 4) else bf(S)
-        U = Tm @ (b[:, None] * (Vc - Kc @ Sb.T))
-        Ub = U if mode == 0 else bf(U)
-        o[c0:c0 + n] = scale * (Qc @ Sb.T + torch.tril(Qc @ Kc.T) @ Ub)
-        Uu = split(U) if mode in (3, 4) else Ub
-        S = (S + Uu.T @ Kc).float().to(f64)  # the f32 master state
+        Tm = r["T"](torch.linalg.inv(torch.eye(n, dtype=f64) + A))
+        res = r["r"](b[:, None] * (Vc - Kc @ r["Sx"](S).T))
+        U = Tm @ res
+        Aqk = bf(torch.tril(Qc @ Kc.T))
+        o[c0:c0 + n] = K ** -0.5 * (Qc @ r["So"](S).T + Aqk @ r["Vo"](U))
+        S = (S + r["Vu"](U).T @ Kc).float().to(f64)  # the f32 master state
     return o, S
 
 
@@ -67,8 +87,12 @@ def rel(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
-oe, Se = sequential()
-print(f"delta K=V={K} T={T} chunk {C} beta in [{lo}, 2] seed {seed}")
-for mode in range(5):
-    oc, Sc = chunked(mode)
-    print(f"mode {mode}: o {rel(oc, oe):.2e}  ht {rel(Sc, Se):.2e}")
+print(f"delta K=V={K} T={T} chunk {C} beta in [{lo}, 2], {seeds} seeds (o / ht per seed)")
+data = [inputs(s) for s in range(seeds)]
+refs = [sequential(*d) for d in data]
+for name, cfg, cost in CONFIGS:
+    errs = []
+    for d, (oe, Se) in zip(data, refs):
+        oc, Sc = chunked(*d, cfg)
+        errs.append(f"{rel(oc, oe):.2e} / {rel(Sc, Se):.2e}")
+    print(f"{name:22s} {'   '.join(errs)}   k-steps {cost}")
