@@ -43,9 +43,9 @@ CONFIGS = [
     ("v' split in S update", dict(SCANS, Vu="s"), "+8"),
     ("+ r split", dict(SCANS, Vu="s", r="s"), "+12"),
     ("+ T split", dict(SCANS, Vu="s", T="s"), "+12, T lo in the workspace"),
-    ("+ r and T split", dict(SCANS, Vu="s", r="s", T="s"), "+20, T lo in the workspace"),
+    ("+ r and T split", dict(SCANS, Vu="s", r="s", T="s"), "+16, T lo in the workspace"),
     ("+ r, T in f16", dict(SCANS, Vu="s", r="h", T="h"), "+8, T stored as f16"),
-    ("everything split", {k: "s" for k in SCANS}, "+32, T lo in the workspace"),
+    ("everything split", {k: "s" for k in SCANS}, "+28, T lo in the workspace"),
 ]
 
 
