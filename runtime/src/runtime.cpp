@@ -5,6 +5,7 @@
 #include "deltac/catalogue.h"
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
+#include "deltac/cuda/chunked_rules.h"
 #include "deltac/env.h"
 #include "chunk_states.h"
 #include "dispatch.h"
@@ -342,8 +343,8 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     pad.K = choice.K, pad.V = choice.V;
     prob.K = choice.K, prob.V = choice.V;
   }
-  // Chunk-end states on CUDA: the block scan writes them, unsplit and
-  // unfused, at the call's own dims, every sequence in one launch.
+  // Chunk-end states on CUDA: at the call's own dims, every sequence in one
+  // launch, with the knobs the kernels run them by (chunked_knobs).
   if (opt.chunk_states && device == Device::CUDA) {
     if (pad.K)
       return failWith("options.chunk_states: K = " + std::to_string(p.K) + ", V = " +
@@ -352,7 +353,9 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
                       std::to_string(pad.V) + ", which writes no chunk-end states: pin "
                       "options.config (compiled at run time by NVRTC) or run on the CPU "
                       "(options.device = 1)");
-    choice.config.split = 1, choice.config.scan = 1, choice.config.fuse = 0;
+    const cuda::ChunkedKnobs kn = cuda::chunked_knobs(choice.config.split, choice.config.fuse,
+                                                      choice.config.scan, true);
+    choice.config.split = kn.split, choice.config.fuse = kn.fuse, choice.config.scan = kn.scan;
   }
   rt::Mixed mixed;
   if (device == Device::CUDA && choice.config.family == Family::CudaChunked &&

@@ -639,8 +639,7 @@ cudaError_t chunked_fused_launch(const ChunkedKernels& k, int i, const deltac_fw
 // The stages of k's config on p: see chunked_stages below (its arguments
 // after the workspace). Ts: the input type (the workspace's compute type).
 // cstates (null: none): chunk-end states, cstates_count entries (ChunkedWs);
-// the block scan writes them, so they force scan 1, no split, no fused
-// launch, and take no route.
+// they take no route and run the knobs chunked_knobs gives.
 template <class Ts>
 cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params& p,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
@@ -656,8 +655,8 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     return cudaErrorInvalidValue;
   if (route > 0)
     force_split = 1, fuse = 0;
-  if (cstates)
-    force_split = 1, fuse = 0, scan = 1;
+  const ChunkedKnobs kn = chunked_knobs(force_split, fuse, scan, cstates != nullptr);
+  force_split = kn.split, fuse = kn.fuse, scan = kn.scan;
   bool warp = false, tma = false;
   int tmat = 0;
   const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, force_split, scan, &warp, &tma, &tmat);

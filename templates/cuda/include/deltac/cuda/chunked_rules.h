@@ -79,6 +79,16 @@ inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
 // The V tiles the warp scan compiles, widest first.
 inline constexpr int kChunkedWarpBVs[] = {64, 32};
 
+// The split, fuse and scan knobs a call runs. A call writing chunk-end states
+// (deltac_options.chunk_states) runs the block scan unsplit and unfused,
+// whatever its config says: the block scan alone writes them.
+struct ChunkedKnobs {
+  int split, fuse, scan;
+};
+constexpr ChunkedKnobs chunked_knobs(int split, int fuse, int scan, bool cstates) {
+  return cstates ? ChunkedKnobs{1, 0, 1} : ChunkedKnobs{split, fuse, scan};
+}
+
 // Whether a grid of `blocks` leaves more than 1/8 of `sms` multiprocessors
 // idle: the V tile narrows, the sequence split and a tuned split apply only
 // then (chunked.cuh, chunked_default_split, the runtime's select.cpp).

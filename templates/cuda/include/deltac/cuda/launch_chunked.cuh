@@ -17,9 +17,9 @@ namespace deltac::cuda {
 // (det): k's widest tile (the warp scan's widest), no split, no fused
 // launch; routed: no split, no fused launch. chunked_run_workspace takes
 // chunked_run's arguments in its order and sizes what that call carves.
-// cstates (chunk-end states, chunked_run_stages) run split 1, scan 1,
-// unfused: chunked_run_with, chunked_cfg_workspace(..., cstates) and the
-// runtime size their workspace with those knobs.
+// cstates (chunk-end states) run chunked_knobs' knobs (chunked_rules.h):
+// chunked_run_stages, chunked_run_with, chunked_cfg_workspace(..., cstates)
+// and the runtime all take them from there.
 namespace detail {
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
@@ -43,8 +43,8 @@ cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p
   const int force_bv = det ? k.bv0 : 0;
   if (det || route)
     split = 1, fuse = 0;
-  if (cstates)  // as chunked_run_stages runs them, so the workspace below fits
-    split = 1, fuse = 0, scan = 1;
+  const ChunkedKnobs kn = chunked_knobs(split, fuse, scan, cstates != nullptr);
+  split = kn.split, fuse = kn.fuse, scan = kn.scan;  // as chunked_run_stages: the workspace fits
   if (workspace)
     return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
                                    split, fuse, route, scan, cstates, cstates_count);
@@ -83,14 +83,15 @@ cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* w
       cstates_count);
 }
 
-// cstates: the workspace of a call writing chunk-end states (split 1, scan 1,
-// unfused, whatever Split, Fuse and Scan say).
+// cstates: the workspace of a call writing chunk-end states (chunked_knobs'
+// knobs, whatever Split, Fuse and Scan say).
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
           int Stages, int Split = 0, int Fuse = 0, int Scan = 0>
 size_t chunked_cfg_workspace(const deltac_fwd_params& p, bool det = false, int32_t route = 0,
                              bool cstates = false) {
-  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(
-      p, det, route, cstates ? 1 : Split, cstates ? 0 : Fuse, cstates ? 1 : Scan);
+  const ChunkedKnobs kn = chunked_knobs(Split, Fuse, Scan, cstates);
+  return chunked_run_workspace<Var, K, V, InT, Chunk, BV, Warps, Stages>(p, det, route, kn.split,
+                                                                         kn.fuse, kn.scan);
 }
 
 template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Warps,
