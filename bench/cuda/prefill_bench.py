@@ -14,7 +14,9 @@ Usage: PYTHONPATH=<dir holding fla/> python3 bench/cuda/prefill_bench.py \
            [--sweep] [--rows=i,j,...]
 --gates=model draws the GDN rows' gates as a freshly initialised mixer does
 (model_gate: some heads decay weakly; the default, g = -0.1 U(0, 1), decays
-every head by ~-3.2 a chunk), e.g. to time the warm-up split (--split=S:6000).
+every head by ~-3.2 a chunk), e.g. to time the warm-up split (--split=S:6000),
+which then also prints the warm-up blocks' lengths in chunks on these gates
+(warm_blocks: the call waits for the longest).
 --sweep also times, on the first GDN K=V=128 row and the first KDA row, the
 intra-chunk kernel and the scan apart and every config of the library's sweep
 (--sweep-all: on every GDN K=V=128 row).
@@ -130,6 +132,35 @@ def model_gate(B, T, HV, dev):
     dt_bias = dt + torch.log(-torch.expm1(-dt))
     a = torch.randn(B, T, HV, device=dev)
     return -(A.to(dev) * torch.nn.functional.softplus(a + dt_bias.to(dev))).float()
+
+
+def warm_blocks(g, S, C=64):
+    """The warm-up split's longest block and its shortest, in chunks, for GDN gates g
+    [B, T, HV] and S segments: each segment of L = ceil(chunks / S) walks back from
+    its first chunk while the chunks' decay product stays above 2^-24, as the scan's
+    warm_start does (here in float64 log space); the call waits for the longest."""
+    B, T, HV = g.shape
+    n = (T + C - 1) // C
+    L = (n + S - 1) // S
+    pad = torch.zeros(B, n * C, HV, dtype=torch.float64, device=g.device)
+    pad[:, :T] = g.double()
+    logs = pad.view(B, n, C, HV).sum(2)  # [B, n, HV] a chunk's log decay
+    cum = torch.cat([torch.zeros(B, 1, HV, dtype=torch.float64, device=g.device),
+                     logs.cumsum(1)], 1)  # cum[c] = sum over chunks [0, c)
+    floor = math.log(2.0 ** -24)
+    longest, shortest = 0, n
+    for s in range(S):
+        cb, ce = s * L, min(s * L + L, n)
+        if cb >= ce:
+            break
+        # latest cw <= cb with cum[cb] - cum[cw] <= floor, else 0
+        ok = (cum[:, cb:cb + 1] - cum[:, :cb + 1]) <= floor  # [B, cb + 1, HV]
+        idx = torch.arange(cb + 1, device=g.device).view(1, -1, 1)
+        cw = torch.where(ok, idx, torch.zeros_like(idx)).amax(1)  # [B, HV]
+        blk = ce - cw
+        longest = max(longest, int(blk.max()))
+        shortest = min(shortest, int(blk.min()))
+    return longest, shortest, n
 
 
 def main():
@@ -252,6 +283,11 @@ def main():
                 print(f"  split {name} S={sp}: total {t_full:.3f} ms, intra-chunk "
                       f"{t_prep:.3f} ms, scan + fold + fix {t_scan:.3f} ms, fold + fix "
                       f"{t_fix:.3f} ms", flush=True)
+                nseg, base = int(sp.split(":")[0]), cfg - 100 * int(sp.split(":")[0])
+                if var == GATED and nseg > 1 and 6000 <= base < 7000:  # the transposed scan
+                    hi, lo, n = warm_blocks(g, nseg)
+                    print(f"    as warm-up segments: blocks of {lo} .. {hi} chunks "
+                          f"(unsplit {n})", flush=True)
                 del buf
             except Exception as e:  # noqa: BLE001
                 print(f"  split {name} S={sp}: failed: {e}")
