@@ -158,6 +158,8 @@ inline void kda_chunk(float* A, float* P, const float* KQ, float* KQd,
                       float* Rt, float* blk, float* tmp, float* dl) {
   using namespace simd;
   float* ef = tmp + K;      // [K] factor
+  vi lane;                  // 0, 1, .., W - 1
+  for (int l = 0; l < W; ++l) lane[l] = l;
   float* row = tmp + 2 * K;  // [K]
   int have = 0, ref = 0;    // Rt columns [0, have) relative to row ref
   auto rebase = [&](const double* gnew) {  // Rt columns to a new reference
@@ -203,9 +205,12 @@ inline void kda_chunk(float* A, float* P, const float* KQ, float* KQd,
         store(KQd + size_t(C + i) * K + k, xq * e0);
       }
     }
-    double span = 0.0;
+    // The block's decay span: four running maxima (one chain bound the loop).
+    double sp[4] = {0.0, 0.0, 0.0, 0.0};
     const double* gl = G + size_t(i0 + kSub - 1) * K;
-    for (int k = 0; k < K; ++k) span = std::max(span, std::fabs(gr[k] - gl[k]));
+    for (int k = 0; k < K; k += 4)
+      for (int u = 0; u < 4; ++u) sp[u] = std::max(sp[u], std::fabs(gr[k + u] - gl[k + u]));
+    const double span = std::max(std::max(sp[0], sp[1]), std::max(sp[2], sp[3]));
     const bool factor_diag = span <= kMaxSpan;
     const int ncols = factor_diag ? i0 + kSub : i0;
     rebase(gr);
@@ -232,11 +237,13 @@ inline void kda_chunk(float* A, float* P, const float* KQ, float* KQd,
         }
       }
     }
-    for (int r = 0; r < kSub; ++r) {
+    for (int r = 0; r < kSub; ++r) {  // A strictly lower times beta, P lower
       const int i = i0 + r;
-      for (int j = 0; j < C; ++j) {
-        A[i * C + j] = j < i ? beta[i] * blk[r * C + j] : 0.0f;
-        P[i * C + j] = j <= i ? blk[(kSub + r) * C + j] : 0.0f;
+      const vf bi = set1(beta[i]);
+      for (int j = 0; j < C; j += W) {
+        const vi col = lane + j;
+        store(A + i * C + j, col < i ? bi * load(blk + r * C + j) : zero());
+        store(P + i * C + j, col <= i ? load(blk + (kSub + r) * C + j) : zero());
       }
     }
   }
