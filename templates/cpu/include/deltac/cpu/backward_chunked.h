@@ -60,19 +60,6 @@ inline void mm(int M, int N, int kd, const R* A, long rsa, long csa, const R* B,
   }
 }
 
-// dst [cols][rows] = src [rows][cols]^T, in 16 x 16 blocks (the block's
-// destination lines stay in L1).
-template <class R>
-inline void transpose(R* dst, const R* src, int rows, int cols) {
-  constexpr int B = 16;
-  for (int i0 = 0; i0 < rows; i0 += B)
-    for (int j0 = 0; j0 < cols; j0 += B) {
-      const int i1 = std::min(rows, i0 + B), j1 = std::min(cols, j0 + B);
-      for (int j = j0; j < j1; ++j)
-        for (int i = i0; i < i1; ++i) dst[size_t(j) * rows + i] = src[size_t(i) * cols + j];
-    }
-}
-
 // x[0..n) to elements off.. of a tensor of dtype dt (the branch outside the loop).
 template <class R>
 inline void store_row(void* base, int32_t dt, int64_t off, const R* x, int n) {
@@ -146,7 +133,7 @@ struct CTask {
     }
     std::fill(wk.gl.begin(), wk.gl.begin() + K, R(g));
     // kt = K^T [K][n]; A = β_i (k_i . k_j) D_ij (j < i), from K K^T.
-    transpose(wk.kt.data(), wk.k.data(), n, K);
+    detail::transpose(wk.kt.data(), wk.k.data(), n, K);
     R *A = wk.A.data(), *KK = wk.KK.data();
     mm<false>(n, n, K, wk.k.data(), K, 1, wk.kt.data(), n, KK, n);
     for (int i = 0; i < n; ++i)
@@ -256,7 +243,7 @@ struct CTask {
       *N = wk.N.data(), *ut = wk.ut.data(), *du = wk.du.data(), *dx = wk.dx.data();
     // Aqk = scale (q . k) D (j <= i); dP = dO u^T.
     mm<false>(n, n, K, q, K, 1, wk.kt.data(), n, Aqk, n);
-    transpose(ut, u, n, V);
+    detail::transpose(ut, u, n, V);
     mm<false>(n, n, V, dO, V, 1, ut, n, dP, n);
     for (int i = 0; i < n; ++i)
       for (int m = 0; m < n; ++m) {
@@ -313,8 +300,8 @@ struct CTask {
       store<R>(p.dbeta, ft, (ts + i) * HV + j, dbeta_row[i] + s);
     }
     // qkh = sd h^T = [scale Γ dO h^T; Γ dw h^T]; dku = e u dh^T.
-    transpose(wk.ht.data(), h, K, V);
-    transpose(wk.dht.data(), dh, K, V);
+    detail::transpose(wk.ht.data(), h, K, V);
+    detail::transpose(wk.dht.data(), dh, K, V);
     R *qkh = wk.qkh.data(), *dku = wk.dku.data();
     mm<false>(2 * n, K, V, sd, V, 1, wk.ht.data(), K, qkh, K);
     mm<false>(n, K, V, u, V, 1, wk.dht.data(), K, dku, K, wk.e.data());

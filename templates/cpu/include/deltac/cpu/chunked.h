@@ -77,37 +77,6 @@ inline void scale_exp_diff(float* dst, const float* src, const double* ga,
     simd::store(dst + k, simd::load(src + k) * simd::exp(simd::load(tmp + k)));
 }
 
-// dst [n][m] = src [m][n]^T (rows contiguous; m, n multiples of 8): 8 x 8
-// blocks in registers where AVX is there (a scalar scatter cost 3-8% of the
-// chunked kernel on one AVX-512 core).
-inline void transpose8(float* dst, const float* src, int m, int n) {
-#if DELTAC_CPU_AVX
-  for (int i = 0; i < m; i += 8)
-    for (int j = 0; j < n; j += 8) {
-      __m256 r[8], t[8];
-      for (int a = 0; a < 8; ++a) r[a] = _mm256_loadu_ps(src + size_t(i + a) * n + j);
-      for (int a = 0; a < 8; a += 2) {  // pairs of rows interleaved
-        t[a] = _mm256_unpacklo_ps(r[a], r[a + 1]);
-        t[a + 1] = _mm256_unpackhi_ps(r[a], r[a + 1]);
-      }
-      for (int a = 0; a < 8; a += 4) {  // columns c and c + 4 of 4 rows
-        r[a] = _mm256_shuffle_ps(t[a], t[a + 2], 0x44);
-        r[a + 1] = _mm256_shuffle_ps(t[a], t[a + 2], 0xEE);
-        r[a + 2] = _mm256_shuffle_ps(t[a + 1], t[a + 3], 0x44);
-        r[a + 3] = _mm256_shuffle_ps(t[a + 1], t[a + 3], 0xEE);
-      }
-      for (int c = 0; c < 4; ++c) {  // low halves: column c, high: c + 4
-        _mm256_storeu_ps(dst + size_t(j + c) * m + i, _mm256_permute2f128_ps(r[c], r[c + 4], 0x20));
-        _mm256_storeu_ps(dst + size_t(j + c + 4) * m + i,
-                         _mm256_permute2f128_ps(r[c], r[c + 4], 0x31));
-      }
-    }
-#else
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) dst[size_t(j) * m + i] = src[size_t(i) * n + j];
-#endif
-}
-
 // T = (I + A)^-1 for strictly lower triangular A [C][C] (T lower, unit
 // diagonal): row i of T = e_i - sum_{m<i} A_im T_m, accumulated in registers.
 // Two sets of sums (even and odd m) where registers allow: the chain of
