@@ -403,6 +403,12 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // 1 the block scan with its knobs; elsewhere scan 0 is the block scan (1
   // the same run).
   const int32_t bytes = deltac::detail::dtypeSize(p.in_dtype);
+  // Scan 5 runs (unsplit, unfused) exactly where beta may exceed 1 on
+  // 16-bit inputs, and nothing else does there (call_knobs).
+  const bool precise = p.beta_two && bytes == 2;
+  if (precise || c.scan == deltac::cuda::kChunkedScanPrecise)
+    return precise && c.scan == deltac::cuda::kChunkedScanPrecise && c.split == 0 &&
+           c.fuse == 0;
   // The TMA scan reads none of tile_v, warps, stages, split or fuse: one
   // candidate (the default config's) where it runs; elsewhere scan 3 runs
   // as scan 0.

@@ -35,7 +35,7 @@ struct Call {
   int fuse = 0;    // 1: the fused launch where it fits (chunked_stages)
   int scan = 0;    // chunked_stages' scan: 0 the rule (a TMA or the warp scan where it runs), 1
                    // the block scan, 2 the warp scan with output warps, 3 the TMA scan, 4 the
-                   // transposed TMA scan
+                   // transposed TMA scan, 5 the block scan with two-term products
   int bv = 0;      // the scan's V tile forced (0: chosen at run time)
   float* cstates = nullptr;  // chunk-end states (chunked_run_stages; null: none)
   int64_t cstates_count = 0;
@@ -43,11 +43,18 @@ struct Call {
 
 template <deltac_variant Var, int K, int V, class Cfg>
 cudaError_t run(const Call& c) {
+  namespace dd = deltac::cuda::detail;
+  if (c.ws_out && c.scan == deltac::cuda::kChunkedScanPrecise) {  // T's low halves too
+    const dd::ChunkedKernels& k = dd::chunked_kernels<Var, K, V, bf16, Cfg>();
+    bool warp = false;
+    const dd::ChunkedPlan pl = dd::chunked_run_plan(k, *c.p, c.bv, 1, c.scan, &warp);
+    *c.ws_out = dd::chunked_carve<bf16>(k, *c.p, nullptr, nullptr, 1, pl.precise);
+    return cudaSuccess;
+  }
   if (c.ws_out) {
     *c.ws_out = deltac::cuda::chunked_workspace_bytes<Var, K, V, bf16, Cfg>(*c.p, c.split);
     return cudaSuccess;
   }
-  namespace dd = deltac::cuda::detail;
   return dd::chunked_run_stages<bf16>(dd::chunked_kernels<Var, K, V, bf16, Cfg>(), *c.p, c.ws,
                                       c.bytes, c.stream, c.stages, nullptr, c.bv, c.split,
                                       c.fuse, 0, c.scan, c.cstates, c.cstates_count);
@@ -84,10 +91,13 @@ cudaError_t run_cfg(const Call& c, int cfg) {
 // 3000 + w: the same with output warps; 4000 + i: config i with the block
 // scan; 5000 + i: config i with the TMA scan where it runs; 6000 + i: with
 // the transposed TMA scan where it runs (the others run the rule: a TMA or
-// the warp scan where it runs and no split or fused launch is asked for).
+// the warp scan where it runs and no split or fused launch is asked for);
+// 7000 + i: config i with scan 5 (two-term products, unsplit).
 cudaError_t dispatch(const Call& c0, int cfg) {
   Call c = c0;
-  if (cfg >= 6000)
+  if (cfg >= 7000)
+    c.scan = 5, cfg -= 7000;
+  else if (cfg >= 6000)
     c.scan = 4, cfg -= 6000;
   else if (cfg >= 5000)
     c.scan = 3, cfg -= 5000;

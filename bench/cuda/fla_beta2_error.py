@@ -17,12 +17,13 @@ seed = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 lo = float(sys.argv[2]) if len(sys.argv) > 2 else 1.99
 H, K, V = 2, 128, 128
 torch.manual_seed(seed)
-print(f"fla chunk_delta_rule, bf16, K=V={K}, {H} heads, beta in [{lo}, 2], seed {seed}")
+print(f"fla chunk_delta_rule, bf16, K=V={K}, {H} heads, beta in [{lo}, 2], seed {seed}",
+      flush=True)
 
 
 def reference(q, k, v, beta, h0, scale):
-    """float64, S [H][K][V]: S += beta k (v - S^T k)^T; o = scale S^T q."""
-    q, k, v, beta, S = (x.double().cpu() for x in (q[0], k[0], v[0], beta[0], h0[0]))
+    """float64 on the GPU, S [H][K][V]: S += beta k (v - S^T k)^T; o = scale S^T q."""
+    q, k, v, beta, S = (x.double() for x in (q[0], k[0], v[0], beta[0], h0[0]))
     o = torch.empty_like(v)
     for t in range(q.shape[0]):
         u = beta[t][:, None] * (v[t] - torch.einsum("hkv,hk->hv", S, k[t]))
@@ -32,7 +33,7 @@ def reference(q, k, v, beta, h0, scale):
 
 
 def rel(a, b):
-    return ((a.double().cpu() - b).norm() / b.norm()).item()
+    return ((a.double() - b).norm() / b.norm()).item()
 
 
 for T in (100, 1000, 4000):
@@ -46,4 +47,4 @@ for T in (100, 1000, 4000):
     o, ht = chunk_delta_rule(q, k, v, beta, scale=scale, initial_state=h0,
                              output_final_state=True)
     oe, he = reference(q, k, v, beta, h0, scale)
-    print(f"T={T:5d}  o {rel(o[0], oe):.2e}  ht {rel(ht[0], he):.2e}")
+    print(f"T={T:5d}  o {rel(o[0], oe):.2e}  ht {rel(ht[0], he):.2e}", flush=True)

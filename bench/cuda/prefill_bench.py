@@ -46,6 +46,10 @@ and deltac with the fused launch (chunked_fused.cuh, where it fits).
 (deltac_options.chunk_states: the block scan, unsplit) next to the block scan
 alone (cfg 4000), after checking that its o matches the block scan's and that
 each sequence's last chunk state equals its ht.
+--precise also times, on every row, scan 5 (the block scan with two-term
+products, unsplit: what calls whose beta may exceed 1 run; cfg 7000) in
+full and its scan alone, next to the row's default call, after checking its
+o and ht against the default's (relative RMS <= 1e-2).
 """
 import ctypes
 import math
@@ -336,12 +340,11 @@ def main():
                 block()
                 torch.cuda.synchronize()
                 o_blk = o.float().clone()
-                stream = torch.cuda.current_stream().cuda_stream
 
-                def with_states():
+                def with_states():  # on the stream current at the call (the capture's)
                     err = lib.deltac_bench_chunked_cstates(
-                        ctypes.byref(p), buf.data_ptr(), buf.numel(), stream, 0,
-                        cs.data_ptr(), cs.shape[0])
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                        torch.cuda.current_stream().cuda_stream, 0, cs.data_ptr(), cs.shape[0])
                     if err != 0:
                         raise RuntimeError(f"deltac chunk states: cudaError {err}")
                 with_states()
@@ -363,6 +366,32 @@ def main():
                 del buf, cs
             except Exception as e:  # noqa: BLE001
                 print(f"  cstates {name}: failed: {e}")
+
+        if "--precise" in sys.argv:
+            try:
+                ours()
+                torch.cuda.synchronize()
+                o_def, ht_def = o.float().clone(), ht.clone()
+                full, buf = make_ours(7000, 3)
+                full()
+                torch.cuda.synchronize()
+                od = ((o.float() - o_def).norm() / o_def.norm()).item()
+                hd = ((ht - ht_def).norm() / ht_def.norm()).item()
+                if not (od <= 1e-2 and hd <= 1e-2):
+                    print(f"  precise {name}: FAILED check o {od:.1e} ht {hd:.1e} vs the "
+                          "default (not timed)", flush=True)
+                else:
+                    t_def = time_graph(ours, reps)
+                    t_full = time_graph(full, reps)
+                    t_scan = time_graph(lambda: lib.deltac_bench_chunked(
+                        ctypes.byref(p), buf.data_ptr(), buf.numel(),
+                        torch.cuda.current_stream().cuda_stream, 7000, 2), reps)
+                    print(f"  precise {name}: total {t_full:.3f} ms (scan {t_scan:.3f}) vs "
+                          f"default {t_def:.3f} ms: {t_full / t_def:.2f}x (o {od:.1e} "
+                          f"ht {hd:.1e})", flush=True)
+                del buf
+            except Exception as e:  # noqa: BLE001
+                print(f"  precise {name}: failed: {e}")
 
         if "--stages" in sys.argv:
             try:

@@ -146,6 +146,14 @@ void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfi
         cuda::chunked_legal(var, K, V, elem, C, bv, c.warps, c.stages))
       add(&k.scan[i], "&" + ns + "chunked_scan_kernel<" + v + ", " + traits(bv, c.stages) + ">");
   }
+  // Scan 5's kernels only where the config asks for them (its own program).
+  const bool precise = c.scan == cuda::kChunkedScanPrecise && elem == 2;
+  for (int i = 0; i < 3 && precise; ++i) {
+    const int bv = c.tile_v >> i;
+    if (V % bv == 0 && cuda::chunked_precise_ok(var, K, V, elem, C, bv, c.warps, c.stages))
+      add(&k.precise[i],
+          "&" + ns + "chunked_scan_kernel<" + v + ", " + traits(bv, c.stages) + ", true>");
+  }
   for (int i = 0; i < 2; ++i) {
     const int bv = cuda::kChunkedWarpBVs[i];
     if (cuda::chunked_warp_ok(var, K, V, elem, C, bv))
@@ -160,7 +168,7 @@ void chunked_program(int32_t var, int K, int V, int32_t dtype, const KernelConfi
   prog.name = std::string("chunked_") + variant_name(var) + "_k" + std::to_string(K) + "_v" +
               std::to_string(V) + "_" + dtype_name(dtype) + "_c" + std::to_string(C) + "_bv" +
               std::to_string(c.tile_v) + "_w" + std::to_string(c.warps) + "_s" +
-              std::to_string(c.stages);
+              std::to_string(c.stages) + (precise ? "_precise" : "");
   prog.source = "#include \"deltac/cuda/chunked_prep.cuh\"\n"
                 "#include \"deltac/cuda/chunked_scan.cuh\"\n"
                 "#include \"deltac/cuda/chunked_scan_warp.cuh\"\n"

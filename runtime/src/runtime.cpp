@@ -325,6 +325,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   Problem prob = problem_of(p, hostMemory ? max_seqlen(p) : int64_t(p.T));
   prob.deterministic = opt.deterministic != 0;
   prob.chunk_states = opt.chunk_states != nullptr;
+  prob.beta_two = opt.allow_neg_eigval != 0;
   Device device;
   if (!chooseDevice(opt, prob, &device, &err))
     return failWith(err);
@@ -344,7 +345,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     prob.K = choice.K, prob.V = choice.V;
   }
   // Chunk-end states on CUDA: at the call's own dims, every sequence in one
-  // launch, with the knobs the kernels run them by (chunked_knobs).
+  // launch (the knobs below).
   if (opt.chunk_states && device == Device::CUDA) {
     if (pad.K)
       return failWith("options.chunk_states: K = " + std::to_string(p.K) + ", V = " +
@@ -353,10 +354,11 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
                       std::to_string(pad.V) + ", which writes no chunk-end states: pin "
                       "options.config (compiled at run time by NVRTC) or run on the CPU "
                       "(options.device = 1)");
-    const cuda::ChunkedKnobs kn = cuda::chunked_knobs(choice.config.split, choice.config.fuse,
-                                                      choice.config.scan, true);
-    choice.config.split = kn.split, choice.config.fuse = kn.fuse, choice.config.scan = kn.scan;
   }
+  // The knobs CUDA's chunked kernels run, whatever the config says
+  // (call_knobs: chunk-end states; scan 5 where beta may exceed 1).
+  if (device == Device::CUDA)
+    choice.config = call_knobs(choice.config, prob);
   rt::Mixed mixed;
   if (device == Device::CUDA && choice.config.family == Family::CudaChunked &&
       !opt.chunk_states)

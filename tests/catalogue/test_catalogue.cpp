@@ -334,8 +334,8 @@ TEST(Catalogue, ChunkedSplitAndFuseArePrecompiledAtEveryValue) {
 
 // cuda_chunked's scan: 0 the kernel's rule (the TMA or warp scan where it
 // runs and no split > 1 or fused launch is asked for), 1 the block scan, 3
-// the TMA scan (the rule's scans where it does not run); all precompiled,
-// all legal everywhere.
+// and 4 the TMA scans (the rule's scans where they do not run), 5 the block
+// scan with two-term products; all precompiled, all legal everywhere.
 TEST(Catalogue, ChunkedScanRule) {
   const FamilyInfo &fi = family_info(Family::CudaChunked);
   ASSERT_TRUE(fi.knobs & kKnobScan);
@@ -352,12 +352,35 @@ TEST(Catalogue, ChunkedScanRule) {
                                              d.chunk, d.scan),
                 warp)
           << k << "x" << v << " dtype " << dt;
-      for (int scan : {0, 1, 3}) {
+      for (int scan : {0, 1, 3, 4, 5}) {
         KernelConfig c = d;
         c.scan = scan;
         EXPECT_EQ(check_config(c, p), "");
         EXPECT_TRUE(precompiled(c, p));
       }
+      // Beta above 1: 16-bit inputs run scan 5 unsplit and unfused whatever
+      // the config says; f32 keeps it (its products are f32-exact); chunk
+      // states alone run the block scan.
+      KernelConfig t = d;
+      t.split = 4, t.fuse = 1, t.scan = 4;
+      Problem b = p;
+      b.beta_two = true;
+      const KernelConfig r = call_knobs(t, b);
+      if (dt == DELTAC_F32) {
+        EXPECT_EQ(r.split, 4);
+        EXPECT_EQ(r.fuse, 1);
+        EXPECT_EQ(r.scan, 4);
+      } else {
+        EXPECT_EQ(r.split, 1);
+        EXPECT_EQ(r.fuse, 0);
+        EXPECT_EQ(r.scan, 5);
+      }
+      b.beta_two = false, b.chunk_states = true;
+      const KernelConfig s = call_knobs(t, b);
+      EXPECT_EQ(s.split, 1);
+      EXPECT_EQ(s.fuse, 0);
+      EXPECT_EQ(s.scan, 1);
+      EXPECT_EQ(call_knobs(t, p).scan, 4);
       KernelConfig c = d;
       c.scan = 2;
       EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1, 3"), std::string::npos);

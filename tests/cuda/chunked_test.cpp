@@ -267,14 +267,6 @@ std::vector<Case> all_cases() {
         c = make(var, dt, "rule_K256_full_grid");
         c.K = c.V = 256, c.B = 3, c.T = 130, c.H = 16, c.HV = 48;
         cs.push_back(c);
-        // Delta, beta near 2 (reflections: nothing decays) over 1000 tokens on
-        // the transposed scan. Open: an H100 measured bf16 o 9.7e-3, ht 1.1e-2
-        // (docs/performance.md, session 36; f16 not yet); T = 100 passes.
-        if (var == DELTAC_VARIANT_DELTA) {
-          c = make(var, dt, "tmat_beta2_T1000");
-          c.config = kChunkedTmat, c.T = 1000, c.beta_lo = 1.99f, c.beta_hi = 2.f;
-          cs.push_back(c);
-        }
         // Warm-up segments (configs kChunkedTmatWarm2 / 4: GDN; delta runs
         // unsplit): lengths of 1, 2, 16 and 65 chunks, varlen with 1-token and
         // empty sequences, no h0, no ht, VK state, in place (unsplit: h0 and
@@ -345,6 +337,39 @@ std::vector<Case> all_cases() {
         c.K = c.V = 256, c.H = c.HV = 2, c.T = 4097, c.g_lo = -0.05f, c.g_hi = 0.f;
         cs.push_back(c);
       }
+    // Scan 5 (config kChunkedPrecise: the block scan with two-term
+    // products, what calls whose beta may exceed 1 run): the scan cases in
+    // bf16 and f16, then beta near 2 over long sequences, where the other
+    // 16-bit scans' error grows with T (an H100 measured o 9.7e-3, ht
+    // 1.1e-2 for delta at 1000 tokens on the transposed scan: session 36):
+    // 1000 and 4000 tokens, gates near 0, K = V = 256, varlen; f32 runs it
+    // as the block scan.
+    for (Dt dt : {BF16, F16}) {
+      scan_cases(dt, "precise_", kChunkedPrecise, true);
+      auto beta2 = [&](const std::string& what, int T) {
+        Case x = make(var, dt, "precise_beta2_" + what);
+        x.config = kChunkedPrecise, x.T = T, x.beta_lo = 1.99f, x.beta_hi = 2.f;
+        if (var != DELTAC_VARIANT_DELTA)
+          x.g_lo = -1e-4f, x.g_hi = 0.f;
+        return x;
+      };
+      cs.push_back(beta2("T1000", 1000));
+      cs.push_back(beta2("T4000", 4000));
+      Case c = beta2("K256_T1000", 1000);
+      c.K = c.V = 256;
+      cs.push_back(c);
+      c = beta2("varlen", 0);
+      c.cu_seqlens = {0, 1, 65, 1065, 1065, 1068, 3100};
+      cs.push_back(c);
+      c = beta2("uniform02_T2000", 2000);
+      c.beta_lo = 0.f;
+      cs.push_back(c);
+    }
+    {
+      Case c = make(var, F32, "precise_beta2_T1000");
+      c.config = kChunkedPrecise, c.T = 1000, c.beta_lo = 1.99f, c.beta_hi = 2.f;
+      cs.push_back(c);
+    }
     // The warp scan (config kChunkedWarp, chunked_scan_warp.cuh): bf16 and
     // f16 K = V = 128 (GVA 2) and K = V = 256, bf16 K = V = 64, K = 128 /
     // V = 256 and GVA 4; with output warps (kChunkedWarpSplitO) a subset.

@@ -135,6 +135,23 @@ cudaError_t run_tmat_split(const deltac_fwd_params& p, void* ws, size_t bytes,
                                                            Split, 0, 0, 4);
 }
 
+// Cfg with scan 5 (the block scan with two-term products; unsplit) and
+// its workspace (T's low halves too).
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+cudaError_t run_precise(const deltac_fwd_params& p, void* ws, size_t bytes, cudaStream_t stream,
+                        const int32_t* skip) {
+  return cuda::detail::chunked_stages<Var, K, V, InT, Cfg>(p, ws, bytes, stream, 3, skip, 0, 1,
+                                                           0, 0, cuda::kChunkedScanPrecise);
+}
+template <deltac_variant Var, int K, int V, class InT, class Cfg>
+size_t ws_precise(const deltac_fwd_params& p) {
+  const cuda::detail::ChunkedKernels& k = cuda::detail::chunked_kernels<Var, K, V, InT, Cfg>();
+  bool warp = false;
+  const cuda::detail::ChunkedPlan pl =
+      cuda::detail::chunked_run_plan(k, p, 0, 1, cuda::kChunkedScanPrecise, &warp);
+  return cuda::detail::chunked_carve<InT>(k, p, nullptr, nullptr, 1, pl.precise);
+}
+
 template <deltac_variant Var, int K, int V, class InT>
 ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) {
   if (k != K || v != V || dtype != dtype_id<InT>())
@@ -167,6 +184,13 @@ ChunkedFns pick_chunked(CShape<K, V, InT>, int k, int v, int dtype, int config) 
     ChunkedFns f = fns_split<Var, K, V, InT, D, 4>();  // covers 2 and the scan's own
     f.run = config == kChunkedTmatWarm2 ? &run_tmat_split<Var, K, V, InT, D, 2>
                                         : &run_tmat_split<Var, K, V, InT, D, 4>;
+    return f;
+  }
+  if (config == kChunkedPrecise) {
+    using D = cuda::DefaultChunkedConfig<Var, K, V, InT>;
+    ChunkedFns f;
+    f.run = &run_precise<Var, K, V, InT, D>;
+    f.ws = &ws_precise<Var, K, V, InT, D>;
     return f;
   }
   if (config == kChunkedWarp || config == kChunkedWarpSplitO) {

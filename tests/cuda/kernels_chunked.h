@@ -30,7 +30,8 @@ struct ChunkedFns {
 // 2 / 4 / 8 segments (every shape), 17 the TMA scan (chunked_stages' scan 3;
 // the warp scan where it does not run: tma_scan_device says), 18 the
 // transposed TMA scan (scan 4; likewise), 19 / 20 that with the split forced
-// to 2 / 4 (GDN: warm-up segments; the others unsplit). Every other
+// to 2 / 4 (GDN: warm-up segments; the others unsplit), 21 scan 5 (the
+// block scan with two-term products; f32: the block scan). Every other
 // config runs the block scan (chunked_stages' scan = 1), unless
 // DELTAC_TEST_WARP_SCAN=1 (or 2, 3, 4) in the environment (read once) asks
 // every config for the warp scan (the rule, scan 0, or scan 2: where it runs,
@@ -43,6 +44,7 @@ inline constexpr int kChunkedWarp = 12, kChunkedWarpSplitO = 13;
 inline constexpr int kChunkedWarpSplit2 = 14, kChunkedWarpSplit4 = 15, kChunkedWarpSplit8 = 16;
 inline constexpr int kChunkedTma = 17, kChunkedTmat = 18;
 inline constexpr int kChunkedTmatWarm2 = 19, kChunkedTmatWarm4 = 20;
+inline constexpr int kChunkedPrecise = 21;
 
 // chunked_stages' scan for every config (harness.cpp; read once): 1 (the
 // block scan), 0 (the rule: a TMA or the warp scan) when DELTAC_TEST_WARP_SCAN=1,

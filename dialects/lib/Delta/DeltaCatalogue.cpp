@@ -116,6 +116,7 @@ deltac::Problem mlir::delta::problemOf(LayerOp layer, Target t,
                                                              : DELTAC_STATE_VK;
   p.seqs = 0;
   p.max_seqlen = maxTokens;
+  p.beta_two = layer.getBetaRange() == BetaRange::zero_two;
   return p;
 }
 

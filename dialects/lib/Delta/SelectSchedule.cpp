@@ -230,6 +230,10 @@ private:
       if (!why.empty())
         return layer.emitOpError()
                << "delta-select-schedule: on " << targetName(t) << ": " << why;
+      // Beta above 1: the knobs the kernel runs (16-bit CUDA: scan 5),
+      // whatever the sources say.
+      if (p.beta_two)
+        c = deltac::call_knobs(c, p);
       scheds.push_back(scheduleOf(ctx, t, c, maxTokens, source));
     }
     if (modeOverride)

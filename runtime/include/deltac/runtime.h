@@ -58,7 +58,9 @@ typedef struct deltac_kernel_config {
   int32_t fuse;
   /* cuda_chunked's knob scan (cuda::kChunkedScans, chunked_rules.h): 0 the
    * kernel's rule, 1 the block scan, 3 / 4 the TMA scans (sm_90a; 4 reads
-   * split as warm-up segments for gated: docs/performance.md). */
+   * split as warm-up segments for gated: docs/performance.md), 5 the block
+   * scan with two-term products, unsplit (16-bit inputs: what calls with
+   * allow_neg_eigval run, whatever the config says). */
   int32_t scan;
 } deltac_kernel_config;
 
@@ -89,7 +91,10 @@ typedef struct deltac_options {
    * host synchronisation: read the flag when convenient (after syncing the
    * stream), e.g. with deltac_check_flag_string. */
   int32_t check_values;
-  /* Checking mode: 1 = beta may be in [0, 2] (negative eigenvalues). */
+  /* 1 = beta may be in [0, 2] (negative eigenvalues): the checking mode's
+   * bound, and on CUDA with 16-bit inputs the chunked kernel's scan 5
+   * (two-term products: near 2 the state does not decay and the other
+   * scans' rounding error grows with the length). */
   int32_t allow_neg_eigval;
   /* Checking mode with device pointers: a device int32 the caller owns and
    * zeroes (e.g. cudaMemsetAsync on cuda_stream) before the first call. The
@@ -148,7 +153,8 @@ typedef struct deltac_options {
    * the buffer holds (deltac_chunk_states_count gives the count a call
    * needs). Needs an f32 state and a chunked family: cpu_chunked runs its
    * kernel chunk by chunk; cuda_chunked's block scan writes them (the
-   * config's split, scan and fuse run as 1, 1 and 0; K, V with no
+   * config's split, scan and fuse run as 1, 1 and 0, or with
+   * allow_neg_eigval on 16-bit inputs as 1, 5 and 0; K, V with no
    * precompiled instance run on the CPU under device auto, need
    * options.config under device cuda: a padded run is refused).
    * With device pointers: device memory, 16-byte aligned. */
@@ -182,7 +188,8 @@ typedef struct deltac_run_info {
    * CUDA. Static storage. */
   const char *isa;
   int32_t fuse; /* cuda_chunked's knob fuse (0 for other families) */
-  /* cuda_chunked's knob scan as configured (0 for other families): 0 is
+  /* cuda_chunked's knob scan as run (0 for other families; chunk states
+   * and allow_neg_eigval override the config's: deltac::call_knobs): 0 is
    * the kernel's rule, so which scan ran follows deltac::cuda::
    * chunked_uses_warp_scan (chunked_rules.h), the grid (the TMA scan where
    * it runs and one wave holds it: chunked.cuh's chunked_run_plan) and the

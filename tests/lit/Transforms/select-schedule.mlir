@@ -73,3 +73,11 @@ delta.layer @wide_v {variant = #delta.variant<gated>, heads = 4, key_dim = 64, v
 // CUDA-LABEL: delta.layer @half
 // CUDA-SAME: schedules = [#delta.schedule<target = sm_90a, family = "cuda_recurrent", knobs = {tile_v = 32 : i64, warps = 2 : i64}, max_tokens = 16, source = "default">, #delta.schedule<target = sm_90a, family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, scan = 0 : i64, split = 0 : i64, stages = 1 : i64, tile_v = 64 : i64, warps = 8 : i64}, max_tokens = 0, source = "default">]
 delta.layer @half {variant = #delta.variant<gated>, heads = 4, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<f16>}
+
+// -----
+
+// Beta in (0, 2) on bf16 inputs: cuda_chunked runs scan 5 (two-term
+// products, unsplit, unfused: deltac::call_knobs) whatever its sources say.
+// CUDA-LABEL: delta.layer @beta_two_bf16
+// CUDA-SAME: family = "cuda_chunked", knobs = {chunk = 64 : i64, fuse = 0 : i64, scan = 5 : i64, split = 1 : i64
+delta.layer @beta_two_bf16 {variant = #delta.variant<delta>, heads = 4, key_dim = 128, value_dim = 128, in_dtype = #delta.dtype<bf16>, beta_range = #delta.beta_range<zero_two>}

@@ -214,6 +214,7 @@ struct ChunkedKernels {
   bool split_o;          // scan = 2 asks for output warps (DELTAC_CHUNKED_WARP_OUTPUT)
   const void* tma;       // chunked_scan_tma_kernel (one warpgroup), or null
   const void* tmat[3];   // chunked_scan_tmat_kernel of form i + 1 (tmat_form_cols), or null
+  const void* precise[3];  // scan 5: chunked_scan_kernel<..., true>, V tiles as scan[], or null
 };
 
 // Chunk slots to allocate: every chunk of every sequence fits.
@@ -227,9 +228,10 @@ inline size_t chunked_round(size_t x) { return (x + 255) / 256 * 256; }
 
 // Workspace carve-up for `split` segments per sequence; returns the bytes
 // used (ws may be null to measure).
+// precise: scan 5's T low halves too (16-bit types).
 template <class Ts>
 size_t chunked_carve(const ChunkedKernels& k, const deltac_fwd_params& p, void* base,
-                     ChunkedWs<Ts>* ws, int split) {
+                     ChunkedWs<Ts>* ws, int split, bool precise = false) {
   const int C = k.C, K = k.K;
   const int64_t slots = chunked_max_chunks(p, C) * p.HV;
   char* b = static_cast<char*>(base);
@@ -247,6 +249,9 @@ size_t chunked_carve(const ChunkedKernels& k, const deltac_fwd_params& p, void* 
   w.ready = nullptr;
   w.t = reinterpret_cast<Ts*>(take(size_t(slots) * C * C * sizeof(Ts)));
   w.aqk = reinterpret_cast<Ts*>(take(size_t(slots) * C * C * sizeof(Ts)));
+  w.tlo = precise && sizeof(Ts) == 2
+              ? reinterpret_cast<Ts*>(take(size_t(slots) * C * C * sizeof(Ts)))
+              : nullptr;
   w.f = reinterpret_cast<float*>(take(size_t(slots) * 4 * C * 4));
   w.gamma = reinterpret_cast<float*>(take(size_t(slots) * K * 4));
   if (k.var == DELTAC_VARIANT_KDA) {
@@ -331,7 +336,32 @@ inline int chunked_warp_bv(const ChunkedKernels& k, const deltac_fwd_params& p, 
 struct ChunkedPlan {
   int bv, split;      // the scan's V tile, segments per sequence (1: no split)
   bool warm = false;  // the segments are warm-up ones (the transposed TMA scan)
+  bool precise = false;  // scan 5's kernels (k.precise)
 };
+
+// Scan 5's V tile on p (0: none runs on this device): force_bv where it
+// runs, else the widest that runs, narrowed (as chunked_pick_bv) while the
+// grid would leave more than 1/8 of the multiprocessors idle; with force_bv
+// it cannot take (batch-invariant calls ask for k.bv0), the widest.
+inline int chunked_precise_bv(const ChunkedKernels& k, const deltac_fwd_params& p,
+                              int force_bv) {
+  ChunkedDevice d;
+  if (chunked_device(d) != cudaSuccess)
+    return 0;
+  auto ok = [&](int i) {
+    return k.precise[i] && chunked_precise_ok(k.var, k.K, k.V, k.elem, k.C, k.bv0 >> i,
+                                              k.warps, k.stages, size_t(d.smem));
+  };
+  int bv = 0;
+  for (int i = 0; i < 3; ++i)
+    if (ok(i) && force_bv == k.bv0 >> i)
+      return force_bv;
+  for (int i = 0; i < 3; ++i)
+    if (ok(i) && (bv == 0 || (!force_bv && chunked_grid_short(
+                                              int64_t(k.V / bv) * p.HV * p.N, d.sms))))
+      bv = k.bv0 >> i;
+  return bv;
+}
 
 // Segments per sequence of a split at V tile sbv (0: none can run) when the
 // scan runs bv_run unsplit: force_split (> 1), or with 0 the rule of
@@ -518,6 +548,13 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     *tma = false;
   if (tmat)
     *tmat = 0;
+  if (scan == kChunkedScanPrecise) {  // unsplit (chunked_knobs); f32: the block scan
+    if (k.elem == 4)
+      return chunked_plan(k, p, force_bv, 1);
+    ChunkedPlan pl{chunked_precise_bv(k, p, force_bv), 1};
+    pl.precise = true;
+    return pl;
+  }
   if (tmat && (scan == 4 || (scan == 0 && force_split <= 1)) && force_bv == 0 &&
       (k.tmat[0] || k.tmat[kTmatKeySplit - 1]) &&
       chunked_tmat_runs(k.var, k.K, k.V, k.elem, k.C) && chunked_tma_takes(k, p)) {
@@ -666,11 +703,11 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (bv == 0)
     return cudaErrorInvalidValue;
   const int carve_split = pl.warm ? 1 : pl.split;  // warm-up segments take no workspace
-  const size_t need = chunked_carve<Ts>(k, p, nullptr, nullptr, carve_split);
+  const size_t need = chunked_carve<Ts>(k, p, nullptr, nullptr, carve_split, pl.precise);
   if (!workspace || workspace_bytes < need || !chunked_aligned(workspace, 256))
     return cudaErrorInvalidValue;
   ChunkedWs<Ts> ws;
-  chunked_carve<Ts>(k, p, workspace, &ws, carve_split);
+  chunked_carve<Ts>(k, p, workspace, &ws, carve_split, pl.precise);
   ws.warm = pl.warm ? pl.split : 1;
   ws.skip = skip;
   ws.route = route;
@@ -754,14 +791,16 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
     int i = 0;
     while (i < 3 && bv != k.bv0 >> i)
       ++i;
-    if (i == 3 || !k.scan[i])
+    const void* fn = i == 3 ? nullptr : pl.precise ? k.precise[i] : k.scan[i];
+    if (!fn)
       return cudaErrorInvalidValue;
     const unsigned tiles = k.V / bv + (ws.split > 1 ? k.K / bv : 0);
     void* args[] = {&pp, &ws};
-    if ((e = chunked_launch(k.scan[i], dev,
+    if ((e = chunked_launch(fn, dev,
                             dim3(tiles, unsigned(p.HV), unsigned(p.N) * unsigned(ws.split)),
                             32 * k.warps,
-                            int(chunked_scan_smem(k.var, k.K, k.elem, k.C, bv, k.stages)),
+                            int(chunked_scan_smem(k.var, k.K, k.elem, k.C, bv, k.stages,
+                                                  pl.precise)),
                             stream, args)) != cudaSuccess)
       return e;
   }
@@ -810,6 +849,11 @@ ChunkedKernels make_chunked_kernels() {
     if constexpr (BVe >= 16 && chunked_bv_ok<Var, K, V, InT, Cfg>(BVe)) {
       using Te = ChunkedTraits<Var, K, V, InT, ChunkedConfig<C, BVe, Cfg::kWarps, Cfg::kStages>>;
       k.scan[I] = reinterpret_cast<const void*>(&chunked_scan_kernel<Var, Te>);
+    }
+    if constexpr (chunked_precise_ok(Var, K, V, E, C, BVe, Cfg::kWarps, Cfg::kStages) &&
+                  V % BVe == 0) {
+      using Te = ChunkedTraits<Var, K, V, InT, ChunkedConfig<C, BVe, Cfg::kWarps, Cfg::kStages>>;
+      k.precise[I] = reinterpret_cast<const void*>(&chunked_scan_kernel<Var, Te, true>);
     }
     if constexpr (BVe >= 16 &&
                   chunked_legal(Var, K, V, sizeof(InT), C, BVe, Cfg::kWarps, 1)) {

@@ -42,6 +42,7 @@ template <class Ts>
 struct ChunkedWs {
   int32_t* offsets;  // [N + 1] first chunk slot of each sequence (varlen only)
   Ts *t, *aqk;       // [slot][C][C]
+  Ts* tlo;           // [slot][C][C] T - T_hi (16-bit T's low half; scan 5 only, else null)
   Ts *qg, *kg, *kd;  // kda only: [slot][C][K] decayed q, k operands
   float *f, *gamma;  // [slot][4][C] row factors fa, fb, fq, fk; [slot][K]
   int64_t max_chunks;  // slots allocated
@@ -848,14 +849,21 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
   // operands) out.
   {
     Ts* t = ws.t + slot * C * C;
+    // What rounding to Ts leaves of x (the low half scan 5 reads).
+    auto rest = [](float x) { return x - cvt_f(cvt_t<Ts>(x)); };
     if constexpr (LD % 4 == 0) {
       // Four elements a thread: 16-byte shared loads without bank conflicts.
+      Ts* tl = ws.tlo ? ws.tlo + slot * C * C : nullptr;
       for (int idx = tid; idx < C * C / 4; idx += NTH) {
         const int i = idx / (C / 4), jj = idx % (C / 4) * 4;
         const bool low = jj / 16 <= i / 16;  // blocks above the diagonal: zero
         const float4 x = low ? *reinterpret_cast<const float4*>(Tf + i * LD + jj)
                              : make_float4(0.f, 0.f, 0.f, 0.f);
         store4_global(t + i * C + jj, x);
+        if constexpr (sizeof(Ts) == 2)
+          if (tl)
+            store4_global(tl + i * C + jj,
+                          make_float4(rest(x.x), rest(x.y), rest(x.z), rest(x.w)));
       }
     } else {
       for (int idx = tid; idx < C * C / 8; idx += NTH) {
@@ -865,6 +873,11 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
 #pragma unroll
         for (int e = 0; e < 8; ++e) x[e] = low ? Tf[i * LD + jj + e] : 0.f;
         store8_global(t + i * C + jj, x);
+        if (sizeof(Ts) == 2 && ws.tlo) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) x[e] = rest(x[e]);
+          store8_global(ws.tlo + slot * C * C + i * C + jj, x);
+        }
       }
     }
   }

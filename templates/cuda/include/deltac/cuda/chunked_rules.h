@@ -74,18 +74,32 @@ inline constexpr int kChunkedPrepWarps = 8;
 //     runs, else as 0. The rule takes it where it runs and its grid leaves at
 //     most 1/8 of the SMs idle (chunked_run_plan). It reads the split for GDN
 //     only, as warm-up segments (chunked_warm_split below), else none.
+//   5 the block scan with two-term products (chunked_scan.cuh, Precise):
+//     the residual r, T (its low half written by the intra-chunk kernel)
+//     and the update's v' each as hi + lo 16-bit terms, so the f32 state
+//     loses nothing to the operands' rounding; no split, no fused launch.
+//     What beta in (0, 2) needs with 16-bit inputs: beta near 2 reflects
+//     without decaying and the other scans' bf16 error grows with T
+//     (docs/performance.md, "Which fix"). f32 inputs run it as 1 (their
+//     products are already f32-exact).
 // (2, the warp scan with output warps, is for tests and benchmarks.)
-inline constexpr int kChunkedScans[] = {0, 1, 3, 4};
+inline constexpr int kChunkedScans[] = {0, 1, 3, 4, 5};
+inline constexpr int kChunkedScanPrecise = 5;
 // The V tiles the warp scan compiles, widest first.
 inline constexpr int kChunkedWarpBVs[] = {64, 32};
 
-// The split, fuse and scan knobs a call runs. A call writing chunk-end states
-// (deltac_options.chunk_states) runs the block scan unsplit and unfused,
-// whatever its config says: the block scan alone writes them.
+// The split, fuse and scan knobs a call runs, whatever its config says. A
+// call writing chunk-end states (deltac_options.chunk_states) runs the block
+// scan unsplit and unfused (the block scan alone writes them); a call whose
+// beta may exceed 1 (deltac_options.allow_neg_eigval, beta_range zero_two)
+// on 16-bit inputs (precise) runs scan 5, which writes them too.
 struct ChunkedKnobs {
   int split, fuse, scan;
 };
-constexpr ChunkedKnobs chunked_knobs(int split, int fuse, int scan, bool cstates) {
+constexpr ChunkedKnobs chunked_knobs(int split, int fuse, int scan, bool cstates,
+                                     bool precise = false) {
+  if (precise || scan == kChunkedScanPrecise)
+    return ChunkedKnobs{1, 0, kChunkedScanPrecise};
   return cstates ? ChunkedKnobs{1, 0, 1} : ChunkedKnobs{split, fuse, scan};
 }
 
@@ -136,8 +150,10 @@ constexpr size_t chunked_prep_smem(int var, int K, int V, int elem, int chunk) {
   return b;
 }
 
-// Shared memory of the scan kernel, in bytes.
-constexpr size_t chunked_scan_smem(int var, int K, int elem, int chunk, int bv, int stages) {
+// Shared memory of the scan kernel, in bytes (precise: scan 5's, with T's
+// low half per stage and the low halves of r and of the update's v').
+constexpr size_t chunked_scan_smem(int var, int K, int elem, int chunk, int bv, int stages,
+                                   bool precise = false) {
   using namespace chunked_detail;
   const size_t C = chunk, LK = K + pad(elem), LC = chunk + pad(elem), LB = bv + pad(elem);
   // Per stage: q, k (kda: a second k) rows, the v tile, T, Aqk; the row
@@ -146,7 +162,8 @@ constexpr size_t chunked_scan_smem(int var, int K, int elem, int chunk, int bv, 
       ((var == DELTAC_VARIANT_KDA ? 3 : 2) * C * LK + C * LB + 2 * C * LC) * elem +
       (4 * C + size_t(K)) * 4;
   // S (hi, and lo for 16-bit types), the residual, v' and the decayed v'.
-  return stage * stages + (size_t(elem == 2 ? 2 : 1) * K * LB + 3 * C * LB) * elem;
+  const size_t extra = precise ? size_t(stages) * C * LC * elem + 2 * C * LB * elem : 0;
+  return stage * stages + (size_t(elem == 2 ? 2 : 1) * K * LB + 3 * C * LB) * elem + extra;
 }
 
 // Whether (chunk, bv, warps, stages) is a legal config for (variant, K, V,
@@ -180,6 +197,16 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
   if (chunked_scan_smem(var, K, in_bytes, chunk, bv, stages) > smem)
     return false;
   return true;
+}
+
+// Whether scan 5 (the block scan with two-term products) runs that config
+// with V tile bv: 16-bit inputs, a legal config, its larger shared memory
+// within `smem`.
+constexpr bool chunked_precise_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
+                                  int warps, int stages, size_t smem = kChunkedSmemSm90) {
+  return in_bytes == 2 && bv >= 16 &&
+         chunked_legal(var, K, V, in_bytes, chunk, bv, warps, stages, smem) &&
+         chunked_scan_smem(var, K, in_bytes, chunk, bv, stages, true) <= smem;
 }
 
 // The default split: 1 while the scan's grid (value heads x sequences x

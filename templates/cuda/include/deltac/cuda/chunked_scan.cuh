@@ -14,6 +14,10 @@
 // Stages - 1 chunks' rows are copied with cp.async while one computes.
 // With the sequence split a block runs one segment of the sequence, and the
 // later segments' extra identity columns (chunked_split.cuh).
+// Precise (scan 5, 16-bit types): r, T and fk ∘ v' enter their products as
+// hi + lo terms (v' = T_hi r_hi + T_hi r_lo + T_lo r_hi; S += Kᵀ (vd_hi +
+// vd_lo)), so no operand rounding reaches the f32 state: what beta near 2
+// (no decay, reflections) needs over long sequences.
 #ifndef DELTAC_CUDA_CHUNKED_SCAN_CUH
 #define DELTAC_CUDA_CHUNKED_SCAN_CUH
 
@@ -89,10 +93,10 @@ __device__ __forceinline__ float* split_state(const ChunkedWs<Ts>& ws, int HV, i
 }
 
 // One block of the scan: V tile bx, value head by, sequence x split +
-// segment bz (kThreads threads, kScanSmem bytes of dynamic shared memory).
-// With ws.ready (the fused kernel), each chunk's intra-chunk output is
-// waited for before its copy is issued.
-template <deltac_variant Var, class Tr>
+// segment bz (kThreads threads, chunked_scan_smem(..., Precise) bytes of
+// dynamic shared memory). With ws.ready (the fused kernel), each chunk's
+// intra-chunk output is waited for before its copy is issued.
+template <deltac_variant Var, class Tr, bool Precise = false>
 __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
                                                    const ChunkedWs<typename Tr::Ts>& ws, int bx,
                                                    int by, int bz) {
@@ -104,14 +108,16 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
   constexpr int MW1 = Tr::MW1, MT1 = Tr::MT1, NT1 = Tr::NT1;
   constexpr int MW3 = Tr::MW3, MT3 = Tr::MT3, NT3 = Tr::NT3;
   constexpr bool kSplit = Tr::kSplit, kKda = Tr::kKda;
+  static_assert(!Precise || kSplit, "scan 5: 16-bit types (f32 products are already exact)");
   constexpr int E = 16 / int(sizeof(Ts));
   // Stage: q [C][LK], k [C][LK], kda: k for the update [C][LK], v tile
-  // [C][LB], T [C][LC], Aqk [C][LC] (compute type); row factors [4][C] and
-  // gamma [K] (f32).
+  // [C][LB], T [C][LC], Aqk [C][LC] (compute type), Precise: T_lo [C][LC];
+  // row factors [4][C] and gamma [K] (f32).
   constexpr int kOffV = (kKda ? 3 : 2) * C * LK;
   constexpr int kOffT = kOffV + C * LB;
   constexpr int kOffA = kOffT + C * LC;
-  constexpr int kStageTs = kOffA + C * LC;
+  constexpr int kOffTL = kOffA + C * LC;
+  constexpr int kStageTs = kOffTL + (Precise ? C * LC : 0);
   constexpr int kStageBytes = kStageTs * int(sizeof(Ts)) + (4 * C + K) * 4;
   static_assert(kStageBytes % 16 == 0, "stage alignment");
 
@@ -122,6 +128,8 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
   Ts* R = SL + (kSplit ? K * LB : 0);       // [C][LB] residual
   Ts* VP = R + C * LB;                      // [C][LB] v'
   Ts* VD = VP + C * LB;                     // [C][LB] fk ∘ v'
+  Ts* RL = VD + C * LB;                     // Precise: [C][LB] r - r_hi
+  Ts* VDL = RL + C * LB;                    // Precise: [C][LB] fk ∘ v' - its hi
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t = lane & 3;
@@ -246,6 +254,8 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
                                           int64_t(p.HV) * V, len, tid);
     copy_rows<C, NTH, C / E, LC, false>(b + kOffT, ws.t + slot * C * C, C, C, tid);
     copy_rows<C, NTH, C / E, LC, false>(b + kOffA, ws.aqk + slot * C * C, C, C, tid);
+    if constexpr (Precise)
+      copy_rows<C, NTH, C / E, LC, false>(b + kOffTL, ws.tlo + slot * C * C, C, C, tid);
     float* fb = reinterpret_cast<float*>(b + kStageTs);
     for (int i = tid; i < C + K / 4; i += NTH) {
       if (i < C)
@@ -259,7 +269,7 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
   // Per-thread tile origins (elements) of the warp tilings.
   const int m1 = wm1 * MT1 * 16, n1 = wn1 * NT1 * 8;  // phases 1-3: C x BV
   const int m3 = wm3 * MT3 * 16, n3 = wn3 * NT3 * 8;  // phase 4: K x BV
-  const Tile<Ts, LB> tSH(SH), tSL(SL), tR(R), tVP(VP), tVD(VD);
+  const Tile<Ts, LB> tSH(SH), tSL(SL), tR(R), tVP(VP), tVD(VD), tRL(RL), tVDL(VDL);
   In* o = ident ? ws.qt : static_cast<In*>(p.o);
   const int ow = ident ? K : V;                // columns per head
   const int64_t ostride = int64_t(p.HV) * ow;  // o row stride
@@ -296,7 +306,7 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
     }
     const Ts* sq = stage(s);
     const Tile<Ts, LK> tQ(sq), tK(sq + C * LK), tKd(kKda ? sq + 2 * C * LK : sq + C * LK);
-    const Tile<Ts, LC> tT(sq + kOffT), tA(sq + kOffA);
+    const Tile<Ts, LC> tT(sq + kOffT), tA(sq + kOffA), tTL(sq + kOffTL);
     const Ts* sv = sq + kOffV;
     const float* fa = reinterpret_cast<const float*>(sq + kStageTs);
     const float* fbv = fa + C;
@@ -347,7 +357,10 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
           const float x1 = ax[mi][ni][2 * h + 1] + al[mi][ni][2 * h + 1];
           const float y0 = ident ? 0.f : cvt_f(sv[r * LB + cl]);
           const float y1 = ident ? 0.f : cvt_f(sv[r * LB + cl + 1]);
-          store2(R + r * LB + cl, b * y0 - a * x0, b * y1 - a * x1);
+          const float r0 = b * y0 - a * x0, r1 = b * y1 - a * x1;
+          store2(R + r * LB + cl, r0, r1);
+          if constexpr (Precise)
+            store2(RL + r * LB + cl, r0 - cvt_f(cvt_t<Ts>(r0)), r1 - cvt_f(cvt_t<Ts>(r1)));
         }
       }
     __syncthreads();
@@ -372,6 +385,21 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
           typename Op::FragB fb;
           tR.lbt(fb, kb * 16 * LB + n1 + ni * 8);
           Op::mma(av[ni], fa_t, fb);
+          if constexpr (Precise) {
+            typename Op::FragB fl;
+            tRL.lbt(fl, kb * 16 * LB + n1 + ni * 8);
+            Op::mma(av[ni], fa_t, fl);
+          }
+        }
+        if constexpr (Precise) {
+          typename Op::FragA fa_tl;
+          tTL.la(fa_tl, rb * 16 * LC + kb * 16);
+#pragma unroll
+          for (int ni = 0; ni < NT1; ++ni) {
+            typename Op::FragB fb;
+            tR.lbt(fb, kb * 16 * LB + n1 + ni * 8);
+            Op::mma(av[ni], fa_tl, fb);
+          }
         }
       }
 #pragma unroll
@@ -405,6 +433,9 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
           const float x0 = av[ni][2 * h], x1 = av[ni][2 * h + 1];
           store2(VP + off, x0, x1);
           store2(VD + off, f * x0, f * x1);
+          if constexpr (Precise)
+            store2(VDL + off, f * x0 - cvt_f(cvt_t<Ts>(f * x0)),
+                   f * x1 - cvt_f(cvt_t<Ts>(f * x1)));
         }
       }
     }
@@ -453,15 +484,23 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
       }
 #pragma unroll
     for (int k0 = 0; k0 < C; k0 += 16) {
-      typename Op::FragB fb[NT3];
+      typename Op::FragB fb[NT3], fl[Precise ? NT3 : 1];
 #pragma unroll
-      for (int ni = 0; ni < NT3; ++ni) tVD.lbt(fb[ni], k0 * LB + n3 + ni * 8);
+      for (int ni = 0; ni < NT3; ++ni) {
+        tVD.lbt(fb[ni], k0 * LB + n3 + ni * 8);
+        if constexpr (Precise)
+          tVDL.lbt(fl[ni], k0 * LB + n3 + ni * 8);
+      }
 #pragma unroll
       for (int mi = 0; mi < MT3; ++mi) {
         typename Op::FragA fa_k;
         tKd.lat(fa_k, k0 * LK + m3 + mi * 16);
 #pragma unroll
-        for (int ni = 0; ni < NT3; ++ni) Op::mma(S[mi][ni], fa_k, fb[ni]);
+        for (int ni = 0; ni < NT3; ++ni) {
+          Op::mma(S[mi][ni], fa_k, fb[ni]);
+          if constexpr (Precise)
+            Op::mma(S[mi][ni], fa_k, fl[ni]);
+        }
       }
     }
     store_state();
@@ -492,7 +531,7 @@ __device__ __forceinline__ void chunked_scan_block(const deltac_fwd_params& p,
   }
 }
 
-template <deltac_variant Var, class Tr>
+template <deltac_variant Var, class Tr, bool Precise = false>
 __global__ void __launch_bounds__(Tr::kThreads)
     chunked_scan_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tr::Ts> ws) {
   if (ws.skip && *ws.skip)  // the whole grid: before any barrier or write
@@ -503,7 +542,8 @@ __global__ void __launch_bounds__(Tr::kThreads)
     if (s1 - s0 <= ws.route)
       return;
   }
-  chunked_scan_block<Var, Tr>(p, ws, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
+  chunked_scan_block<Var, Tr, Precise>(p, ws, int(blockIdx.x), int(blockIdx.y),
+                                       int(blockIdx.z));
 }
 
 }  // namespace deltac::cuda::detail

@@ -31,8 +31,8 @@ size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& 
     return 0;
   const int force_bv = det ? k.bv0 : 0;
   bool warp = false;
-  return chunked_carve<InT>(k, p, nullptr, nullptr,
-                            chunked_run_plan(k, p, force_bv, split, scan, &warp).split);
+  const ChunkedPlan pl = chunked_run_plan(k, p, force_bv, split, scan, &warp);
+  return chunked_carve<InT>(k, p, nullptr, nullptr, pl.split, pl.precise);
 }
 
 template <class InT>
