@@ -58,16 +58,18 @@ int deltac_abi_layout(long long *out, int n) {
   return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
 }
 
-// deltac_forward_info with deltac_default_options() and these five set.
+// deltac_forward_info with deltac_default_options() and these set; flags:
+// bit 0 device_pointers, bit 1 allow_neg_eigval (beta may exceed 1).
 // ran (may be NULL) receives what ran: device, mode, chunk, specialized.
 int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
-                      int32_t chunk, int32_t device_pointers, void *cuda_stream,
+                      int32_t chunk, int32_t flags, void *cuda_stream,
                       int32_t *ran) {
   deltac_options opt = deltac_default_options();
   opt.device = device;
   opt.mode = mode;
   opt.chunk = chunk;
-  opt.device_pointers = device_pointers;
+  opt.device_pointers = flags & 1;
+  opt.allow_neg_eigval = (flags >> 1) & 1;
   opt.cuda_stream = cuda_stream;
   deltac_run_info info;
   const int rc = deltac_forward_info(p, &opt, &info);
@@ -86,12 +88,12 @@ int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
 // int32), so one argument instead of seven saves ~1 us per call.
 struct deltac_py_call {
   deltac_fwd_params p;
-  int32_t device, mode, chunk, device_pointers;
+  int32_t device, mode, chunk, flags; // flags: deltac_py_forward's
   void *cuda_stream;
 };
 
 // sizeof(deltac_py_call), then the offsets of p, device, mode, chunk,
-// device_pointers, cuda_stream. Returns the number of values.
+// flags, cuda_stream. Returns the number of values.
 int deltac_abi_call_layout(long long *out, int n) {
   const long long v[] = {
       (long long)sizeof(deltac_py_call),
@@ -99,7 +101,7 @@ int deltac_abi_call_layout(long long *out, int n) {
       (long long)offsetof(deltac_py_call, device),
       (long long)offsetof(deltac_py_call, mode),
       (long long)offsetof(deltac_py_call, chunk),
-      (long long)offsetof(deltac_py_call, device_pointers),
+      (long long)offsetof(deltac_py_call, flags),
       (long long)offsetof(deltac_py_call, cuda_stream),
   };
   return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);
@@ -109,8 +111,8 @@ int deltac_abi_call_layout(long long *out, int n) {
 int deltac_py_call_forward(const deltac_py_call *c) {
   if (!c) // the runtime's "params is null" error
     return deltac_forward_info(nullptr, nullptr, nullptr);
-  return deltac_py_forward(&c->p, c->device, c->mode, c->chunk, c->device_pointers,
-                           c->cuda_stream, nullptr);
+  return deltac_py_forward(&c->p, c->device, c->mode, c->chunk, c->flags, c->cuda_stream,
+                           nullptr);
 }
 
 // deltac_abi_layout for deltac_bwd_params (deltac/backward.h).

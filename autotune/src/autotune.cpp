@@ -403,9 +403,9 @@ bool run_time_knobs_matter(const KernelConfig &c, const Problem &p) {
   // 1 the block scan with its knobs; elsewhere scan 0 is the block scan (1
   // the same run).
   const int32_t bytes = deltac::detail::dtypeSize(p.in_dtype);
-  // Scan 5 runs (unsplit, unfused) exactly where beta may exceed 1 on
-  // 16-bit inputs, and nothing else does there (call_knobs).
-  const bool precise = p.beta_two && bytes == 2;
+  // Scan 5 runs (unsplit, unfused) exactly where beta may exceed 1 and it
+  // runs (16-bit delta / GDN), and nothing else does there (call_knobs).
+  const bool precise = p.beta_two && deltac::cuda::chunked_precise_runs(p.variant, bytes);
   if (precise || c.scan == deltac::cuda::kChunkedScanPrecise)
     return precise && c.scan == deltac::cuda::kChunkedScanPrecise && c.split == 0 &&
            c.fuse == 0;

@@ -94,7 +94,7 @@ DTYPE_BWD_F64 = 3
 # bytes is ~4x cheaper than building a FwdParams (checked equal at load).
 PARAMS_STRUCT = struct.Struct("@12i9Pf3i5P")
 # deltac_py_call (python/abi.cpp): the params, then device, mode, chunk,
-# device_pointers, cuda_stream; passed as one argument to deltac_py_call_forward
+# flags (bit 0 device pointers, bit 1 allow_neg_eigval), cuda_stream; passed as one argument to deltac_py_call_forward
 # (checked against deltac_abi_call_layout at load).
 CALL_STRUCT = struct.Struct("@12i9Pf3i5P4iP")
 
@@ -235,7 +235,8 @@ def forward(params, device: int, mode: int = MODE_AUTO, chunk: int = 0,
             device_pointers: int = 0, cuda_stream=None, ran=None) -> None:
     """Runs ``deltac_forward_info`` (through ``deltac_py_forward``) on ``params``, a
     FwdParams or ``PARAMS_STRUCT.pack(...)`` bytes; raises DeltacError with the
-    runtime's message. ``ran``: an optional ``(c_int32 * 4)`` that receives what ran
+    runtime's message. ``device_pointers``: deltac_py_forward's flags (bit 0 device
+    pointers, bit 1 allow_neg_eigval). ``ran``: an optional ``(c_int32 * 4)`` that receives what ran
     (device, mode, chunk, specialized)."""
     if isinstance(params, FwdParams):
         params = byref(params)

@@ -123,8 +123,15 @@ def _empty_state(q: Tensor, N: int, HV: int, K: int, V: int, state_v_first: bool
     return torch.empty(shape, dtype=torch.float32, device=q.device)
 
 
+def _flags(device_pointers, beta_two):
+    """deltac_py_call's flags (python/abi.cpp): bit 0 device pointers, bit 1
+    allow_neg_eigval (beta may exceed 1: 16-bit delta / GDN chunked calls on CUDA
+    then run scan 5, two-term products)."""
+    return (1 if device_pointers else 0) | (2 if beta_two else 0)
+
+
 def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-         output_final_state, state_v_first, mode, chunk, inplace=False):
+         output_final_state, state_v_first, mode, chunk, beta_two=False, inplace=False):
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
@@ -162,7 +169,7 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
             ht.data_ptr() if output_final_state else 0,
             cu_seqlens.data_ptr() if cu_seqlens is not None else 0,
             scale, 1 if qk_l2norm else 0, threads, 0, 0, 0, 0, 0, 0,
-            device, mode, chunk, 1 if cuda else 0, stream)
+            device, mode, chunk, _flags(cuda, beta_two), stream)
 
     if not cuda:
         rc = _call_forward(call(DEVICE_CPU, 0))
@@ -200,19 +207,21 @@ def delta_rule_fwd(
     state_v_first: bool,
     mode: int,
     chunk: int,
+    beta_two: bool = False,
 ) -> Tuple[Tensor, Tensor]:
     """The raw op (``torch.ops.deltac.fwd``): inputs already validated (see ``_prepare``).
+    beta_two: beta may exceed 1 (the runtime's allow_neg_eigval).
 
     Returns ``(o, final_state)``; final_state is an empty tensor when
     ``output_final_state`` is False (custom ops cannot return None).
     """
     return _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-                output_final_state, state_v_first, mode, chunk)
+                output_final_state, state_v_first, mode, chunk, beta_two)
 
 
 @delta_rule_fwd.register_fake
 def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-      output_final_state, state_v_first, mode, chunk):
+      output_final_state, state_v_first, mode, chunk, beta_two=False):
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
@@ -342,7 +351,7 @@ def _(q, k, v, g, beta, initial_state, cu_seqlens, do, dht, variant, scale, qk_l
 
 def _fwd_setup_context(ctx, inputs, output):
     (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-     output_final_state, state_v_first, mode, chunk) = inputs
+     output_final_state, state_v_first, mode, chunk) = inputs[:14]
     ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens)
     ctx.bwd_args = (variant, scale, qk_l2norm, output_final_state, state_v_first)
 
@@ -358,7 +367,7 @@ def _fwd_backward(ctx, do, dht):
         q, k, v, g, beta, initial_state, cu_seqlens, do.contiguous(), dht, variant, scale,
         qk_l2norm, state_v_first)
     return (dq, dk, dv, dg if g is not None else None, dbeta,
-            dh0 if initial_state is not None else None) + (None,) * 8
+            dh0 if initial_state is not None else None) + (None,) * (len(ctx.needs_input_grad) - 6)
 
 
 delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
@@ -581,21 +590,22 @@ def _direct_ok(q):
 
 
 def _call(fn, variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
-          use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace=False):
+          use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace=False, beta_two=False):
     if cu_seqlens is None and type(q) is Tensor:
         r = _eager(variant, mode, chunk, q, k, v, g, beta, scale, initial_state,
-                   output_final_state, use_qk_l2norm_in_kernel, state_v_first, inplace)
+                   output_final_state, use_qk_l2norm_in_kernel, state_v_first, inplace,
+                   beta_two)
         if r is not None:
             return r
     g, beta, scale, initial_state, cu_seqlens = _prepare(
         fn, variant, q, k, v, g, beta, scale, initial_state, cu_seqlens, state_v_first, inplace)
     return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state,
                      output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
-                     inplace)
+                     inplace, beta_two)
 
 
 def _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state, output_final_state,
-              use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace):
+              use_qk_l2norm_in_kernel, state_v_first, cu_seqlens, inplace, beta_two=False):
     """Checked arguments (scale a float) to the op: its implementation when
     _direct_ok, else torch.ops.deltac.fwd / fwd_inplace (compile, autograd)."""
     if inplace:
@@ -608,7 +618,8 @@ def _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
         return o, (initial_state if output_final_state else None)
     output_final_state = bool(output_final_state)
     args = (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale,
-            bool(use_qk_l2norm_in_kernel), output_final_state, bool(state_v_first), mode, chunk)
+            bool(use_qk_l2norm_in_kernel), output_final_state, bool(state_v_first), mode, chunk,
+            bool(beta_two))
     if _direct_ok(q) and not _needs_grad(q, k, v, g, beta, initial_state):
         o, ht = _run(*args)
     else:  # the dispatcher: torch.compile, and autograd (register_autograd)
@@ -617,7 +628,7 @@ def _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
 
 
 def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state, l2, svf,
-           inplace):
+           inplace, beta_two=False):
     """The common call (no cu_seqlens, no dtype conversion), checked and run in one
     pass with each tensor's metadata read once; the host overhead of a decode step
     (docs/python.md, "Host overhead per call"). Returns (o, final_state), or None
@@ -683,11 +694,11 @@ def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state
         if inplace:
             return None  # _prepare raises: no backward in place
         return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state,
-                         l2, svf, None, inplace)
+                         l2, svf, None, inplace, beta_two)
     if (_FORCE_DISPATCH or _is_compiling() or _dispatch_stack() or _function_mode()
             or _functorch() or _profiling()):
         return _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state,
-                         l2, svf, None, inplace)
+                         l2, svf, None, inplace, beta_two)
 
     o = torch.empty_like(v)
     if inplace:
@@ -706,7 +717,7 @@ def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state
             q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
             beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
             scale, 1 if l2 else 0, _num_threads(), 0, 0, 0, 0, 0, 0,
-            DEVICE_CPU, mode, chunk, 0, 0))
+            DEVICE_CPU, mode, chunk, 2 if beta_two else 0, 0))
     else:
         if not _lib.cuda_available():
             raise _lib.DeltacError(
@@ -718,7 +729,7 @@ def _eager(variant, mode, chunk, q, k, v, g, beta, scale, h0, output_final_state
             q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr() if g is not None else 0,
             beta.data_ptr(), h0p, o.data_ptr(), ht.data_ptr() if ht is not None else 0, 0,
             scale, 1 if l2 else 0, 0, 0, 0, 0, 0, 0, 0,
-            DEVICE_CUDA, mode, chunk, 1, _raw_stream(dev))
+            DEVICE_CUDA, mode, chunk, 3 if beta_two else 1, _raw_stream(dev))
         if dev == _current_device():
             rc = _call_forward(call)
         else:
@@ -763,7 +774,10 @@ def chunk_delta_rule(
     **kwargs,
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """DeltaNet (a_t = 1). fla.ops.delta_rule.chunk_delta_rule's signature; returns (o, final_state).
-    ``cp_context`` (keyword): a deltac.cp.CPContext runs the call over its ranks."""
+    ``cp_context`` (keyword): a deltac.cp.CPContext runs the call over its ranks.
+    ``allow_neg_eigval`` (keyword, deltac's): beta may lie in (0, 2); on CUDA with 16-bit
+    inputs the chunked kernel then runs its two-term products (scan 5), which keep bf16's
+    error where the default scans' (and fla's) grows with the length."""
     fn = "chunk_delta_rule"
     if kwargs.get("cp_context") is not None:
         ctx = kwargs.pop("cp_context")
@@ -772,9 +786,11 @@ def chunk_delta_rule(
             output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel))
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
+    beta_two = bool(kwargs.pop("allow_neg_eigval", False))
     _no_extra(fn, kwargs)
     return _call(fn, VARIANT_DELTA, mode, chunk, q, k, v, None, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens,
+                 beta_two=beta_two)
 
 
 def fused_recurrent_delta_rule(
@@ -849,7 +865,8 @@ def chunk_gated_delta_rule(
         g = _gdn_gate(fn, g, A_log, dt_bias)
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_GATED, mode, chunk, q, k, v, g, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
+                 beta_two=allow_neg_eigval)
 
 
 def fused_recurrent_gated_delta_rule(
@@ -977,7 +994,8 @@ def chunk_kda(
         g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_KDA, mode, chunk, q, k, v, g, beta, scale, initial_state,
-                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens)
+                 output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
+                 beta_two=allow_neg_eigval)
 
 
 def fused_recurrent_kda(

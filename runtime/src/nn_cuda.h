@@ -108,6 +108,7 @@ struct RuleCall {
   float *state;    // [B, HV, K, V] or null
   bool read_state; // the state holds the previous call's
   void *o;
+  bool beta_two = false; // beta may exceed 1 (deltac_options.allow_neg_eigval)
 };
 void run_rule(const RuleCall &c, cudaStream_t s, DeviceMem *ws, const char *layer);
 

@@ -209,6 +209,7 @@ void run_rule(const RuleCall &c, cudaStream_t s, DeviceMem *ws, const char *laye
   opt.mode = DELTAC_MODE_AUTO;
   opt.device_pointers = 1;
   opt.cuda_stream = s;
+  opt.allow_neg_eigval = c.beta_two ? 1 : 0;
   size_t bytes = 0;
   if (deltac_workspace_size(&p, &opt, &bytes) != 0)
     throw Error(std::string(layer) + ": delta-rule kernel: " + deltac_last_error());

@@ -151,7 +151,7 @@ void CudaGatedDeltaNet::forward(const DeviceTensor &x, const DeviceTensor &y,
   a.beta = beta, a.g = g;
   check(cudaError_t(fused::conv_gates(a, s)), kName, "conv kernel launch");
   run_rule({DELTAC_VARIANT_GATED, B, T, H, HV, Dk, Dv, m.rule_bf16, q, k, v, beta, g,
-            cache ? cache->rec_ : nullptr, cont, o},
+            cache ? cache->rec_ : nullptr, cont, o, c.allow_neg_eigval},
            s, &m.ws, kName);
   check(cudaError_t(fused::gated_rmsnorm(o, m.rule_bf16, normed, m.bf16, proj + C, false, ncol,
                                          HV, 0, m.norm_w.as<float>(), false, rows, HV, Dv,

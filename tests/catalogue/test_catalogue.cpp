@@ -381,6 +381,11 @@ TEST(Catalogue, ChunkedScanRule) {
       EXPECT_EQ(s.fuse, 0);
       EXPECT_EQ(s.scan, 1);
       EXPECT_EQ(call_knobs(t, p).scan, 4);
+      // kda keeps its knobs (chunked_precise_runs).
+      Problem kb = p;
+      kb.variant = DELTAC_VARIANT_KDA, kb.beta_two = true;
+      EXPECT_EQ(call_knobs(t, kb).scan, 4);
+      EXPECT_EQ(call_knobs(t, kb).split, 4);
       KernelConfig c = d;
       c.scan = 2;
       EXPECT_NE(check_config(c, p).find("scan = 2, expected one of 0, 1, 3"), std::string::npos);

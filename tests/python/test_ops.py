@@ -344,6 +344,36 @@ def test_opcheck(seed):
     args = (q1, k1, v1, g1, b1, state, cu, 1, 0.5, False, True, True, 2, 0)
     torch.library.opcheck(torch.ops.deltac.fwd.default, args,
                           test_utils=("test_schema", "test_faketensor"))
+    # beta_two (beta may exceed 1: the runtime's allow_neg_eigval), the op's last argument
+    args = (q, k, v, g, 2.0 * beta, state, None, 1, 0.0, True, True, False, 1, 0, True)
+    torch.library.opcheck(torch.ops.deltac.fwd.default, args,
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_allow_neg_eigval_reaches_the_runtime(seed):
+    # beta in (0, 2) declared: chunk_delta_rule's deltac keyword, the gated / kda
+    # functions' fla one (with the in-kernel sigmoid); the CPU kernels read beta
+    # as it is, so the results equal the float64 reference either way
+    q, k, v, _, beta, state = make("delta", 2, 40, 2, 4, 32, 32, h0=True)
+    beta = 1.9 + 0.1 * beta
+    ro, rht = delta_rule(q, k, v, beta, h0=state)
+    for mode in ({}, {"chunk_size": 16}):
+        o, ht = ops.chunk_delta_rule(q, k, v, beta, initial_state=state, output_final_state=True,
+                                     allow_neg_eigval=True, **mode)
+        assert rel_err(o, ro) <= 1e-5 and rel_err(ht, rht) <= 1e-5
+    with torch.autograd.set_grad_enabled(True):  # the dispatcher's path (the op's beta_two)
+        qg = q.clone().requires_grad_()
+        o, ht = ops.chunk_delta_rule(qg, k, v, beta, initial_state=state, output_final_state=True,
+                                     allow_neg_eigval=True)
+        o.sum().backward()
+    assert rel_err(o, ro) <= 1e-5 and qg.grad is not None
+    logits = torch.randn_like(beta)
+    q, k, v, g, _, state = make("gated", 2, 40, 2, 4, 32, 32, h0=True)
+    o, ht = ops.chunk_gated_delta_rule(q, k, v, g, logits, initial_state=state,
+                                       output_final_state=True, use_beta_sigmoid_in_kernel=True,
+                                       allow_neg_eigval=True)
+    ro, rht = delta_rule(q, k, v, 2.0 * torch.sigmoid(logits), g, h0=state)
+    assert rel_err(o, ro) <= 1e-5 and rel_err(ht, rht) <= 1e-5
 
 
 def test_dispatcher_and_direct_paths_agree(seed):

@@ -222,6 +222,7 @@ TEST(CudaDevicePointers, MatchesReferenceOnAStream) {
 // products, unsplit) whatever the config says, within 5e-3 of float64 where
 // the other 16-bit scans' error grows with T (an H100 measured 1.1e-2 at
 // 1000 tokens). A tuned-looking config (scan 4, split 2) is overridden.
+// Delta and GDN: kda keeps its scan (below).
 class CudaBetaTwo : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
@@ -273,11 +274,33 @@ TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaBetaTwo,
-                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::Bool()),
                          [](const auto &info) {
                            return std::string(variantName(std::get<0>(info.param))) +
                                   (std::get<1>(info.param) ? "_pinned" : "_default");
                          });
+
+// kda does not run scan 5 (its decayed k operands are 16-bit too: an H100
+// measured o 1.7e-2, ht 2.3e-2 there at 2000 tokens near beta 2); with
+// allow_neg_eigval it runs the configured scan.
+TEST(CudaBetaTwo, KdaKeepsItsScan) {
+  SKIP_WITHOUT_GPU();
+  test::Problem pr = cudaProblem(DELTAC_VARIANT_KDA, 128, 128, test::freshSeed(), false);
+  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
+                        v16 = test::toBf16(pr.v), o16(pr.oCount());
+  std::vector<float> ht(pr.stateCount());
+  deltac_fwd_params p = pr.params(o16.data(), ht.data());
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.mode = DELTAC_MODE_CHUNKED;
+  opt.allow_neg_eigval = 1;
+  deltac_run_info info{};
+  ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
+  EXPECT_STREQ(info.family, "cuda_chunked");
+  EXPECT_EQ(info.scan, 0);
+}
 
 TEST(CudaAuto, PicksTheGpuWhenAKernelExists) {
   SKIP_WITHOUT_GPU();

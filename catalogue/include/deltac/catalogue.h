@@ -163,8 +163,8 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      // where it runs: chunked_uses_warp_scan; it reads split, not tile_v,
      // warps, stages or fuse), 1 = the block scan, 3 = the TMA scan where it
      // runs (sm_90a; reads none of them), 4 = the transposed TMA scan
-     // likewise, 5 = the block scan with two-term products (16-bit inputs;
-     // f32 runs it as 1; unsplit, unfused), which calls whose beta may
+     // likewise, 5 = the block scan with two-term products (delta / GDN,
+     // 16-bit inputs; elsewhere as 1; unsplit, unfused), which calls whose beta may
      // exceed 1 run whatever the config says (call_knobs). Deterministic
      // and routed (mixed batch) calls run split 1, fuse 0 whatever the
      // config says.
@@ -524,14 +524,16 @@ inline KernelConfig default_config(Family f, const Problem &p) {
 
 // The split, fuse and scan config c runs on p, whatever c says
 // (cuda::chunked_knobs): cuda_chunked calls writing chunk-end states run
-// the block scan unsplit; where beta may exceed 1 on 16-bit inputs, scan 5
-// (two-term products: the other scans' bf16 error grows with T there).
+// the block scan unsplit; where beta may exceed 1 on 16-bit delta / GDN
+// inputs, scan 5 (two-term products: the other scans' bf16 error grows with
+// T there; cuda::chunked_precise_runs).
 inline KernelConfig call_knobs(KernelConfig c, const Problem &p) {
   if (c.family != Family::CudaChunked)
     return c;
   const cuda::ChunkedKnobs kn =
       cuda::chunked_knobs(c.split, c.fuse, c.scan, p.chunk_states,
-                          p.beta_two && detail::dtypeSize(p.in_dtype) == 2);
+                          p.beta_two && cuda::chunked_precise_runs(
+                                            p.variant, detail::dtypeSize(p.in_dtype)));
   c.split = kn.split, c.fuse = kn.fuse, c.scan = kn.scan;
   return c;
 }

@@ -59,8 +59,8 @@ typedef struct deltac_kernel_config {
   /* cuda_chunked's knob scan (cuda::kChunkedScans, chunked_rules.h): 0 the
    * kernel's rule, 1 the block scan, 3 / 4 the TMA scans (sm_90a; 4 reads
    * split as warm-up segments for gated: docs/performance.md), 5 the block
-   * scan with two-term products, unsplit (16-bit inputs: what calls with
-   * allow_neg_eigval run, whatever the config says). */
+   * scan with two-term products, unsplit (delta / GDN with 16-bit inputs:
+   * what calls with allow_neg_eigval run, whatever the config says). */
   int32_t scan;
 } deltac_kernel_config;
 
@@ -92,7 +92,7 @@ typedef struct deltac_options {
    * stream), e.g. with deltac_check_flag_string. */
   int32_t check_values;
   /* 1 = beta may be in [0, 2] (negative eigenvalues): the checking mode's
-   * bound, and on CUDA with 16-bit inputs the chunked kernel's scan 5
+   * bound, and on CUDA with 16-bit delta / GDN inputs the chunked kernel's scan 5
    * (two-term products: near 2 the state does not decay and the other
    * scans' rounding error grows with the length). */
   int32_t allow_neg_eigval;
@@ -154,7 +154,7 @@ typedef struct deltac_options {
    * needs). Needs an f32 state and a chunked family: cpu_chunked runs its
    * kernel chunk by chunk; cuda_chunked's block scan writes them (the
    * config's split, scan and fuse run as 1, 1 and 0, or with
-   * allow_neg_eigval on 16-bit inputs as 1, 5 and 0; K, V with no
+   * allow_neg_eigval on 16-bit delta / GDN inputs as 1, 5 and 0; K, V with no
    * precompiled instance run on the CPU under device auto, need
    * options.config under device cuda: a padded run is refused).
    * With device pointers: device memory, 16-byte aligned. */

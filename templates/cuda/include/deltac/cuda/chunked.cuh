@@ -548,10 +548,14 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
     *tma = false;
   if (tmat)
     *tmat = 0;
-  if (scan == kChunkedScanPrecise) {  // unsplit (chunked_knobs); f32: the block scan
-    if (k.elem == 4)
+  // Scan 5, unsplit (chunked_knobs); the block scan where it does not run:
+  // kda, f32, or no V tile within this device's shared memory (sm_86 / 89 /
+  // 120: 99 KB; K = 256 at V tile 16).
+  if (scan == kChunkedScanPrecise) {
+    const int bv = chunked_precise_runs(k.var, k.elem) ? chunked_precise_bv(k, p, force_bv) : 0;
+    if (bv == 0)
       return chunked_plan(k, p, force_bv, 1);
-    ChunkedPlan pl{chunked_precise_bv(k, p, force_bv), 1};
+    ChunkedPlan pl{bv, 1};
     pl.precise = true;
     return pl;
   }

@@ -77,11 +77,14 @@ inline constexpr int kChunkedPrepWarps = 8;
 //   5 the block scan with two-term products (chunked_scan.cuh, Precise):
 //     the residual r, T (its low half written by the intra-chunk kernel)
 //     and the update's v' each as hi + lo 16-bit terms, so the f32 state
-//     loses nothing to the operands' rounding; no split, no fused launch.
+//     loses nothing to the operands' rounding; no split, no fused launch;
+//     the block scan where no V tile fits the device's shared memory.
 //     What beta in (0, 2) needs with 16-bit inputs: beta near 2 reflects
 //     without decaying and the other scans' bf16 error grows with T
-//     (docs/performance.md, "Which fix"). f32 inputs run it as 1 (their
-//     products are already f32-exact).
+//     (docs/performance.md, "Which fix"). Delta and GDN: f32 inputs run it
+//     as 1 (their products are already f32-exact), and so does kda, whose
+//     decayed k operands are 16-bit too (two terms there would not fit at
+//     K = 256; near beta 2 it stays at ~1.7e-2 over 2000 tokens).
 // (2, the warp scan with output warps, is for tests and benchmarks.)
 inline constexpr int kChunkedScans[] = {0, 1, 3, 4, 5};
 inline constexpr int kChunkedScanPrecise = 5;
@@ -92,7 +95,8 @@ inline constexpr int kChunkedWarpBVs[] = {64, 32};
 // call writing chunk-end states (deltac_options.chunk_states) runs the block
 // scan unsplit and unfused (the block scan alone writes them); a call whose
 // beta may exceed 1 (deltac_options.allow_neg_eigval, beta_range zero_two)
-// on 16-bit inputs (precise) runs scan 5, which writes them too.
+// where scan 5 runs (precise: chunked_precise_runs) runs it, which writes
+// them too.
 struct ChunkedKnobs {
   int split, fuse, scan;
 };
@@ -200,11 +204,14 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
 }
 
 // Whether scan 5 (the block scan with two-term products) runs that config
-// with V tile bv: 16-bit inputs, a legal config, its larger shared memory
-// within `smem`.
+// with V tile bv: delta or GDN, 16-bit inputs, a legal config, its larger
+// shared memory within `smem`.
+constexpr bool chunked_precise_runs(int var, int in_bytes) {
+  return in_bytes == 2 && var != DELTAC_VARIANT_KDA;
+}
 constexpr bool chunked_precise_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
                                   int warps, int stages, size_t smem = kChunkedSmemSm90) {
-  return in_bytes == 2 && bv >= 16 &&
+  return chunked_precise_runs(var, in_bytes) && bv >= 16 &&
          chunked_legal(var, K, V, in_bytes, chunk, bv, warps, stages, smem) &&
          chunked_scan_smem(var, K, in_bytes, chunk, bv, stages, true) <= smem;
 }
