@@ -47,6 +47,20 @@ test::Problem cudaProblem(int variant, int K, int V, uint64_t seed,
   return pr;
 }
 
+// pr's problem with bf16 q, k, v and o (f32 final state), in buffers it owns.
+struct Bf16Call {
+  std::vector<uint16_t> q, k, v, o;
+  std::vector<float> ht;
+  deltac_fwd_params p;
+  explicit Bf16Call(const test::Problem &pr)
+      : q(test::toBf16(pr.q)), k(test::toBf16(pr.k)), v(test::toBf16(pr.v)),
+        o(pr.oCount()), ht(pr.stateCount()), p(pr.params(o.data(), ht.data())) {
+    p.in_dtype = p.out_dtype = DELTAC_BF16;
+    p.q = q.data(), p.k = k.data(), p.v = v.data();
+  }
+  Bf16Call(const Bf16Call &) = delete;
+};
+
 class CudaHostPointers
     : public ::testing::TestWithParam<std::tuple<int, CudaShape, bool, bool>> {
 };
@@ -129,12 +143,10 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
   if (varlen)
     pr.cu = {0, 17, 300};
   pr.fill(seed);
-  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
-                        v16 = test::toBf16(pr.v), o16(pr.oCount());
-  std::vector<float> ht(pr.stateCount());
-  deltac_fwd_params p = pr.params(o16.data(), ht.data());
-  p.in_dtype = p.out_dtype = DELTAC_BF16;
-  p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  Bf16Call c(pr);
+  deltac_fwd_params &p = c.p;
+  std::vector<uint16_t> &o16 = c.o;
+  std::vector<float> &ht = c.ht;
   std::vector<double> oRef, htRef;
   ref::forward(p, &oRef, &htRef);
 
@@ -240,12 +252,10 @@ TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
     b = 1.99f + 0.01f * u01(rng);
   for (float &x : pr.g)
     x = -1e-4f * u01(rng);
-  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
-                        v16 = test::toBf16(pr.v), o16(pr.oCount());
-  std::vector<float> ht(pr.stateCount());
-  deltac_fwd_params p = pr.params(o16.data(), ht.data());
-  p.in_dtype = p.out_dtype = DELTAC_BF16;
-  p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  Bf16Call c(pr);
+  deltac_fwd_params &p = c.p;
+  std::vector<uint16_t> &o16 = c.o;
+  std::vector<float> &ht = c.ht;
   std::vector<double> oRef, htRef;
   ref::forward(p, &oRef, &htRef);
 
@@ -286,12 +296,8 @@ INSTANTIATE_TEST_SUITE_P(Gpu, CudaBetaTwo,
 TEST(CudaBetaTwo, KdaKeepsItsScan) {
   SKIP_WITHOUT_GPU();
   test::Problem pr = cudaProblem(DELTAC_VARIANT_KDA, 128, 128, test::freshSeed(), false);
-  std::vector<uint16_t> q16 = test::toBf16(pr.q), k16 = test::toBf16(pr.k),
-                        v16 = test::toBf16(pr.v), o16(pr.oCount());
-  std::vector<float> ht(pr.stateCount());
-  deltac_fwd_params p = pr.params(o16.data(), ht.data());
-  p.in_dtype = p.out_dtype = DELTAC_BF16;
-  p.q = q16.data(), p.k = k16.data(), p.v = v16.data();
+  Bf16Call c(pr);
+  deltac_fwd_params &p = c.p;
   deltac_options opt = deltac_default_options();
   opt.device = DELTAC_DEVICE_CUDA;
   opt.mode = DELTAC_MODE_CHUNKED;
