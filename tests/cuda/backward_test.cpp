@@ -47,7 +47,7 @@ struct Case {
   bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the bf16 path's guard,
                               // bwdc::aligned: the sweep runs)
   bool dq_unaligned = false;  // dq, dk one element past a 16-byte boundary (grad16 writes them
-                              // 4-8 bytes at a time; bwdc::aligned: the sweep runs)
+                              // 8 bytes at a time; bwdc::aligned: the sweep runs)
   bool v_unaligned = false;   // v and dO 8 bytes past a 16-byte boundary (the chunked kernels
                               // copy 16-byte rows; bwdc::aligned: the sweep runs)
 };

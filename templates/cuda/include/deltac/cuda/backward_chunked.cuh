@@ -1071,9 +1071,9 @@ inline bool aligned(const deltac_bwd_params& p) {
   auto al = [](const void* x, uintptr_t a) { return reinterpret_cast<uintptr_t>(x) % a == 0; };
   if (!(al(p.q, 16) && al(p.k, 16) && al(p.v, 16) && al(p.dout, 16)))
     return false;
-  const uintptr_t qk = uintptr_t(p.K / 32) * 2;
+  // grad16 writes dq, dk 8 bytes at a time
   return !states16(p) || (al(p.dv, 16) && al(p.h0, 8) && al(p.dht, 8) && al(p.dh0, 8) &&
-                          al(p.dq, qk) && al(p.dk, qk));
+                          al(p.dq, 8) && al(p.dk, 8));
 }
 
 inline Layout layout(const deltac_bwd_params& p, int K) {

@@ -118,13 +118,14 @@ struct Grad16Smem {
   // bytes: raw K, Q [C][LK]; f32 dQ, dK [C][LF], dAq, dA [C][LC] (after the
   // V steps; during them two sets of a V step's bf16 tiles, each H, DH
   // [BV][LK] and U, DR [BV][LC8] as the warp scans store them (transposed),
-  // DO, V [C][LB]); then the M1, M2, P tiles [C][LC8]; then the f32 vectors.
+  // DO, V [C][LB]); then the M1, M2, Na, Nb tiles [C][LC8]; then the f32
+  // vectors.
   static constexpr size_t kb = 0, qb = kb + C * LK * 2, dQ = qb + C * LK * 2;
   static constexpr size_t dK = dQ + C * LF * 4, dAq = dK + C * LF * 4, dA = dAq + C * LC * 4;
   static constexpr size_t uni = dA + C * LC * 4;
   static constexpr size_t set = (2 * size_t(BV) * LK + 2 * BV * LC8 + 2 * C * LB) * 2;
   static_assert(dQ + 2 * set <= uni && set % 16 == 0, "two V-step sets fit in dQ .. dA");
-  static constexpr size_t vec = uni + 3 * size_t(C) * LC8 * 2;
+  static constexpr size_t vec = uni + 4 * size_t(C) * LC8 * 2;
   // vectors (floats): b, G (double), Gx, Ex, db, dGd, dG, tt, rk, rq, kc2,
   // rdv, clamped, misc
   static constexpr size_t bytes = vec + (14 * C + 4) * 4;
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   float *dQ = reinterpret_cast<float*>(sg + L::dQ), *dK = reinterpret_cast<float*>(sg + L::dK);
   float *dAq = reinterpret_cast<float*>(sg + L::dAq), *dA = reinterpret_cast<float*>(sg + L::dA);
   b16* M1 = reinterpret_cast<b16*>(sg + L::uni);
-  b16 *M2 = M1 + C * LC8, *P = M2 + C * LC8;
+  b16 *M2 = M1 + C * LC8, *Na = M2 + C * LC8, *Nb = Na + C * LC8;
   float* vf = reinterpret_cast<float*>(sg + L::vec);
   float* b = vf;
   double* G = reinterpret_cast<double*>(vf + C);
@@ -217,12 +218,48 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
   float *dG = vf + 7 * C, *tt = vf + 8 * C, *rk = vf + 9 * C, *rq = vf + 10 * C;
   float *kc2 = vf + 11 * C, *rdv = vf + 12 * C, *clamped = vf + 13 * C;
   float* misc = vf + 14 * C;  // [0]: Σ h ∘ dh
+  // Set i of a V step's tiles: H, DH, U, DR, DO, V (element offsets below).
+  constexpr int oDH = BV * LK, oU = 2 * BV * LK, oDR = oU + BV * LC8, oDO = oDR + BV * LC8;
+  constexpr int oV = oDO + C * LB;
+  auto set = [&](int i) { return reinterpret_cast<b16*>(sg + L::dQ + i * L::set); };
+  // Value head hk R + jr's V step at v0 into set i by cp.async, 16 bytes a
+  // copy (rows of dO, v past the sequence zero-filled).
+  auto issue = [&](int jr, int v0, int i) {
+    using namespace deltac::cuda::detail;
+    const int j = hk * R + jr;
+    const int64_t slot = s * p.HV + j;
+    const b16* hg = static_cast<const b16*>(w.hs) + slot * K * p.V;
+    const b16* dhg = static_cast<const b16*>(w.dhs) + slot * K * p.V;
+    const b16* ug = static_cast<const b16*>(w.us) + slot * C * p.V;
+    const b16* drg = static_cast<const b16*>(w.drs) + slot * C * p.V;
+    b16* d = set(i);
+    spread<BV * (K / 8), GT>([&](int e) {  // h, dh: [V][K] rows v0 ..
+      const int r = e / (K / 8), c = (e % (K / 8)) * 8;
+      cp_async16(d + r * LK + c, hg + int64_t(v0 + r) * K + c);
+      cp_async16(d + oDH + r * LK + c, dhg + int64_t(v0 + r) * K + c);
+    });
+    spread<BV * (C / 8), GT>([&](int e) {  // u, dr: [V][C]
+      const int r = e / (C / 8), c = (e % (C / 8)) * 8;
+      cp_async16(d + oU + r * LC8 + c, ug + int64_t(v0 + r) * C + c);
+      cp_async16(d + oDR + r * LC8 + c, drg + int64_t(v0 + r) * C + c);
+    });
+    spread<C * (BV / 8), GT>([&](int e) {
+      const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
+      const int64_t o = ((ts + r) * p.HV + j) * p.V + v0 + c;
+      const bool in = r < len;
+      cp_async16_zfill(d + oDO + r * LB + c, static_cast<const b16*>(p.dout) + (in ? o : 0), in);
+      cp_async16_zfill(d + oV + r * LB + c, static_cast<const b16*>(p.v) + (in ? o : 0), in);
+    });
+    cp_async_commit();
+  };
+  // The first V step's copies fly while q, k are staged; each later head's
+  // first step is issued at the end of the head before it.
+  issue(0, 0, 0);
   stage_qk<K, GT>(w, ts, len, hk, kb, qb, LK, rk, rq);  // once for its value heads
   // The value heads sharing q/k head hk, in turn (the sums of dq^, dk^: each
   // element by the same thread, no race).
   for (int jr = 0; jr < R; ++jr) {
     const int j = hk * R + jr;
-    const int64_t slot = s * p.HV + j;
     if (jr > 0)
       __syncthreads();  // the previous head's last reads of shared memory
     {
@@ -238,38 +275,6 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
       bg.put<Var>(b, G, Gx, Ex);  // (barriers)
     }
     const uint32_t skb = saddr(kb), sqb = saddr(qb);
-    const b16* hg = static_cast<const b16*>(w.hs) + slot * K * p.V;
-    const b16* dhg = static_cast<const b16*>(w.dhs) + slot * K * p.V;
-    const b16* ug = static_cast<const b16*>(w.us) + slot * C * p.V;
-    const b16* drg = static_cast<const b16*>(w.drs) + slot * C * p.V;
-    // Set i of a V step's tiles: H, DH, U, DR, DO, V (element offsets below).
-    constexpr int oDH = BV * LK, oU = 2 * BV * LK, oDR = oU + BV * LC8, oDO = oDR + BV * LC8;
-    constexpr int oV = oDO + C * LB;
-    auto set = [&](int i) { return reinterpret_cast<b16*>(sg + L::dQ + i * L::set); };
-    // A V step's rows into set i by cp.async, 16 bytes a copy (rows of dO, v
-    // past the sequence zero-filled).
-    auto issue = [&](int v0, int i) {
-      using namespace deltac::cuda::detail;
-      b16* d = set(i);
-      spread<BV * (K / 8), GT>([&](int e) {  // h, dh: [V][K] rows v0 ..
-        const int r = e / (K / 8), c = (e % (K / 8)) * 8;
-        cp_async16(d + r * LK + c, hg + int64_t(v0 + r) * K + c);
-        cp_async16(d + oDH + r * LK + c, dhg + int64_t(v0 + r) * K + c);
-      });
-      spread<BV * (C / 8), GT>([&](int e) {  // u, dr: [V][C]
-        const int r = e / (C / 8), c = (e % (C / 8)) * 8;
-        cp_async16(d + oU + r * LC8 + c, ug + int64_t(v0 + r) * C + c);
-        cp_async16(d + oDR + r * LC8 + c, drg + int64_t(v0 + r) * C + c);
-      });
-      spread<C * (BV / 8), GT>([&](int e) {
-        const int r = e / (BV / 8), c = (e % (BV / 8)) * 8;
-        const int64_t o = ((ts + r) * p.HV + j) * p.V + v0 + c;
-        const bool in = r < len;
-        cp_async16_zfill(d + oDO + r * LB + c, static_cast<const b16*>(p.dout) + (in ? o : 0), in);
-        cp_async16_zfill(d + oV + r * LB + c, static_cast<const b16*>(p.v) + (in ? o : 0), in);
-      });
-      cp_async_commit();
-    };
     // Each warp's unit of the C x C and C x K products is the same in every
     // V step, so the sums over V stay in its accumulators: aq = dO uᵀ, ad =
     // dr uᵀ, a = dO hᵀ, c2 = dr hᵀ, c3 = u dhᵀ. Σ h ∘ dh and the rows of
@@ -288,13 +293,12 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
     zero<NK>(c2);
     zero<NK>(c3);
     float hdh = 0.f, drv[NR] = {};
-    issue(0, 0);
 #pragma unroll 1
     for (int v0 = 0, i = 0; v0 < p.V; v0 += BV, i ^= 1) {
       deltac::cuda::detail::cp_async_wait_all();
       __syncthreads();  // set i landed; the last step's reads of set i ^ 1 are done
       if (v0 + BV < p.V)
-        issue(v0 + BV, i ^ 1);
+        issue(jr, v0 + BV, i ^ 1);
       const b16* d = set(i);
       spread<BV * (K / 8), GT>([&](int e) {
         const int r = e / (K / 8), c = (e % (K / 8)) * 8;
@@ -395,104 +399,125 @@ __global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __
           [&](float x, int i, int jj) { return x * rk[i] * rk[jj]; });
     });
     __syncthreads();
-    // The operands of the last products (bf16): M1 = M diag(rk) ([i][j]),
-    // M2 = diag(rq) M ([j][i], read transposed), P = (N + Nᵀ) diag(rk).
-    for (int e = tid; e < C * C; e += GT) {
-      const int r = e / C, c = e % C, o = r * LC8 + c;
-      const float m = dAq[r * LC + c];
-      M1[o] = __float2bfloat16_rn(m * rk[c]);
-      M2[o] = __float2bfloat16_rn(m * rq[r]);
-      P[o] = __float2bfloat16_rn((dA[r * LC + c] + dA[c * LC + r]) * rk[c]);
+    // The operands of the last products (bf16), row by row: M1 = M diag(rk)
+    // ([i][j]), M2 = diag(rq) M ([j][i], read transposed), Na = N diag(rk),
+    // Nb = diag(rk) N (read transposed: Nbᵀ = Nᵀ diag(rk)).
+    for (int e = tid; e < C * C / 4; e += GT) {
+      const int r = e / (C / 4), c = (e % (C / 4)) * 4, o = r * LC8 + c;
+      const float4 m = *reinterpret_cast<const float4*>(dAq + r * LC + c);
+      const float4 n = *reinterpret_cast<const float4*>(dA + r * LC + c);
+      const float4 kc = *reinterpret_cast<const float4*>(rk + c);
+      const float qr = rq[r], kr = rk[r];
+      auto put = [&](b16* d, float x0, float x1, float x2, float x3) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(x0, x1), hi = __floats2bfloat162_rn(x2, x3);
+        *reinterpret_cast<uint2*>(d + o) = make_uint2(*reinterpret_cast<const uint32_t*>(&lo),
+                                                      *reinterpret_cast<const uint32_t*>(&hi));
+      };
+      put(M1, m.x * kc.x, m.y * kc.y, m.z * kc.z, m.w * kc.w);
+      put(M2, m.x * qr, m.y * qr, m.z * qr, m.w * qr);
+      put(Na, n.x * kc.x, n.y * kc.y, n.z * kc.z, n.w * kc.w);
+      put(Nb, n.x * kr, n.y * kr, n.z * kr, n.w * kr);
     }
     __syncthreads();
     // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^
-    const uint32_t sM1 = saddr(M1), sM2 = saddr(M2), sP = saddr(P);
+    const uint32_t sM1 = saddr(M1), sM2 = saddr(M2), sNa = saddr(Na), sNb = saddr(Nb);
     units<C, K, NK, GW>([&](int m0, int n0) {
       float a[NK][4], c2[NK][4];
       zero<NK>(a);
       zero<NK>(c2);
       mmb<false, true, NK>(a, sM1, LC8, skb, LK, m0, n0, C);
       mmb<true, true, NK>(c2, sM2, LC8, sqb, LK, m0, n0, C);
-      mmb<false, true, NK>(c2, sP, LC8, skb, LK, m0, n0, C);
-      // the sums over value heads: in dQ, dK in place for one head, else in
-      // dqa, dka (the first head stores, the others add; each element by the
-      // same thread)
+      mmb<false, true, NK>(c2, sNa, LC8, skb, LK, m0, n0, C);
+      mmb<true, true, NK>(c2, sNb, LC8, skb, LK, m0, n0, C);
+      // dq^, dk^ of this value head into dQ, dK in place (each element by
+      // the thread that read it)
       each<NK>(m0, n0, [&](int r, int c, int x, int e) {
-        if (r >= len)
-          return;
-        const int64_t o = ((ts + r) * p.H + hk) * K + c;
-        const float dq = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
-        const float dk = dK[r * LF + c] + c2[x][e];
-        if (R == 1) {
-          dQ[r * LF + c] = dq;
-          dK[r * LF + c] = dk;
-        } else if (jr == 0) {
-          w.dqa[o] = dq;
-          w.dka[o] = dk;
-        } else {
-          atomicAdd(w.dqa + o, dq);
-          atomicAdd(w.dka + o, dk);
-        }
+        dQ[r * LF + c] = w.scale * Gx[r] * dQ[r * LF + c] + a[x][e];
+        dK[r * LF + c] += c2[x][e];
       });
     });
+    if (jr + 1 < R) {
+      // GVA: the sums over value heads in dqa, dka (the first head stores,
+      // the others add), by float4 rows; the last head's stay in dQ, dK for
+      // the L2 norm's backward below. Then the next head's first V step.
+      __syncthreads();
+      constexpr int Q4 = K / 4;
+      for (int e = tid; e < 2 * C * Q4; e += GT) {
+        const int r = (e / Q4) % C, c = (e % Q4) * 4;
+        if (r >= len)
+          continue;
+        const bool isk = e >= C * Q4;
+        const float4 x = *reinterpret_cast<const float4*>((isk ? dK : dQ) + r * LF + c);
+        float* g = (isk ? w.dka : w.dqa) + ((ts + r) * p.H + hk) * K + c;
+        if (jr == 0) {
+          __stcg(reinterpret_cast<float4*>(g), x);
+        } else {
+#if __CUDA_ARCH__ >= 900
+          atomicAdd(reinterpret_cast<float4*>(g), x);
+#else
+          atomicAdd(g, x.x), atomicAdd(g + 1, x.y), atomicAdd(g + 2, x.z), atomicAdd(g + 3, x.w);
+#endif
+        }
+      }
+      __syncthreads();  // dQ, dK read: the next head's copies may land there
+      issue(jr + 1, 0, 0);
+    }
     dg_dbeta<Var>(p, j, ts, len, G, misc, dG, tt, db,
                   [&](int r, int64_t) { return clamped[r] != 0.f; });
   }  // value heads
-  // dq, dk (bf16) from the sums dq^, dk^, a warp per row (q rows, then k
-  // rows; a warp's rows loaded first): with the L2 norm its backward,
+  // dq, dk (bf16) from dq^, dk^ (the last value head's in dQ, dK, plus the
+  // earlier heads' sums in dqa, dka), K / 8 lanes a row, each lane elements
+  // 4 l' .. 4 l' + 3 and K / 2 + 4 l' ..: with the L2 norm its backward,
   // dx = (dx^ - x^ (x^ · dx^)) / |x|, x^ = x / |x|
   __syncthreads();  // the sums are complete (shared memory, or global: __ldcg)
-  constexpr int E = K / 32, NW = 2 * C / GW;  // elements of a lane, rows of a warp
-  const int lane = tid & 31, wid = tid / 32;
-  float g[NW][E];
-#pragma unroll
-  for (int i = 0; i < NW; ++i) {
-    const int r = wid + i * GW, rr = r % C;
-    if (rr >= len)
-      continue;
-    if (R == 1) {
-      const float* d = (r >= C ? dK : dQ) + rr * LF + lane * E;
-#pragma unroll
-      for (int e = 0; e < E; ++e) g[i][e] = d[e];
-    } else {
-      const float* d = (r >= C ? w.dka : w.dqa) + ((ts + rr) * p.H + hk) * K + lane * E;
-      if constexpr (E == 4) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(d));
-        g[i][0] = v.x, g[i][1] = v.y, g[i][2] = v.z, g[i][3] = v.w;
-      } else {
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(d));
-        g[i][0] = v.x, g[i][1] = v.y;
+  {
+    constexpr int LR = K / 8, RW = 32 / LR;  // lanes a row, rows a warp at a time
+    const int lane = tid & 31, wid = tid / 32, li = lane % LR;
+#pragma unroll 1
+    for (int r0 = wid * RW; r0 < 2 * C; r0 += GW * RW) {
+      const int r = r0 + lane / LR, rr = r % C;
+      const bool isk = r >= C, in = rr < len;
+      const int c0 = 4 * li, c1 = K / 2 + 4 * li;
+      const float* d = (isk ? dK : dQ) + rr * LF;
+      float4 g0 = *reinterpret_cast<const float4*>(d + c0);
+      float4 g1 = *reinterpret_cast<const float4*>(d + c1);
+      if (R > 1 && in) {
+        const float* pg = (isk ? w.dka : w.dqa) + ((ts + rr) * p.H + hk) * K;
+        const float4 x0 = __ldcg(reinterpret_cast<const float4*>(pg + c0));
+        const float4 x1 = __ldcg(reinterpret_cast<const float4*>(pg + c1));
+        g0.x += x0.x, g0.y += x0.y, g0.z += x0.z, g0.w += x0.w;
+        g1.x += x1.x, g1.y += x1.y, g1.z += x1.z, g1.w += x1.w;
       }
+      float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      const b16* x = (isk ? kb : qb) + rr * LK;
+      const uint2 xa = *reinterpret_cast<const uint2*>(x + c0);
+      const uint2 xb = *reinterpret_cast<const uint2*>(x + c1);
+      const uint32_t xw[4] = {xa.x, xa.y, xb.x, xb.y};
+      const float rn = (isk ? rk : rq)[rr];
+      float xh[8], dot = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        xh[e] = __uint_as_float(e & 1 ? xw[e / 2] & 0xffff0000u : xw[e / 2] << 16) * rn;
+        dot += xh[e] * g[e];
+      }
+      if (w.rq) {
+#pragma unroll
+        for (int o = LR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) g[e] = rn * (g[e] - xh[e] * dot);
+      }
+      if (!in)
+        continue;
+      uint32_t y[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(g[2 * e], g[2 * e + 1]);
+        y[e] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      b16* out = static_cast<b16*>(isk ? p.dk : p.dq) + ((ts + rr) * p.H + hk) * K;
+      *reinterpret_cast<uint2*>(out + c0) = make_uint2(y[0], y[1]);
+      *reinterpret_cast<uint2*>(out + c1) = make_uint2(y[2], y[3]);
     }
-  }
-#pragma unroll
-  for (int i = 0; i < NW; ++i) {
-    const int r = wid + i * GW, rr = r % C;
-    if (rr >= len)
-      continue;
-    const bool isk = r >= C;
-    const b16* x = (isk ? kb : qb) + rr * LK + lane * E;
-    const float rn = (isk ? rk : rq)[rr];
-    float xh[E], dot = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      xh[e] = __bfloat162float(x[e]) * rn;
-      dot += xh[e] * g[i][e];
-    }
-    if (w.rq) {
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-#pragma unroll
-      for (int e = 0; e < E; ++e) g[i][e] = rn * (g[i][e] - xh[e] * dot);
-    }
-    alignas(8) b16 y[E];  // stored as one word
-#pragma unroll
-    for (int e = 0; e < E; ++e) y[e] = __float2bfloat16_rn(g[i][e]);
-    b16* out = static_cast<b16*>(isk ? p.dk : p.dq) + ((ts + rr) * p.H + hk) * K + lane * E;
-    if constexpr (E == 4)
-      *reinterpret_cast<uint2*>(out) = *reinterpret_cast<const uint2*>(y);
-    else
-      *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(y);
   }
 }
 
