@@ -518,16 +518,18 @@ std::vector<Case> chunked_cases() {
     cs.push_back(c);
   }
   // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)
-  // with the rule's V tile (32 on these small grids) and with 64 forced.
+  // under the rule (on these small grids both scans in one launch where V
+  // is a multiple of 64, else two at V tile 32) and as two launches with V
+  // tiles of 32 and of 64 forced.
   const size_t n = cs.size();
   for (size_t i = 0; i < n; ++i) {
     if (cs[i].dtype != DELTAC_F32) continue;
-    for (int bv : {0, 64}) {
+    for (int bv : {0, 32, 64}) {
       Case c = cs[i];
       c.dtype = DELTAC_BF16;
       c.wbv = bv;
       const size_t u = c.name.find('_');
-      c.name = c.name.substr(0, u) + (bv ? "_bf16w64" : "_bf16w") + c.name.substr(u);
+      c.name = c.name.substr(0, u) + (bv ? "_bf16w" + std::to_string(bv) : "_bf16w") + c.name.substr(u);
       cs.push_back(c);
     }
   }

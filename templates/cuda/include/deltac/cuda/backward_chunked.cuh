@@ -1149,15 +1149,32 @@ cudaError_t wscan(const Ws& w, int N, cudaStream_t st) {
   return cudaSuccess;
 }
 
-// Both warp scans: V tiles of 64 where V allows and the grid fills the
-// multiprocessors, else 32 (tests: DELTAC_CUDA_BWD_WBV=32 or 64 forces one
-// where V allows).
+// Both warp scans in one launch (wscan2_kernel), V tiles of 64.
+template <int K>
+cudaError_t wscan2(const Ws& w, int N, cudaStream_t st) {
+  constexpr size_t smem = WScan<C, K, 64, false>::kSmem > WScan<C, K, 64, true>::kSmem
+                              ? WScan<C, K, 64, false>::kSmem
+                              : WScan<C, K, 64, true>::kSmem;
+  cudaError_t e = allow(wscan2_kernel<K, 64>, smem);
+  if (e != cudaSuccess) return e;
+  wscan2_kernel<K, 64><<<dim3(unsigned(2 * (w.p.V / 64)), unsigned(w.p.HV), unsigned(N)),
+                         WScan<C, K, 64, false>::kThreads, smem, st>>>(w);
+  return cudaSuccess;
+}
+
+// Both warp scans. Where V allows tiles of 64 and both scans' grids fit one
+// wave together (long sequences on few heads): one launch, the two chains
+// side by side (wscan2). Else two launches, V tiles of 64 where V allows and
+// the grid fills the multiprocessors, else 32. Tests: DELTAC_CUDA_BWD_WBV=32
+// or 64 forces two launches at that tile where V allows.
 template <int K>
 cudaError_t wscans(const Ws& w, int N, cudaStream_t st) {
   const char* f = std::getenv("DELTAC_CUDA_BWD_WBV");
   const int force = f ? std::atoi(f) : 0;
-  const bool w64 = w.p.V % 64 == 0 &&
-                   (force ? force == 64 : int64_t(w.p.V / 64) * w.p.HV * N >= sm_count());
+  const int64_t tiles64 = w.p.V % 64 == 0 ? int64_t(w.p.V / 64) * w.p.HV * N : 0;
+  if (!force && tiles64 && 2 * tiles64 <= sm_count())
+    return wscan2<K>(w, N, st);
+  const bool w64 = tiles64 && (force ? force == 64 : tiles64 >= sm_count());
   cudaError_t e = w64 ? wscan<K, 64, false>(w, N, st) : wscan<K, 32, false>(w, N, st);
   if (e != cudaSuccess) return e;
   return w64 ? wscan<K, 64, true>(w, N, st) : wscan<K, 32, true>(w, N, st);

@@ -57,11 +57,10 @@ struct WScan {
   static_assert(kStage % 16 == 0 && smem(2) <= kWSmemMax, "stage size");
 };
 
-// The scan of one block: V tile blockIdx.x, value head blockIdx.y, sequence
+// The scan of one block: V tile vt, value head blockIdx.y, sequence
 // blockIdx.z; warps 0 .. NP - 1 chain warps, warp NP the producer.
 template <int K, int BV, bool Rev>
-__global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
-    wscan_kernel(const __grid_constant__ Ws w) {
+__device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
   using namespace deltac::cuda::detail;
   using Ts = __nv_bfloat16;
   using Tw = WScan<kBwdChunk, K, BV, Rev>;
@@ -69,7 +68,7 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
   constexpr int LK = Tw::LK, LC = Tw::LC, LB = Tw::LB, LO = Tw::LO;
   constexpr int NK = K / 8, NC = C / 8, E = 8;
   const deltac_bwd_params& p = w.p;
-  const int v0 = int(blockIdx.x) * BV, j = int(blockIdx.y), n = int(blockIdx.z);
+  const int v0 = vt * BV, j = int(blockIdx.y), n = int(blockIdx.z);
   const int hk = j / (p.HV / p.H), V = p.V;
   const int64_t t0 = seq_t0(p, n);
   const int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
@@ -422,6 +421,28 @@ __global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
         }
       }
   }
+}
+
+template <int K, int BV, bool Rev>
+__global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, Rev>::kThreads, 1)
+    wscan_kernel(const __grid_constant__ Ws w) {
+  wscan_block<K, BV, Rev>(w, int(blockIdx.x));
+}
+
+// Both scans in one launch (they share no data: the reverse scan reads no
+// output of the forward one), for grids that one wave holds together: block
+// x < V / BV runs the forward scan of V tile x, the others the reverse scan
+// of tile x - V / BV, so the two chains run side by side on the GPU.
+template <int K, int BV>
+__global__ void __launch_bounds__(WScan<kBwdChunk, K, BV, false>::kThreads, 1)
+    wscan2_kernel(const __grid_constant__ Ws w) {
+  static_assert(WScan<kBwdChunk, K, BV, false>::kThreads == WScan<kBwdChunk, K, BV, true>::kThreads,
+                "one block shape for both scans");
+  const int nt = w.p.V / BV, x = int(blockIdx.x);
+  if (x < nt)
+    wscan_block<K, BV, false>(w, x);
+  else
+    wscan_block<K, BV, true>(w, x - nt);
 }
 
 }  // namespace deltac::cuda::bwdc
