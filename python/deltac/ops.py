@@ -775,9 +775,9 @@ def chunk_delta_rule(
 ) -> Tuple[Tensor, Optional[Tensor]]:
     """DeltaNet (a_t = 1). fla.ops.delta_rule.chunk_delta_rule's signature; returns (o, final_state).
     ``cp_context`` (keyword): a deltac.cp.CPContext runs the call over its ranks.
-    ``allow_neg_eigval`` (keyword, deltac's): beta may lie in (0, 2); on CUDA with 16-bit
-    inputs the chunked kernel then runs its two-term products (scan 5), which keep bf16's
-    error where the default scans' (and fla's) grows with the length."""
+    ``allow_neg_eigval`` or ``beta_two`` (keywords, deltac's): beta may lie in (0, 2); on
+    CUDA with 16-bit inputs the chunked kernel then runs its two-term products (scan 5),
+    which keep bf16's error where the default scans' (and fla's) grows with the length."""
     fn = "chunk_delta_rule"
     if kwargs.get("cp_context") is not None:
         ctx = kwargs.pop("cp_context")
@@ -786,7 +786,7 @@ def chunk_delta_rule(
             output_final_state=output_final_state,
             use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel))
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
-    beta_two = bool(kwargs.pop("allow_neg_eigval", False))
+    beta_two = bool(kwargs.pop("allow_neg_eigval", False)) | bool(kwargs.pop("beta_two", False))
     _no_extra(fn, kwargs)
     return _call(fn, VARIANT_DELTA, mode, chunk, q, k, v, None, beta, scale, initial_state,
                  output_final_state, use_qk_l2norm_in_kernel, False, cu_seqlens,
@@ -848,6 +848,9 @@ def chunk_gated_delta_rule(
     ``use_gate_in_kernel=True`` (keyword, as in fla) reads g as the gate input and
     computes ``g = -exp(A_log) * softplus(g + dt_bias)`` (``A_log``, ``dt_bias``: [HV]).
     ``cp_context``: a deltac.cp.CPContext runs the call over its ranks (docs/parallel.md).
+    ``beta_two`` (keyword, deltac's): beta, as given, may lie in (0, 2) (what
+    ``allow_neg_eigval`` declares for the in-kernel sigmoid's 2 sigmoid(beta)); on CUDA
+    with 16-bit inputs the chunked kernel then runs its two-term products (scan 5).
     """
     fn = "chunk_gated_delta_rule"
     if cp_context is not None:
@@ -860,13 +863,14 @@ def chunk_gated_delta_rule(
     mode, chunk = _chunk_mode(fn, kwargs.pop("chunk_size", None), getattr(q, "device", None))
     use_gate = kwargs.pop("use_gate_in_kernel", False)
     A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
+    beta_two = bool(kwargs.pop("beta_two", False))
     _no_extra(fn, dict(kwargs, cp_context=cp_context))
     if use_gate:
         g = _gdn_gate(fn, g, A_log, dt_bias)
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_GATED, mode, chunk, q, k, v, g, beta, scale, initial_state,
                  output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
-                 beta_two=allow_neg_eigval)
+                 beta_two=allow_neg_eigval or beta_two)
 
 
 def fused_recurrent_gated_delta_rule(
@@ -972,6 +976,7 @@ def chunk_kda(
     cumulative sums overflow in deltac's kernels; the backward recomputes states);
     ``return_intermediate_states=True`` is not supported. ``cp_context``: a
     deltac.cp.CPContext runs the call over its ranks (docs/parallel.md).
+    ``beta_two`` (keyword, deltac's): beta, as given, may lie in (0, 2).
     """
     fn = "chunk_kda"
     if cp_context is not None:
@@ -989,13 +994,14 @@ def chunk_kda(
     A_log, dt_bias = kwargs.pop("A_log", None), kwargs.pop("dt_bias", None)
     if return_intermediate_states:
         _fail(fn, "return_intermediate_states=True is not supported", NotImplementedError)
+    beta_two = bool(kwargs.pop("beta_two", False))
     _no_extra(fn, dict(kwargs, cp_context=cp_context))
     if use_gate_in_kernel:
         g = _kda_gate(fn, g, A_log, dt_bias, lower_bound)
     beta = _beta_pre(fn, beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     return _call(fn, VARIANT_KDA, mode, chunk, q, k, v, g, beta, scale, initial_state,
                  output_final_state, use_qk_l2norm_in_kernel, state_v_first, cu_seqlens,
-                 beta_two=allow_neg_eigval)
+                 beta_two=allow_neg_eigval or beta_two)
 
 
 def fused_recurrent_kda(

@@ -288,6 +288,28 @@ def test_gdn_matches_reference(neg, layout, seed):
     assert rel_err(y, want) <= F32_TOL
 
 
+@pytest.mark.parametrize("neg", [False, True], ids=["beta01", "allow_neg_eigval"])
+def test_gdn_declares_beta_range_to_the_chunked_kernel(neg, seed, monkeypatch):
+    # with linear_allow_neg_eigval the chunk calls say beta may exceed 1 (beta_two:
+    # the CUDA kernel's two-term products), the one-token steps (f32 states) do not
+    from deltac import ops
+    calls = []
+    for name in ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule"):
+        real = getattr(ops, name)
+
+        def spy(*a, _real=real, _name=name, **kw):
+            calls.append((_name, kw.get("beta_two", False)))
+            return _real(*a, **kw)
+        monkeypatch.setattr(ops, name, spy)
+    m = randomize(GatedDeltaNet(small_cfg(linear_allow_neg_eigval=neg)))
+    x = torch.randn(1, 6, 64)
+    cache = GatedDeltaNetCache()
+    with torch.no_grad():
+        m(x[:, :5], cache_params=cache)
+        m(x[:, 5:], cache_params=cache)
+    assert calls == [("chunk_gated_delta_rule", neg), ("fused_recurrent_gated_delta_rule", False)]
+
+
 def test_gdn_no_gva_and_qwen_sizes_bf16(seed):
     cfg = small_cfg(linear_num_key_heads=2, linear_num_value_heads=2,
                     linear_key_head_dim=128, linear_value_head_dim=128)

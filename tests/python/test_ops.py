@@ -376,6 +376,29 @@ def test_allow_neg_eigval_reaches_the_runtime(seed):
     assert rel_err(o, ro) <= 1e-5 and rel_err(ht, rht) <= 1e-5
 
 
+@pytest.mark.parametrize("fn", ["chunk_delta_rule", "chunk_gated_delta_rule", "chunk_kda"])
+def test_beta_two_keyword_reaches_the_call(fn, seed, monkeypatch):
+    # beta_two: beta as given may exceed 1 (what the modules pass after their own
+    # 2 sigmoid(b)); it reaches the runtime call, and the results stay exact
+    var = {"chunk_delta_rule": "delta", "chunk_gated_delta_rule": "gated"}.get(fn, "kda")
+    q, k, v, g, beta, state = make(var, 2, 40, 2, 4, 32, 32, h0=True)
+    beta = 1.9 + 0.1 * beta
+    seen = []
+    real = ops._call
+
+    def spy(*a, **kw):
+        seen.append(kw.get("beta_two", False))
+        return real(*a, **kw)
+    monkeypatch.setattr(ops, "_call", spy)
+    args = (q, k, v, beta) if var == "delta" else (q, k, v, g, beta)
+    for two in (False, True):
+        o, ht = getattr(ops, fn)(*args, initial_state=state, output_final_state=True,
+                                 beta_two=two)
+        ro, rht = delta_rule(q, k, v, beta, None if var == "delta" else g, h0=state)
+        assert rel_err(o, ro) <= 1e-5 and rel_err(ht, rht) <= 1e-5
+    assert seen == [False, True]
+
+
 def test_dispatcher_and_direct_paths_agree(seed):
     # eager calls skip the dispatcher; torch.ops.deltac.fwd is what compile/export see
     q, k, v, g, beta, state = make("kda", 2, 9, 2, 4, 32, 16, h0=True)

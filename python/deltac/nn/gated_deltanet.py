@@ -182,6 +182,7 @@ class GatedDeltaNet(nn.Module):
     """
 
     LAYOUTS = ("qwen3_next", "qwen3_5", "olmo_hybrid")
+    allow_neg_eigval = False  # beta in (0, 2); set from the config (KimiDeltaAttention: never)
 
     def __init__(self, config, layer_idx: int = 0, layout: Optional[str] = None):
         super().__init__()
@@ -366,7 +367,7 @@ class GatedDeltaNet(nn.Module):
         if cp_context is not None:
             core, last_state = ops.chunk_gated_delta_rule(
                 query, key, value, g=g, beta=beta, use_qk_l2norm_in_kernel=True,
-                cp_context=cp_context)
+                cp_context=cp_context, beta_two=self.allow_neg_eigval)
         else:
             core, last_state = self._kernel(
                 ops.fused_recurrent_gated_delta_rule, ops.chunk_gated_delta_rule,
@@ -442,10 +443,13 @@ class GatedDeltaNet(nn.Module):
                               output_final_state=True, use_qk_l2norm_in_kernel=True,
                               inplace_final_state=True)
         else:
-            kernel = step if (state is not None and T == 1) else chunk
+            # beta in (0, 2) declared to the chunked kernel (its two-term products on
+            # CUDA); the recurrent step keeps f32 states and needs no flag
+            kernel, kw = ((step, {}) if (state is not None and T == 1)
+                          else (chunk, {"beta_two": True} if self.allow_neg_eigval else {}))
             core, last = kernel(query, key, value, g=g, beta=beta, initial_state=state,
                                 output_final_state=want_state or bool(hooks),
-                                use_qk_l2norm_in_kernel=True)
+                                use_qk_l2norm_in_kernel=True, **kw)
         if hooks:
             self._observe(query, key, value, g, beta, state_in, last,
                           "decode" if state is not None else "prompt")
