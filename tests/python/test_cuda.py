@@ -95,6 +95,20 @@ def test_cuda_beta_near_two_long(variant, seed):
     assert rel_err(o, ro) <= 5e-3 and rel_err(ht, rht) <= 5e-3
 
 
+def test_cuda_beta_two_keyword_long(seed):
+    # the same bound with beta given as 2 sigmoid(b) and declared by beta_two=True
+    # (what deltac.nn.GatedDeltaNet passes with linear_allow_neg_eigval)
+    cpu, _ = make("gated", 1, 1500, 2, 4, 128, 128, torch.bfloat16)
+    q, k, v, g, _, h0 = cpu
+    g = -1e-4 * torch.rand_like(g)
+    beta = 2.0 * torch.sigmoid(6.0 + torch.rand(1, 1500, 4))
+    d = [t.cuda() for t in (q, k, v, g, beta, h0)]
+    o, ht = ops.chunk_gated_delta_rule(*d[:5], initial_state=d[5], output_final_state=True,
+                                       use_qk_l2norm_in_kernel=True, beta_two=True)
+    ro, rht = delta_rule(q, k, v, beta, g, h0=h0, l2=True)
+    assert rel_err(o, ro) <= 5e-3 and rel_err(ht, rht) <= 5e-3
+
+
 def test_cuda_matches_cpu_path(seed):
     cpu, gpu = make("gated", 2, 50, 16, 32, 128, 128, torch.float32)
     o_c, ht_c = run("chunk_gated_delta_rule", cpu, use_qk_l2norm_in_kernel=True)
