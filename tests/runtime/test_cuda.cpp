@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <random>
+#include <utility>
 
 namespace deltac {
 namespace {
@@ -59,7 +60,22 @@ struct Bf16Call {
     p.q = q.data(), p.k = k.data(), p.v = v.data();
   }
   Bf16Call(const Bf16Call &) = delete;
+  // Relative RMS errors of o and ht against the float64 reference of the
+  // same (rounded) inputs.
+  std::pair<double, double> errors() const {
+    std::vector<double> oRef, htRef;
+    ref::forward(p, &oRef, &htRef);
+    return {ref::rel_rms(o.data(), oRef), ref::rel_rms(ht.data(), htRef)};
+  }
 };
+
+// opt.config pinned to cuda_chunked at the catalogue's default knobs for p.
+void pinChunkedDefault(const deltac_fwd_params &p, deltac_options &opt) {
+  const KernelConfig d = default_config(Family::CudaChunked, problem_of(p, max_seqlen(p)));
+  opt.config.family = "cuda_chunked";
+  opt.config.chunk = d.chunk, opt.config.tile_v = d.tile_v;
+  opt.config.warps = d.warps, opt.config.stages = d.stages;
+}
 
 class CudaHostPointers
     : public ::testing::TestWithParam<std::tuple<int, CudaShape, bool, bool>> {
@@ -145,18 +161,9 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
   pr.fill(seed);
   Bf16Call c(pr);
   deltac_fwd_params &p = c.p;
-  std::vector<uint16_t> &o16 = c.o;
-  std::vector<float> &ht = c.ht;
-  std::vector<double> oRef, htRef;
-  ref::forward(p, &oRef, &htRef);
-
-  const Problem prob = problem_of(p, max_seqlen(p));
-  const KernelConfig d = default_config(Family::CudaChunked, prob);
   deltac_options opt = deltac_default_options();
   opt.device = DELTAC_DEVICE_CUDA;
-  opt.config.family = "cuda_chunked";
-  opt.config.chunk = d.chunk, opt.config.tile_v = d.tile_v;
-  opt.config.warps = d.warps, opt.config.stages = d.stages;
+  pinChunkedDefault(p, opt);
   opt.config.split = split, opt.config.fuse = fuse, opt.config.scan = scan;
   deltac_run_info info{};
   ASSERT_EQ(deltac_forward_info(&p, &opt, &info), 0) << deltac_last_error();
@@ -164,8 +171,9 @@ TEST_P(CudaChunkedKnobs, MatchesReference) {
   EXPECT_EQ(info.split, split);
   EXPECT_EQ(info.fuse, fuse);
   EXPECT_EQ(info.scan, scan);
-  EXPECT_LE(ref::rel_rms(o16.data(), oRef), 5e-3) << "o";
-  EXPECT_LE(ref::rel_rms(ht.data(), htRef), 5e-3) << "ht";
+  const auto [eo, eh] = c.errors();
+  EXPECT_LE(eo, 5e-3) << "o";
+  EXPECT_LE(eh, 5e-3) << "ht";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -254,21 +262,12 @@ TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
     x = -1e-4f * u01(rng);
   Bf16Call c(pr);
   deltac_fwd_params &p = c.p;
-  std::vector<uint16_t> &o16 = c.o;
-  std::vector<float> &ht = c.ht;
-  std::vector<double> oRef, htRef;
-  ref::forward(p, &oRef, &htRef);
-
   deltac_options opt = deltac_default_options();
   opt.device = DELTAC_DEVICE_CUDA;
   opt.mode = DELTAC_MODE_CHUNKED;
   opt.allow_neg_eigval = 1;
   if (pinned) {
-    const Problem prob = problem_of(p, max_seqlen(p));
-    const KernelConfig d = default_config(Family::CudaChunked, prob);
-    opt.config.family = "cuda_chunked";
-    opt.config.chunk = d.chunk, opt.config.tile_v = d.tile_v;
-    opt.config.warps = d.warps, opt.config.stages = d.stages;
+    pinChunkedDefault(p, opt);
     opt.config.split = 2, opt.config.scan = 4;
   }
   deltac_run_info info{};
@@ -276,7 +275,7 @@ TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
   EXPECT_EQ(info.device, DELTAC_DEVICE_CUDA);
   EXPECT_STREQ(info.family, "cuda_chunked");
   EXPECT_EQ(info.scan, 5);
-  const double eo = ref::rel_rms(o16.data(), oRef), eh = ref::rel_rms(ht.data(), htRef);
+  const auto [eo, eh] = c.errors();
   EXPECT_LE(eo, 5e-3) << "o";
   EXPECT_LE(eh, 5e-3) << "ht";
   std::printf("  %s%s: o %.2e ht %.2e\n", variantName(variant), pinned ? " pinned" : "", eo,

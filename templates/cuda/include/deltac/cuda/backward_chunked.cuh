@@ -46,6 +46,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1152,9 +1153,7 @@ cudaError_t wscan(const Ws& w, int N, cudaStream_t st) {
 // Both warp scans in one launch (wscan2_kernel), V tiles of 64.
 template <int K>
 cudaError_t wscan2(const Ws& w, int N, cudaStream_t st) {
-  constexpr size_t smem = WScan<C, K, 64, false>::kSmem > WScan<C, K, 64, true>::kSmem
-                              ? WScan<C, K, 64, false>::kSmem
-                              : WScan<C, K, 64, true>::kSmem;
+  constexpr size_t smem = std::max(WScan<C, K, 64, false>::kSmem, WScan<C, K, 64, true>::kSmem);
   cudaError_t e = allow(wscan2_kernel<K, 64>, smem);
   if (e != cudaSuccess) return e;
   wscan2_kernel<K, 64><<<dim3(unsigned(2 * (w.p.V / 64)), unsigned(w.p.HV), unsigned(N)),

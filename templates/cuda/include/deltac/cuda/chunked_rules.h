@@ -203,12 +203,13 @@ constexpr bool chunked_legal(int var, int K, int V, int in_bytes, int chunk, int
   return true;
 }
 
-// Whether scan 5 (the block scan with two-term products) runs that config
-// with V tile bv: delta or GDN, 16-bit inputs, a legal config, its larger
-// shared memory within `smem`.
+// Whether scan 5 (the block scan with two-term products) runs for a
+// variant and input width: delta or GDN, 16-bit inputs.
 constexpr bool chunked_precise_runs(int var, int in_bytes) {
   return in_bytes == 2 && var != DELTAC_VARIANT_KDA;
 }
+// Whether it runs that config with V tile bv: a legal config whose larger
+// shared memory fits `smem`.
 constexpr bool chunked_precise_ok(int var, int K, int V, int in_bytes, int chunk, int bv,
                                   int warps, int stages, size_t smem = kChunkedSmemSm90) {
   return chunked_precise_runs(var, in_bytes) && bv >= 16 &&
