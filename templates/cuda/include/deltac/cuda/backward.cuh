@@ -26,29 +26,65 @@
 
 namespace deltac::cuda::bwd {
 
-// 1 / sqrt(sum x^2 + 1e-6) of each [K] row of q and k (one warp per row).
-template <int K>
-__global__ void rnorm_kernel(const __grid_constant__ Args a, float* rq, float* rk, int64_t rows) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  float sq = 0.0f, sk = 0.0f;
+// Eight consecutive elements of dtype dt from element i of p; vec: one
+// 16-byte load (16-bit) or two (f32), p + i then 16-byte aligned.
+__device__ __forceinline__ void ld8(const void* p, int dt, int64_t i, bool vec, float x[8]) {
+  if (vec && dt != DELTAC_F32) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-  for (int e = 0; e < K / 32; ++e) {
-    const float x = ld(a.p.q, a.p.in_dtype, row * K + e * 32 + lane);
-    const float y = ld(a.p.k, a.p.in_dtype, row * K + e * 32 + lane);
-    sq += x * x;
-    sk += y * y;
+    for (int e = 0; e < 4; ++e) {
+      const unsigned short lo = w[e] & 0xffffu, hi = w[e] >> 16;
+      x[2 * e] = dt == DELTAC_BF16 ? __uint_as_float(uint32_t(lo) << 16) : __half2float(__ushort_as_half(lo));
+      x[2 * e + 1] = dt == DELTAC_BF16 ? __uint_as_float(uint32_t(hi) << 16) : __half2float(__ushort_as_half(hi));
+    }
+  } else if (vec) {
+    const float4 u = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+    const float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i + 4);
+    x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w, x[4] = v.x, x[5] = v.y, x[6] = v.z, x[7] = v.w;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = ld(p, dt, i + e);
+  }
+}
+
+// 1 / sqrt(sum x^2 + 1e-6) of each [K] row of q and k: K / 8 lanes a row,
+// eight elements a lane (vec: q and k 16-byte aligned), 256 / K rows a warp.
+template <int K>
+__global__ void rnorm_kernel(const __grid_constant__ Args a, float* rq, float* rk, int64_t rows,
+                             bool vec) {
+  constexpr int L = K / 8, RW = 32 / L;
+  static_assert(K % 8 == 0 && L <= 32 && (L & (L - 1)) == 0, "K / 8 lanes a row");
+  const int lane = threadIdx.x % 32, li = lane % L;
+  const int64_t row = (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * RW + lane / L;
+  float sq = 0.0f, sk = 0.0f;
+  if (row < rows) {
+    float x[8], y[8];
+    ld8(a.p.q, a.p.in_dtype, row * K + li * 8, vec, x);
+    ld8(a.p.k, a.p.in_dtype, row * K + li * 8, vec, y);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      sq += x[e] * x[e];
+      sk += y[e] * y[e];
+    }
   }
 #pragma unroll
-  for (int m = 16; m > 0; m /= 2) {
+  for (int m = L / 2; m > 0; m /= 2) {
     sq += __shfl_xor_sync(0xffffffffu, sq, m);
     sk += __shfl_xor_sync(0xffffffffu, sk, m);
   }
-  if (lane == 0) {
+  if (row < rows && li == 0) {
     rq[row] = 1.0f / sqrtf(sq + 1e-6f);
     rk[row] = 1.0f / sqrtf(sk + 1e-6f);
   }
+}
+
+// Enqueues rnorm_kernel over the rows of q and k.
+template <int K>
+void rnorm(const Args& a, float* rq, float* rk, int64_t rows, cudaStream_t s) {
+  constexpr int kWarps = 8, kRows = kWarps * (256 / K);  // rows a block
+  const bool vec = (reinterpret_cast<uintptr_t>(a.p.q) | reinterpret_cast<uintptr_t>(a.p.k)) % 16 == 0;
+  rnorm_kernel<K><<<unsigned((rows + kRows - 1) / kRows), kWarps * 32, 0, s>>>(a, rq, rk, rows, vec);
 }
 
 // dq, dk from the accumulators (one warp per token and q/k head).
@@ -169,7 +205,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   if (p.qk_l2norm && rows > 0) {
     float* rq = reinterpret_cast<float*>(ws + l.rq);
     float* rk = reinterpret_cast<float*>(ws + l.rk);
-    rnorm_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, s>>>(a, rq, rk, rows);
+    rnorm<K>(a, rq, rk, rows, s);
     a.rq = rq;
     a.rk = rk;
   }

@@ -43,6 +43,7 @@
 #include "deltac/backward_rules.h"
 #include "deltac/cuda/backward.cuh"
 #include "deltac/cuda/chunked_mma.cuh"
+#include "deltac/cuda/ut_solve.cuh"
 
 #include <cuda_runtime.h>
 
@@ -79,7 +80,6 @@ struct Ws {
   void *us, *drs;        // u, dr of the chunk's tokens
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
   int atomic;            // grad_kernel: dq^, dk^ summed over value heads (atomicAdd), else stored
-  int rows64;            // prep's T solve row by row over all 64 rows (measurement), else by blocks
 };
 
 // The products: three TF32 products per step (detail::Mma<float>: f32
@@ -403,53 +403,23 @@ struct PrepSmem {
   static constexpr size_t bytes = size_t(floats) * 4;
 };
 
-// T = (I + A)^-1 into Tf (both [C][LC]) by 16 x 16 blocks: the diagonal
-// blocks by forward substitution (column c by the 4 lanes 4c .. 4c + 3 of
-// one warp, each summing every 4th term of a row; 16 dependent rows, not
-// 64), then block row bi from the rows above: T_bi,bj = -T_bi,bi Σ_bk
-// A_bi,bk T_bk,bj (X: 3 x 256 floats of scratch). rows64: the substitution
-// over all 64 rows (measurement). Every thread of the block calls it;
-// barriers inside.
-__device__ __forceinline__ void solve_t(const float* A, float* Tf, float* X, bool rows64) {
-  static_assert(kThreads == 4 * C && C == 64, "4 threads per column, 4 blocks");
-  {
-    for (int e = threadIdx.x; e < C * C; e += kThreads) {
-      const int r = e / C, c = e % C;
-      if ((c >> 4) > (r >> 4))
-        Tf[r * LC + c] = 0.f;
-    }
-    const int c = threadIdx.x >> 2, q = threadIdx.x & 3, c0 = rows64 ? 0 : c & ~15;
-    for (int i = c0; i < (rows64 ? C : c0 + 16); ++i) {
-      float x = 0.f;
-      for (int jj = c + q; jj < i; jj += 4) x = fmaf(A[i * LC + jj], Tf[jj * LC + c], x);
-      x += __shfl_xor_sync(0xffffffffu, x, 1);
-      x += __shfl_xor_sync(0xffffffffu, x, 2);
-      if (q == 0)
-        Tf[i * LC + c] = i < c ? 0.f : (i == c ? 1.f : 0.f) - x;
-      __syncwarp();
+// T = (I + A)^-1 into Tf (both [C][LC]) by ut_solve.cuh; Tf's blocks above
+// the diagonal are zeroed here. P: 4 x 256 floats of scratch. Every thread
+// of the block calls it; barriers inside.
+__device__ __forceinline__ void solve_t(const float* A, float* Tf, float* P) {
+  static_assert(C == 64, "4 blocks");
+  using namespace deltac::cuda::detail;
+  constexpr int NB = C / 16, D = 32 * kUtDiagWarps<NB>;
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  if (!ut_diag<NB, LC>(A, Tf, warp, lane)) {  // meanwhile: the 6 blocks above, 4 floats a step
+    for (int e = int(threadIdx.x) - D; e < 6 * 64; e += kThreads - D) {
+      const int z = e / 64, r = (e % 64) / 4, c = (e % 4) * 4;
+      const int I = z < 3 ? 0 : (z < 5 ? 1 : 2), J = z < 3 ? z + 1 : (z < 5 ? z - 1 : 3);
+      *reinterpret_cast<float4*>(Tf + (16 * I + r) * LC + 16 * J + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   __syncthreads();
-  if (!rows64) {  // X: [bj][16][16]
-    const int r = threadIdx.x >> 4, cc = threadIdx.x & 15;
-    for (int bi = 1; bi < 4; ++bi) {
-      for (int bj = 0; bj < bi; ++bj) {
-        float x = 0.f;
-        for (int m = bj * 16; m < bi * 16; ++m)
-          x = fmaf(A[(bi * 16 + r) * LC + m], Tf[m * LC + bj * 16 + cc], x);
-        X[bj * 256 + r * 16 + cc] = x;
-      }
-      __syncthreads();
-      for (int bj = 0; bj < bi; ++bj) {
-        float x = 0.f;
-#pragma unroll
-        for (int m = 0; m < 16; ++m)
-          x = fmaf(Tf[(bi * 16 + r) * LC + bi * 16 + m], X[bj * 256 + m * 16 + cc], x);
-        Tf[(bi * 16 + r) * LC + bj * 16 + cc] = -x;
-      }
-      __syncthreads();
-    }
-  }
+  ut_offdiag<NB, LC>(A, Tf, P, warp, lane);
 }
 
 // prep's outputs for the warp scans: T as bf16 hi + lo and the row factors
@@ -517,7 +487,7 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     });
   });
   __syncthreads();
-  solve_t(A, Tf, qn, w.rows64);  // (X in qn's place, free after the products)
+  solve_t(A, Tf, qn);  // (P in qn's place, free after the products)
   store_f4(w.T + slot * C * C, C, Tf, C, C);
 }
 
@@ -620,9 +590,10 @@ __global__ void __launch_bounds__(kThreads, 2) fwd_scan_kernel(const __grid_cons
   }
 }
 
-// Threads of the reverse scan and the gradient kernel: 16 warps with one
-// TF32 product at K = 128 (registers <= 128), else 8 (at K = 64 the 16 warps
-// were slower: docs/performance.md, Backward (CUDA) version 4).
+// Threads of the block reverse scan and grad_kernel (grad16:
+// kGrad16Threads): 16 warps with one TF32 product at K = 128 (registers <=
+// 128), else 8 (at K = 64 the 16 warps were slower: docs/performance.md,
+// Backward (CUDA) version 4).
 template <bool F, int K>
 __host__ __device__ constexpr int bwd_threads() { return F && K == 128 ? 512 : 256; }
 
@@ -1191,8 +1162,6 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
   w.hs = ws + l.hs, w.dhs = ws + l.dhs, w.us = ws + l.us, w.drs = ws + l.drs, w.F = at(l.F);
   w.atomic = p.HV != p.H;
-  const char* ts = std::getenv("DELTAC_CUDA_BWD_TSOLVE");  // measurement: =rows
-  w.rows64 = ts && std::strcmp(ts, "rows") == 0;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
   cudaError_t e;
@@ -1221,7 +1190,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   constexpr int kRowsPerBlock = 8;
   const unsigned row_blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   if (p.qk_l2norm) {
-    bwd::rnorm_kernel<K><<<row_blocks, kRowsPerBlock * 32, 0, st>>>(a, at(l.rq), at(l.rk), rows);
+    bwd::rnorm<K>(a, at(l.rq), at(l.rk), rows, st);
     w.rq = a.rq = at(l.rq);
     w.rk = a.rk = at(l.rk);
   }
@@ -1249,9 +1218,9 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   }
   if constexpr (W) {  // grad16 reads the warp scans' bf16 states
     using G16 = Grad16Smem<K>;
-    if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
     const dim3 qk_chunks(unsigned(l.slots), unsigned(p.H));
-    grad16_kernel<Var, K><<<qk_chunks, bwd_threads<true, K>(), G16::bytes, st>>>(w);
+    if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
+    grad16_kernel<Var, K><<<qk_chunks, kGrad16Threads, G16::bytes, st>>>(w);
   } else {
     if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
     grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
@@ -1263,8 +1232,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
 
 // One TF32 product per step where every input (q, k, v) and dO are 16-bit;
 // the warp scans and grad16 where they are all bf16 (states16). Measurement
-// only: exact_mode, DELTAC_CUDA_BWD_SCAN=block; DELTAC_CUDA_BWD_TSOLVE=rows
-// prep's T solve over all 64 rows.
+// only: exact_mode, DELTAC_CUDA_BWD_SCAN=block.
 template <deltac_variant Var, int K>
 cudaError_t go(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStream_t st) {
   const int mode = exact_mode();

@@ -144,7 +144,7 @@ struct Prep16Smem {
   static constexpr size_t kb = 0, qb = C * LK * 2, A = qb + C * LK * 2, Tf = A + C * LC * 4;
   static constexpr size_t b = Tf + C * LC * 4, G = b + C * 4, Gx = G + C * 8, Ex = Gx + C * 4;
   static constexpr size_t rk = Ex + C * 4, rq = rk + C * 4, bytes = rq + C * 4;
-  static_assert(3 * 256 * 4 <= C * LK * 2, "solve_t's scratch in q's place");
+  static_assert(4 * 256 * 4 <= C * LK * 2, "solve_t's scratch in q's place");
 };
 
 template <deltac_variant Var, int K>
@@ -188,13 +188,17 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   __syncthreads();
   store_hilo(w.Aqk + slot * C * C, Tf);
   __syncthreads();
-  solve_t(A, Tf, reinterpret_cast<float*>(qb), w.rows64);
+  solve_t(A, Tf, reinterpret_cast<float*>(qb));
   store_w(w, slot, ts, len, hk, b, G, Gx, Ex, Tf);
 }
 
+// 16 warps at K = 64 and 128 (at K = 64 against 8: 2.13 -> 1.92 ms,
+// docs/performance.md, backward (CUDA) version 13).
+constexpr int kGrad16Threads = 512;
+
 template <deltac_variant Var, int K>
-__global__ void __launch_bounds__(bwd_threads<true, K>()) grad16_kernel(const __grid_constant__ Ws w) {
-  constexpr int GT = bwd_threads<true, K>(), GW = GT / 32;
+__global__ void __launch_bounds__(kGrad16Threads) grad16_kernel(const __grid_constant__ Ws w) {
+  constexpr int GT = kGrad16Threads, GW = GT / 32;
   constexpr int NC = GW > 8 ? 2 : 4, NK = (C / 16) * (K / 32) >= GW ? 4 : 2;
   using L = Grad16Smem<K>;
   constexpr int BV = L::BV, LB = L::LB, LK = L::LK, LF = L::LF, LC8 = L::LC8;

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace deltac::cuda::bwdc {
 
@@ -49,7 +50,9 @@ struct WScan {
   static constexpr int oF = oAl + (Rev ? C * LC : 0);
   static constexpr size_t kStage = size_t(oF) * 2 + kWF * C * 4;
   static constexpr size_t kOTile = Rev ? size_t(NP) * C * LO * 2 : 0;
-  static constexpr size_t smem(int ns) { return ns * kStage + kOTile + kWBarBytes; }
+  // per chain warp: the staging rows of its bf16 outputs, X [16][LK], out [16][LC]
+  static constexpr size_t kXTile = size_t(NP) * 16 * (LK + LC) * 2;
+  static constexpr size_t smem(int ns) { return ns * kStage + kOTile + kXTile + kWBarBytes; }
   // three stages where they fit and leave as many blocks per multiprocessor
   static constexpr int kStages =
       smem(3) <= kWSmemMax && kWSmemSM / (smem(3) + 1024) >= kWSmemSM / (smem(2) + 1024) ? 3 : 2;
@@ -79,7 +82,7 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
   const int g = lane >> 2, t = lane & 3;
   const int vw = v0 + wid * 16;  // a chain warp's first column
   const uint32_t sm0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t bars = sm0 + uint32_t(NS * Tw::kStage + Tw::kOTile);
+  const uint32_t bars = sm0 + uint32_t(NS * Tw::kStage + Tw::kOTile + Tw::kXTile);
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (NS + s); };
   if (tid == 0)
@@ -148,6 +151,29 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
   const uint32_t offvb = (rb * LB + wid * 16 + cb) * 2, offvo = (rb * LO + cb) * 2;
   Ts* otile = reinterpret_cast<Ts*>(smem_raw + NS * Tw::kStage) + wid * C * LO;
   const uint32_t sot = static_cast<uint32_t>(__cvta_generic_to_shared(otile));
+  Ts* xt = reinterpret_cast<Ts*>(smem_raw + NS * Tw::kStage + Tw::kOTile) + wid * 16 * (LK + LC);
+  // acc (the warp's 16 columns as rows, NT n-tiles of 8 along them) as bf16
+  // to dst's rows (row r at dst + 8 NT r): stmatrix into the staging rows
+  // (stride L), then 16-byte stores (a row is one contiguous run).
+  auto rows_out = [&](auto ntc, auto lc, const float(*acc)[4], Ts* tile, Ts* dst) {
+    constexpr int NT = decltype(ntc)::value, L = decltype(lc)::value;
+    __syncwarp();  // the last reads of the tile are done
+#pragma unroll
+    for (int m = 0; m < NT / 2; ++m) {
+      const uint32_t r[4] = {pack2<Ts>(acc[2 * m][0], acc[2 * m][1]),
+                             pack2<Ts>(acc[2 * m][2], acc[2 * m][3]),
+                             pack2<Ts>(acc[2 * m + 1][0], acc[2 * m + 1][1]),
+                             pack2<Ts>(acc[2 * m + 1][2], acc[2 * m + 1][3])};
+      stsm4<L>(reinterpret_cast<uint32_t*>(tile + 16 * m), r);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < NT / 2; ++k) {
+      const int i = lane + 32 * k, r = i / NT, q = i % NT;
+      *reinterpret_cast<uint4*>(dst + r * 8 * NT + q * 8) =
+          *reinterpret_cast<const uint4*>(tile + r * L + q * 8);
+    }
+  };
 
   // X: element e of n-tile nt is column vw + g + 8 (e / 2), key nt 8 + 2 t + e % 2.
   const bool vk = p.state_layout == DELTAC_STATE_VK;
@@ -180,18 +206,9 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
     const int64_t ci = chunk_of(c), ts = t0 + ci * C, slot = (sl0 + ci) * p.HV + j;
     const int len = int(t1 - ts < C ? t1 - ts : C);
     // X (the chunk-start state, or the chunk-end state gradient) out: bf16,
-    // transposed ([V][K]: a lane's two keys of a column are one word)
-    {
-      __nv_bfloat16* xo = static_cast<__nv_bfloat16*>(Rev ? w.dhs : w.hs) + slot * K * V;
-#pragma unroll
-      for (int nt = 0; nt < NK; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int key = nt * 8 + 2 * t, col = vw + g + 8 * h;
-          *reinterpret_cast<uint32_t*>(xo + col * K + key) =
-              pack2<__nv_bfloat16>(X[nt][2 * h], X[nt][2 * h + 1]);
-        }
-    }
+    // transposed ([V][K])
+    rows_out(std::integral_constant<int, NK>{}, std::integral_constant<int, LK>{}, X, xt,
+             static_cast<Ts*>(Rev ? w.dhs : w.hs) + slot * K * V + vw * K);
     mbar_wait(full(s), ph);
     const uint32_t sb = sm0 + s * uint32_t(Tw::kStage);
     const uint32_t sk = sb + Tw::oK * 2, sq = sb + Tw::oQ * 2, sv = sb + Tw::oV * 2;
@@ -312,15 +329,8 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
         }
     }
     // out (u or dr) to the workspace: bf16, transposed ([V][C])
-    {
-      __nv_bfloat16* og = static_cast<__nv_bfloat16*>(Rev ? w.drs : w.us) + slot * C * V;
-#pragma unroll
-      for (int nt = 0; nt < NC; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          *reinterpret_cast<uint32_t*>(og + (vw + g + 8 * h) * C + nt * 8 + 2 * t) =
-              pack2<__nv_bfloat16>(out[nt][2 * h], out[nt][2 * h + 1]);
-    }
+    rows_out(std::integral_constant<int, NC>{}, std::integral_constant<int, LC>{}, out,
+             xt + 16 * LK, static_cast<Ts*>(Rev ? w.drs : w.us) + slot * C * V + vw * C);
     if constexpr (Rev) {  // dv = β dr -> the per-warp [C][16] tile -> rows
       __syncwarp();  // the previous chunk's reads of the tile are done
 #pragma unroll

@@ -31,6 +31,7 @@
 #include "deltac/cuda/chunked_kda_diag.cuh"
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_traits.cuh"
+#include "deltac/cuda/ut_solve.cuh"
 #include "deltac/params.h"
 
 #include <cstdint>
@@ -736,114 +737,35 @@ __device__ __forceinline__ void chunked_prep_item(const deltac_fwd_params& p,
     else
       return 0.f;
   };
-  // Diagonal blocks: forward substitution, one lane per column, two blocks
-  // per warp; the other warps write the row factors and the chunk decay.
-  constexpr int kSolveWarps = (NBLK + 1) / 2;
-  static_assert(kSolveWarps < NW, "warps left for the row factors");
-  {
-    const int b = warp * 2 + (lane >> 4), c = lane & 15;
-    if (warp < kSolveWarps) {
-      if (b < NBLK) {
-        const float* a = Af + 16 * b * LD + 16 * b;
-        float x[16];
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          float s = i == c ? 1.f : 0.f;
-#pragma unroll
-          for (int jj = 0; jj < i; ++jj) s = fmaf(-a[i * LD + jj], x[jj], s);
-          x[i] = s;
-        }
-        float* t = Tf + 16 * b * LD + 16 * b;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) t[i * LD + c] = x[i];
+  // T = (I + A)^-1 (ut_solve.cuh): the diagonal blocks on the first warps,
+  // while the others write the row factors and the chunk decay; then the
+  // blocks below.
+  static_assert(kUtDiagWarps<NBLK> < NW && NW >= 4, "warps left for the row factors");
+  if (warp < kUtDiagWarps<NBLK>) {
+    ut_diag<NBLK, LD>(Af, Tf, warp, lane);
+  } else {
+    const int ft = tid - 32 * kUtDiagWarps<NBLK>, fn = NTH - 32 * kUtDiagWarps<NBLK>;
+    float* f = ws.f + slot * 4 * C;
+    for (int r = ft; r < C; r += fn) {
+      float fa = bs[r], fq = 1.f, fk = 1.f;
+      if constexpr (!kKda) {
+        const float e = Tr::kGated ? expf(gam(r, 0)) : 1.f;
+        const float el = Tr::kGated ? expf(gam(C - 1, 0) - gam(r, 0)) : 1.f;
+        fa = bs[r] * rk[r] * e;
+        fq = scale * rq[r] * e;
+        fk = rk[r] * el;
       }
-    } else {  // the row factors and the chunk decay out, while the solve runs
-      const int ft = tid - 32 * kSolveWarps, fn = NTH - 32 * kSolveWarps;
-      float* f = ws.f + slot * 4 * C;
-      for (int r = ft; r < C; r += fn) {
-        float fa = bs[r], fq = 1.f, fk = 1.f;
-        if constexpr (!kKda) {
-          const float e = Tr::kGated ? expf(gam(r, 0)) : 1.f;
-          const float el = Tr::kGated ? expf(gam(C - 1, 0) - gam(r, 0)) : 1.f;
-          fa = bs[r] * rk[r] * e;
-          fq = scale * rq[r] * e;
-          fk = rk[r] * el;
-        }
-        const bool in = r < len;
-        f[r] = in ? fa : 0.f;
-        f[C + r] = in ? bs[r] : 0.f;
-        f[2 * C + r] = in ? fq : 0.f;
-        f[3 * C + r] = in ? fk : 0.f;
-      }
-      float* gm = ws.gamma + slot * K;
-      for (int kk = ft; kk < K; kk += fn) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
+      const bool in = r < len;
+      f[r] = in ? fa : 0.f;
+      f[C + r] = in ? bs[r] : 0.f;
+      f[2 * C + r] = in ? fq : 0.f;
+      f[3 * C + r] = in ? fk : 0.f;
     }
+    float* gm = ws.gamma + slot * K;
+    for (int kk = ft; kk < K; kk += fn) gm[kk] = Tr::kDecay ? expf(gam(C - 1, kk)) : 1.f;
   }
   __syncthreads();
-  // Off-diagonal blocks by doubling, on tensor cores in f32 (three TF32
-  // products per step), each product staged through a 16 x 16 buffer of P:
-  //   level 1 (16 -> 32): T_{I,I-1} = -T_II (A_{I,I-1} T_{I-1,I-1}), I odd;
-  //   level 2 (32 -> 64): X_ij = sum_{L=j..1} A_iL T_Lj, then
-  //                       T_ij = -sum_{M=2..i} T_iM X_Mj  (i = 2, 3; j = 0, 1).
-  static_assert(NBLK == 1 || NBLK == 2 || NBLK == 4, "chunk 16, 32 or 64");
-  static_assert(NW >= 4, "level 2 takes four warps");
-  if constexpr (NBLK >= 2) {
-    using Of = Mma<float>;
-    const int g = lane >> 2, t = lane & 3;
-    auto blk = [&](float* base, int I, int J) { return base + 16 * I * LD + 16 * J; };
-    // acc += X Y (16 x 16 each; Y's rows are the k index).
-    auto prod = [&](float acc[2][4], const float* x, int lx, const float* y, int ly) {
-      typename Of::FragA fa;
-      Of::load_a(fa, x, lx);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        typename Of::FragB fb;
-        Of::load_b_t(fb, y + 8 * h, ly);
-        Of::mma(acc[h], fa, fb);
-      }
-    };
-    // dst (16 x 16, row stride ld) = f * acc; 8-byte stores where ld is even.
-    auto put = [&](float* dst, int ld, const float acc[2][4], float f) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int a = 0; a < 2; ++a) {
-          float* d = dst + (g + 8 * a) * ld + 8 * h + 2 * t;
-          if (ld % 2 == 0) {
-            *reinterpret_cast<float2*>(d) = make_float2(f * acc[h][2 * a], f * acc[h][2 * a + 1]);
-          } else {
-            d[0] = f * acc[h][2 * a];
-            d[1] = f * acc[h][2 * a + 1];
-          }
-        }
-    };
-    if (warp < NBLK / 2) {
-      const int I = 2 * warp + 1, J = I - 1;
-      float* pw = P + warp * 256;
-      float acc[2][4] = {}, o[2][4] = {};
-      prod(acc, blk(Af, I, J), LD, blk(Tf, J, J), LD);
-      put(pw, 16, acc, 1.f);
-      __syncwarp();
-      prod(o, blk(Tf, I, I), LD, pw, 16);
-      put(blk(Tf, I, J), LD, o, -1.f);
-    }
-    __syncthreads();
-    if constexpr (NBLK == 4) {
-      const int i = 2 + warp / 2, j = warp % 2;
-      if (warp < 4) {
-        float acc[2][4] = {};
-        for (int L = j; L < 2; ++L) prod(acc, blk(Af, i, L), LD, blk(Tf, L, j), LD);
-        put(P + warp * 256, 16, acc, 1.f);  // X_ij in P[2 (i - 2) + j]
-      }
-      __syncthreads();
-      if (warp < 4) {
-        float o[2][4] = {};
-        for (int M = 2; M <= i; ++M) prod(o, blk(Tf, i, M), LD, P + (2 * (M - 2) + j) * 256, 16);
-        put(blk(Tf, i, j), LD, o, -1.f);
-      }
-      __syncthreads();
-    }
-  }
+  ut_offdiag<NBLK, LD>(Af, Tf, P, warp, lane);
 
   // 5. T, the row factors and the chunk decay (kda: the decayed q, k
   // operands) out.
