@@ -44,6 +44,7 @@ struct Case {
   double tol = 0;         // 0: by dtype
   bool reset = false;     // gated: a -inf gate (a full reset) at token 5 of every head
   int wbv = 0;            // the chunked path's warp scans (bf16): V tile forced (0: the rule)
+  int g16_blocks = 0;     // grad16's grid capped (0: a block a multiprocessor)
   bool dv_unaligned = false;  // dv one element past a 16-byte boundary (the bf16 path's guard,
                               // bwdc::aligned: the sweep runs)
   bool dq_unaligned = false;  // dq, dk one element past a 16-byte boundary (grad16 writes them
@@ -358,6 +359,18 @@ struct ForceTile {
   ~ForceTile() { unsetenv("DELTAC_CUDA_BWD_WBV"); }
 };
 
+// grad16's grid capped at n blocks (backward_chunked.cuh, tests only), so
+// each block takes several items and runs their prefetches.
+struct ForceG16Blocks {
+  explicit ForceG16Blocks(int n) : on(n > 0) {
+    if (on) setenv("DELTAC_CUDA_BWD_G16_BLOCKS", std::to_string(n).c_str(), 1);
+  }
+  ~ForceG16Blocks() {
+    if (on) unsetenv("DELTAC_CUDA_BWD_G16_BLOCKS");
+  }
+  bool on;
+};
+
 class BackwardChunked : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
@@ -372,6 +385,7 @@ TEST_P(BackwardChunked, MatchesFloat64AndRecurrent) {
   {
     ForcePath f("chunked");
     ForceTile b(c.wbv);
+    ForceG16Blocks g(c.g16_blocks);
     got = run(c, d, false, &err);
   }
   ASSERT_EQ(err, "");
@@ -520,16 +534,19 @@ std::vector<Case> chunked_cases() {
   // bf16 copies of the f32 cases: the warp scans (backward_scan_warp.cuh)
   // under the rule (on these small grids both scans in one launch where V
   // is a multiple of 64, else two at V tile 32) and as two launches with V
-  // tiles of 32 and of 64 forced.
+  // tiles of 32 and of 64 forced; and with grad16 on 2 blocks (each takes
+  // several chunk items in turn).
   const size_t n = cs.size();
   for (size_t i = 0; i < n; ++i) {
     if (cs[i].dtype != DELTAC_F32) continue;
-    for (int bv : {0, 32, 64}) {
+    for (int bv : {0, 32, 64, -1}) {
       Case c = cs[i];
       c.dtype = DELTAC_BF16;
-      c.wbv = bv;
+      c.wbv = bv > 0 ? bv : 0;
+      c.g16_blocks = bv < 0 ? 2 : 0;
+      const std::string tag = bv < 0 ? "_bf16g2" : bv ? "_bf16w" + std::to_string(bv) : "_bf16w";
       const size_t u = c.name.find('_');
-      c.name = c.name.substr(0, u) + (bv ? "_bf16w" + std::to_string(bv) : "_bf16w") + c.name.substr(u);
+      c.name = c.name.substr(0, u) + tag + c.name.substr(u);
       cs.push_back(c);
     }
   }

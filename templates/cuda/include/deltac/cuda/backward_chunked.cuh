@@ -319,15 +319,18 @@ __device__ __forceinline__ void store_f4(float* dst, int64_t gstride, const floa
 // e = e^(G_last - G) into shared memory [C]; padded rows: β = 0, gate 0.
 struct Bg {
   float b, g;
+  bool low;  // the gate was below kGateFloor (clamped)
   template <deltac_variant Var>
   __device__ __forceinline__ void fetch(const deltac_bwd_params& p, int64_t ts, int len, int j) {
     const int tid = threadIdx.x;
     b = g = 0.f;
+    low = false;
     if (tid < len && tid < C) {
       b = static_cast<const float*>(p.beta)[(ts + tid) * p.HV + j];
       if constexpr (Var == DELTAC_VARIANT_GATED) {
         g = static_cast<const float*>(p.g)[(ts + tid) * p.HV + j];
-        g = g < kGateFloor ? kGateFloor : g;  // NaN stays NaN
+        low = g < kGateFloor;
+        g = low ? kGateFloor : g;  // NaN stays NaN
       }
     }
   }
@@ -1218,9 +1221,15 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   }
   if constexpr (W) {  // grad16 reads the warp scans' bf16 states
     using G16 = Grad16Smem<K>;
-    const dim3 qk_chunks(unsigned(l.slots), unsigned(p.H));
+    // persistent: one block a multiprocessor (its 512 threads take every register)
+    const int64_t items = l.slots * p.H;
+    // (tests: DELTAC_CUDA_BWD_G16_BLOCKS=n caps the grid, so each block takes several items)
+    int64_t cap = sm_count();
+    if (const char* ev = std::getenv("DELTAC_CUDA_BWD_G16_BLOCKS"))
+      cap = std::max(1, std::min(std::atoi(ev), 1 << 20));
+    const unsigned blocks = unsigned(std::min<int64_t>(items, cap));
     if ((e = allow(grad16_kernel<Var, K>, G16::bytes)) != cudaSuccess) return e;
-    grad16_kernel<Var, K><<<qk_chunks, kGrad16Threads, G16::bytes, st>>>(w);
+    grad16_kernel<Var, K><<<blocks, kGrad16Threads, G16::bytes, st>>>(w);
   } else {
     if ((e = allow(grad_kernel<Var, K, FG>, GS::bytes)) != cudaSuccess) return e;
     grad_kernel<Var, K, FG><<<chunks, bwd_threads<FG, K>(), GS::bytes, st>>>(w);
