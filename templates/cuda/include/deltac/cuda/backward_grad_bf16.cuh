@@ -22,7 +22,6 @@
 
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
