@@ -753,6 +753,37 @@ __device__ __forceinline__ void dg_dbeta(const deltac_bwd_params& p, int j, int6
   }
 }
 
+// The dG, dβ terms of an M / N unit (m0, n0) of 16 x 8 NC into dG, db: a
+// lane's row sums rg, rb (rows g, g + 8) over the 4 lanes sharing a row and
+// its column sums cg (columns 8x + 2t + c) over the 8 sharing a column, then
+// one shared atomic each.
+template <int NC>
+__device__ __forceinline__ void mn_sums(int m0, int n0, float (&rg)[2], float (&rb)[2],
+                                        float (&cg)[NC][2], float* dG, float* db) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+      rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
+    }
+    if (t == 0) {
+      atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+      atomicAdd(db + m0 + g + 8 * h, rb[h]);
+    }
+  }
+#pragma unroll
+  for (int x = 0; x < NC; ++x)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+      if (g == 0)
+        atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+    }
+}
+
 // M = dAqk ∘ scale e^(G_i - G_j) (lower) and N = dA ∘ β_i e^(G_i - G_j)
 // (strictly lower), in place over the unit (m0, n0) of 16 x 8 NC, with their
 // dG, dβ terms (the diagonal's cancel exactly: skipped): row and column sums
@@ -779,28 +810,7 @@ __device__ __forceinline__ void mn_unit(int m0, int n0, const float (*aq)[4], co
       cg[x][e & 1] -= P + b[i] * Pa;
     }
   });
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1) {
-      rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
-      rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
-    }
-    if (t == 0) {
-      atomicAdd(dG + m0 + g + 8 * h, rg[h]);
-      atomicAdd(db + m0 + g + 8 * h, rb[h]);
-    }
-  }
-#pragma unroll
-  for (int x = 0; x < NC; ++x)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-#pragma unroll
-      for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-      if (g == 0)
-        atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-    }
+  mn_sums<NC>(m0, n0, rg, rb, cg, dG, db);
 }
 
 template <deltac_variant Var, int K, bool F>

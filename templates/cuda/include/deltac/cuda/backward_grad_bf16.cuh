@@ -197,7 +197,8 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
 // dr uᵀ), with their dG, dβ terms as mn_unit's (pq, pk: the unit's raw Q
 // Kᵀ, K Kᵀ, times rq_i rk_j, rk_i rk_j); M and N leave as the bf16 operands
 // of the last products ([C][LC8]): M1 = M diag(rk), M2 = diag(rq) M, Na = N
-// diag(rk), Nb = diag(rk) N, a lane's column pairs by 4-byte stores.
+// diag(rk), Nb = diag(rk) N, a lane's column pairs by 4-byte stores; the
+// terms' sums by mn_sums, as mn_unit's.
 template <int NC>
 __device__ __forceinline__ void mn16(int m0, int n0, const float (*aq)[4], const float (*ad)[4],
                                      const float (*pq)[4], const float (*pk)[4], const double* G,
@@ -237,27 +238,7 @@ __device__ __forceinline__ void mn16(int m0, int n0, const float (*aq)[4], const
       put(Na, nv[0] * k0, nv[1] * k1);
       put(Nb, nv[0] * ri, nv[1] * ri);
     }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1) {
-      rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
-      rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
-    }
-    if (t == 0) {
-      atomicAdd(dG + m0 + g + 8 * h, rg[h]);
-      atomicAdd(db + m0 + g + 8 * h, rb[h]);
-    }
-  }
-#pragma unroll
-  for (int x = 0; x < NC; ++x)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-#pragma unroll
-      for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-      if (g == 0)
-        atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-    }
+  mn_sums<NC>(m0, n0, rg, rb, cg, dG, db);
 }
 
 // 16 warps at K = 64 and 128 (at K = 64 against 8: 2.13 -> 1.92 ms,
