@@ -24,7 +24,7 @@
 //   dβ = rowsum(dr ∘ (V - Γ K^ h)) + rowsum(dA ∘ K^K^ᵀ e^(G_i - G_j)),
 //   dG per row from every e^G factor, dg = the reverse cumsum of dG within
 //   the chunk (0 where the gate was clamped).
-// Kernels: (qk_l2norm) 1/|x| per row (backward.cuh); prep per (chunk,
+// Kernels: (qk_l2norm) 1/|x| per row (backward.cuh; bf16: in prep16); prep per (chunk,
 // value head): T, Aqk; the forward scan per (sequence, value head, V
 // tile): chunk-start states h and u; the reverse scan: dh per chunk end, dr,
 // dv, dh0; the gradient kernel per (chunk, value head): dq^, dk^ (into the
@@ -372,17 +372,25 @@ struct Bg {
   }
 };
 
-// e^(G_i - G_j) for j <= i, else 0.
+// e^(G_i - G_j) for j <= i, else 0 (the delta rule: 1, G unread).
+template <deltac_variant Var = DELTAC_VARIANT_GATED>
 __device__ __forceinline__ float decay(const double* G, int i, int j) {
-  return j <= i ? expf(float(G[i] - G[j])) : 0.f;
+  if constexpr (Var == DELTAC_VARIANT_DELTA)
+    return j <= i ? 1.f : 0.f;
+  else
+    return j <= i ? expf(float(G[i] - G[j])) : 0.f;
 }
 
-// The [C][LC] f32 shared tile as bf16 hi + lo (x = hi + lo to ~2^-17) into
-// the [C][C] hi and lo halves of an f32 array's place, 4 elements a thread.
+// The [C][LC] f32 shared tile of a lower-triangular matrix as bf16 hi + lo
+// (x = hi + lo to ~2^-17) into the [C][C] hi and lo halves of an f32 array's
+// place, 4 elements a thread; only the 16 x 16 blocks on and below the
+// diagonal (the warp scans read no others: copy_lower).
 __device__ __forceinline__ void store_hilo(float* at, const float* src) {
   __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(at);
   for (int q = threadIdx.x; q < C * C / 4; q += kThreads) {
     const int r = q / (C / 4), c = (q % (C / 4)) * 4;
+    if (c >= 16 * (r / 16 + 1))
+      continue;
     const float4 x = *reinterpret_cast<const float4*>(src + r * LC + c);
     const float v[4] = {x.x, x.y, x.z, x.w};
     __nv_bfloat16 hi[4], lo[4];
@@ -427,18 +435,17 @@ __device__ __forceinline__ void solve_t(const float* A, float* Tf, float* P) {
 
 // prep's outputs for the warp scans: T as bf16 hi + lo and the row factors
 // fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past
-// len: 0), from b, G, Gx, Ex of the chunk (Bg::put) and T in Tf.
-__device__ __forceinline__ void store_w(const Ws& w, int64_t slot, int64_t ts, int len, int hk,
-                                        const float* b, const double* G, const float* Gx,
-                                        const float* Ex, const float* Tf) {
-  const deltac_bwd_params& p = w.p;
+// len: 0), from b, G, Gx, Ex of the chunk (Bg::put), the rows' 1/|x| rk, rq
+// and T in Tf.
+__device__ __forceinline__ void store_w(const Ws& w, int64_t slot, int len, const float* b,
+                                        const double* G, const float* Gx, const float* Ex,
+                                        const float* rks, const float* rqs, const float* Tf) {
   store_hilo(w.T + slot * C * C, Tf);
   const int r = threadIdx.x;
   if (r < C) {
     float* f = w.F + slot * kWF * C;
     const bool in = r < len;
-    const int64_t ri = (ts + r) * p.H + hk;
-    const float rk = in && w.rk ? w.rk[ri] : 1.f, rq = in && w.rq ? w.rq[ri] : 1.f;
+    const float rk = rks[r], rq = rqs[r];
     f[r] = in ? b[r] * Gx[r] * rk : 0.f;
     f[C + r] = in ? b[r] : 0.f;
     f[2 * C + r] = in ? Ex[r] * rk : 0.f;
@@ -484,7 +491,7 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const __grid_constant__ 
     mm<O, false, false, 4>(ak, kn, LK, kn, LK, m0, n0, K);
     mm<O, false, false, 4>(aq, qn, LK, kn, LK, m0, n0, K);
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
-      const float d = decay(G, i, jj);
+      const float d = decay<Var>(G, i, jj);
       A[i * LC + jj] = jj < i ? b[i] * d * ak[x][e] : 0.f;
       aqk[i * C + jj] = jj <= i ? w.scale * d * aq[x][e] : 0.f;
     });
@@ -756,8 +763,8 @@ __device__ __forceinline__ void dg_dbeta(const deltac_bwd_params& p, int j, int6
 // The dG, dβ terms of an M / N unit (m0, n0) of 16 x 8 NC into dG, db: a
 // lane's row sums rg, rb (rows g, g + 8) over the 4 lanes sharing a row and
 // its column sums cg (columns 8x + 2t + c) over the 8 sharing a column, then
-// one shared atomic each.
-template <int NC>
+// one shared atomic each; without DG only rb.
+template <int NC, bool DG = true>
 __device__ __forceinline__ void mn_sums(int m0, int n0, float (&rg)[2], float (&rb)[2],
                                         float (&cg)[NC][2], float* dG, float* db) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -765,23 +772,27 @@ __device__ __forceinline__ void mn_sums(int m0, int n0, float (&rg)[2], float (&
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
     for (int o = 1; o < 4; o <<= 1) {
-      rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
+      if (DG)
+        rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
       rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
     }
     if (t == 0) {
-      atomicAdd(dG + m0 + g + 8 * h, rg[h]);
+      if (DG)
+        atomicAdd(dG + m0 + g + 8 * h, rg[h]);
       atomicAdd(db + m0 + g + 8 * h, rb[h]);
     }
   }
+  if constexpr (DG) {
 #pragma unroll
-  for (int x = 0; x < NC; ++x)
+    for (int x = 0; x < NC; ++x)
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+      for (int c = 0; c < 2; ++c) {
 #pragma unroll
-      for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
-      if (g == 0)
-        atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
-    }
+        for (int o = 4; o < 32; o <<= 1) cg[x][c] += __shfl_xor_sync(0xffffffffu, cg[x][c], o);
+        if (g == 0)
+          atomicAdd(dG + n0 + 8 * x + 2 * t + c, cg[x][c]);
+      }
+  }
 }
 
 // M = dAqk ∘ scale e^(G_i - G_j) (lower) and N = dA ∘ β_i e^(G_i - G_j)
@@ -1202,8 +1213,9 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   a.dka = w.dka;
   constexpr int kRowsPerBlock = 8;
   const unsigned row_blocks = unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  if (p.qk_l2norm) {
-    bwd::rnorm<K>(a, at(l.rq), at(l.rk), rows, st);
+  if (p.qk_l2norm) {  // (the bf16 path: prep16 computes 1/|x| from its staged rows)
+    if (!W)
+      bwd::rnorm<K>(a, at(l.rq), at(l.rk), rows, st);
     w.rq = a.rq = at(l.rq);
     w.rk = a.rk = at(l.rk);
   }

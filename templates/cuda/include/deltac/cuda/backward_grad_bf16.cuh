@@ -83,9 +83,9 @@ __device__ __forceinline__ float dot2(uint32_t x, uint32_t y) {
 }
 
 // A chunk's raw bf16 k, q rows of q/k head hk into shared rows kb, qb
-// (stride ld; rows past len zero) and their 1/|x| (1 without the L2 norm, 0
-// past len) into rk, rq [C]; no barrier.
-template <int K, int NTH>
+// (stride ld; rows past len zero) and (R) their 1/|x| from w.rk, w.rq (1
+// without the L2 norm, 0 past len) into rk, rq [C]; no barrier.
+template <int K, int NTH, bool R = true>
 __device__ __forceinline__ void stage_qk(const Ws& w, int64_t ts, int len, int hk, b16* kb,
                                          b16* qb, int ld, float* rk, float* rq) {
   const deltac_bwd_params& p = w.p;
@@ -93,7 +93,7 @@ __device__ __forceinline__ void stage_qk(const Ws& w, int64_t ts, int len, int h
   fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
   fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
   const int tid = threadIdx.x;
-  if (tid < C) {
+  if (R && tid < C) {
     const bool in = tid < len;
     const int64_t ri = (ts + tid) * p.H + hk;
     rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
@@ -131,6 +131,33 @@ struct Grad16Smem {
   static constexpr size_t bytes = vec + (15 * C + 4) * 4;
 };
 
+// The L2 norm's 1/|x| = 1 / sqrt(Σ x² + 1e-6) (as bwd::rnorm_kernel) of the
+// staged rows kb, qb into rk, rq [C] (1 without the norm, 0 past len), and
+// (out) into w.rk, w.rq; two threads a row; ends with a barrier.
+template <int K>
+__device__ __forceinline__ void row_norms(const Ws& w, int64_t ts, int len, int hk, bool out,
+                                          const b16* kb, const b16* qb, int ld, float* rk,
+                                          float* rq) {
+  static_assert(kThreads == 4 * C, "two threads a row of k and of q");
+  const int tid = threadIdx.x, r = (tid >> 1) & (C - 1), half = tid & 1;
+  const bool isq = tid >= 2 * C, in = r < len;
+  const b16* x = (isq ? qb : kb) + r * ld + half * (K / 2);
+  float ss = 0.f;
+#pragma unroll
+  for (int c = 0; c < K / 2; c += 8) {
+    const uint4 u = *reinterpret_cast<const uint4*>(x + c);
+    ss += dot2(u.x, u.x) + dot2(u.y, u.y) + dot2(u.z, u.z) + dot2(u.w, u.w);
+  }
+  ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+  const float rn = !in ? 0.f : w.rk ? 1.0f / sqrtf(ss + 1e-6f) : 1.f;
+  if (!half) {
+    (isq ? rq : rk)[r] = rn;
+    if (out && in && w.rk)
+      const_cast<float*>(isq ? w.rq : w.rk)[(ts + r) * w.p.H + hk] = rn;  // (workspace arrays)
+  }
+  __syncthreads();
+}
+
 // prep for the warp scans (bf16 inputs), per (chunk slot, value head): A =
 // K^ K^ᵀ and Aqk = Q^ K^ᵀ as bf16 mma on the raw rows (exact products, the
 // L2 norm's 1/|x| on the results), T by solve_t; T and Aqk out as bf16 hi +
@@ -148,7 +175,7 @@ struct Prep16Smem {
 };
 
 template <deltac_variant Var, int K>
-__global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_constant__ Ws w) {
+__global__ void __launch_bounds__(kThreads, 4) prep16_kernel(const __grid_constant__ Ws w) {
   using L = Prep16Smem<K>;
   extern __shared__ __align__(16) unsigned char sp[];
   const deltac_bwd_params& p = w.p;
@@ -168,9 +195,10 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   {
     Bg bg;
     bg.fetch<Var>(p, ts, len, j);
-    stage_qk<K, kThreads>(w, ts, len, hk, kb, qb, L::LK, rk, rq);
+    stage_qk<K, kThreads, false>(w, ts, len, hk, kb, qb, L::LK, rk, rq);
     bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
+  row_norms<K>(w, ts, len, hk, j % (p.HV / p.H) == 0, kb, qb, L::LK, rk, rq);  // (barrier)
   const int64_t slot = s * p.HV + j;
   const uint32_t skb = saddr(kb), sqb = saddr(qb);
   units<C, C, 4>([&](int m0, int n0) {
@@ -180,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
     mmb<false, false, 4>(ak, skb, L::LK, skb, L::LK, m0, n0, K);
     mmb<false, false, 4>(aq, sqb, L::LK, skb, L::LK, m0, n0, K);
     each<4>(m0, n0, [&](int i, int jj, int x, int e) {
-      const float d = decay(G, i, jj) * rk[jj];
+      const float d = decay<Var>(G, i, jj) * rk[jj];
       A[i * LC + jj] = jj < i ? b[i] * d * rk[i] * ak[x][e] : 0.f;
       Tf[i * LC + jj] = jj <= i ? w.scale * d * rq[i] * aq[x][e] : 0.f;  // Aqk, staged
     });
@@ -189,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
   store_hilo(w.Aqk + slot * C * C, Tf);
   __syncthreads();
   solve_t(A, Tf, reinterpret_cast<float*>(qb));
-  store_w(w, slot, ts, len, hk, b, G, Gx, Ex, Tf);
+  store_w(w, slot, len, b, G, Gx, Ex, rk, rq, Tf);
 }
 
 // M = dAqk ∘ scale e^(G_i - G_j) (j <= i) and N = dA ∘ β_i e^(G_i - G_j) (j
@@ -198,8 +226,9 @@ __global__ void __launch_bounds__(kThreads, 3) prep16_kernel(const __grid_consta
 // Kᵀ, K Kᵀ, times rq_i rk_j, rk_i rk_j); M and N leave as the bf16 operands
 // of the last products ([C][LC8]): M1 = M diag(rk), M2 = diag(rq) M, Na = N
 // diag(rk), Nb = diag(rk) N, a lane's column pairs by 4-byte stores; the
-// terms' sums by mn_sums, as mn_unit's.
-template <int NC>
+// terms' sums by mn_sums, as mn_unit's. The delta rule: no decay, no dG
+// terms (pq unread).
+template <deltac_variant Var, int NC>
 __device__ __forceinline__ void mn16(int m0, int n0, const float (*aq)[4], const float (*ad)[4],
                                      const float (*pq)[4], const float (*pk)[4], const double* G,
                                      const float* b, const float* rq, const float* rk, float scale,
@@ -216,17 +245,19 @@ __device__ __forceinline__ void mn16(int m0, int n0, const float (*aq)[4], const
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int e = 2 * h + c, jj = j0 + c;
-        const float d = decay(G, i, jj);
+        const float d = decay<Var>(G, i, jj);
         const float M = jj <= i ? aq[x][e] * scale * d : 0.f;
         const float da = jj < i ? -ad[x][e] * d : 0.f;
-        const float P = M * rq[i] * rk[jj] * pq[x][e];
+        const float P = Var == DELTAC_VARIANT_DELTA ? 0.f : M * rq[i] * rk[jj] * pq[x][e];
         const float Pa = da * rk[i] * rk[jj] * pk[x][e];
         mv[c] = M;
         nv[c] = da * b[i];
         if (jj < i) {
-          rg[h] += P + b[i] * Pa;
+          if constexpr (Var != DELTAC_VARIANT_DELTA)
+            rg[h] += P + b[i] * Pa;
           rb[h] += Pa;
-          cg[x][c] -= P + b[i] * Pa;
+          if constexpr (Var != DELTAC_VARIANT_DELTA)
+            cg[x][c] -= P + b[i] * Pa;
         }
       }
       const float k0 = rk[j0], k1 = rk[j0 + 1], ri = rk[i], qi = rq[i];
@@ -238,7 +269,7 @@ __device__ __forceinline__ void mn16(int m0, int n0, const float (*aq)[4], const
       put(Na, nv[0] * k0, nv[1] * k1);
       put(Nb, nv[0] * ri, nv[1] * ri);
     }
-  mn_sums<NC>(m0, n0, rg, rb, cg, dG, db);
+  mn_sums<NC, Var != DELTAC_VARIANT_DELTA>(m0, n0, rg, rb, cg, dG, db);
 }
 
 // 16 warps at K = 64 and 128 (at K = 64 against 8: 2.13 -> 1.92 ms,
@@ -507,9 +538,10 @@ __global__ void __launch_bounds__(kGrad16Threads) grad16_kernel(const __grid_con
         float pq[NC][4], pk[NC][4];
         zero<NC>(pq);
         zero<NC>(pk);
-        mmb<false, false, NC>(pq, sqb, LK, skb, LK, cm0, cn0, K);
+        if constexpr (Var != DELTAC_VARIANT_DELTA)  // (dG terms only)
+          mmb<false, false, NC>(pq, sqb, LK, skb, LK, cm0, cn0, K);
         mmb<false, false, NC>(pk, skb, LK, skb, LK, cm0, cn0, K);
-        mn16<NC>(cm0, cn0, aq, ad, pq, pk, G, b, rq, rk, w.scale, dG, db, M1, M2, Na, Nb);
+        mn16<Var, NC>(cm0, cn0, aq, ad, pq, pk, G, b, rq, rk, w.scale, dG, db, M1, M2, Na, Nb);
       }
       __syncthreads();
       // dq^ = scale Γ dQ + M K^;  dk^ = dK + Mᵀ Q^ + N K^ + Nᵀ K^

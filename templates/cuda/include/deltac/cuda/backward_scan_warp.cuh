@@ -112,13 +112,14 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
       rows(std::false_type{});
     else
       rows(std::true_type{});
+    // T, Aqk: lower triangular, only their lower blocks are written and read
     const Ts* tsrc = reinterpret_cast<const Ts*>(w.T + slot * C * C);
-    copy_rows<C, 32, C / E, LC, false>(b + Tw::oTh, tsrc, C, C, lane);
-    copy_rows<C, 32, C / E, LC, false>(b + Tw::oTl, tsrc + C * C, C, C, lane);
+    copy_lower<C, 32, LC>(b + Tw::oTh, tsrc, lane);
+    copy_lower<C, 32, LC>(b + Tw::oTl, tsrc + C * C, lane);
     if constexpr (Rev) {
       const Ts* asrc = reinterpret_cast<const Ts*>(w.Aqk + slot * C * C);
-      copy_rows<C, 32, C / E, LC, false>(b + Tw::oAh, asrc, C, C, lane);
-      copy_rows<C, 32, C / E, LC, false>(b + Tw::oAl, asrc + C * C, C, C, lane);
+      copy_lower<C, 32, LC>(b + Tw::oAh, asrc, lane);
+      copy_lower<C, 32, LC>(b + Tw::oAl, asrc + C * C, lane);
     }
     float* fd = reinterpret_cast<float*>(b + Tw::oF);
     const float* fs = w.F + slot * kWF * C;
