@@ -79,6 +79,7 @@ struct Ws {
   void *hs, *dhs;        // the state at the chunk start, dL/d(the state at its end)
   void *us, *drs;        // u, dr of the chunk's tokens
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
+  int lo_always;         // prep16: T's and Aqk's low halves for every chunk (else where β > 1)
   int atomic;            // grad_kernel: dq^, dk^ summed over value heads (atomicAdd), else stored
 };
 
@@ -384,8 +385,9 @@ __device__ __forceinline__ float decay(const double* G, int i, int j) {
 // The [C][LC] f32 shared tile of a lower-triangular matrix as bf16 hi + lo
 // (x = hi + lo to ~2^-17) into the [C][C] hi and lo halves of an f32 array's
 // place, 4 elements a thread; only the 16 x 16 blocks on and below the
-// diagonal (the warp scans read no others: copy_lower).
-__device__ __forceinline__ void store_hilo(float* at, const float* src) {
+// diagonal (the warp scans read no others: copy_lower); the lo half only
+// with lo.
+__device__ __forceinline__ void store_hilo(float* at, const float* src, bool lo) {
   __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(at);
   for (int q = threadIdx.x; q < C * C / 4; q += kThreads) {
     const int r = q / (C / 4), c = (q % (C / 4)) * 4;
@@ -393,14 +395,15 @@ __device__ __forceinline__ void store_hilo(float* at, const float* src) {
       continue;
     const float4 x = *reinterpret_cast<const float4*>(src + r * LC + c);
     const float v[4] = {x.x, x.y, x.z, x.w};
-    __nv_bfloat16 hi[4], lo[4];
+    __nv_bfloat16 hi[4], lh[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       hi[i] = __float2bfloat16_rn(v[i]);
-      lo[i] = __float2bfloat16_rn(v[i] - __bfloat162float(hi[i]));
+      lh[i] = __float2bfloat16_rn(v[i] - __bfloat162float(hi[i]));
     }
     *reinterpret_cast<uint2*>(h + r * C + c) = *reinterpret_cast<const uint2*>(hi);
-    *reinterpret_cast<uint2*>(h + C * C + r * C + c) = *reinterpret_cast<const uint2*>(lo);
+    if (lo)
+      *reinterpret_cast<uint2*>(h + C * C + r * C + c) = *reinterpret_cast<const uint2*>(lh);
   }
 }
 
@@ -433,14 +436,15 @@ __device__ __forceinline__ void solve_t(const float* A, float* Tf, float* P) {
   ut_offdiag<NB, LC>(A, Tf, P, warp, lane);
 }
 
-// prep's outputs for the warp scans: T as bf16 hi + lo and the row factors
-// fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ (rows past
-// len: 0), from b, G, Gx, Ex of the chunk (Bg::put), the rows' 1/|x| rk, rq
-// and T in Tf.
+// prep's outputs for the warp scans: T as bf16 hi (+ lo with lo) and the
+// row factors fa = β Γ rk, fb = β, fk = e rk, fq = scale Γ rq; [4][0] = γ,
+// [4][1] = 1 with lo (rows past len: 0), from b, G, Gx, Ex of the chunk
+// (Bg::put), the rows' 1/|x| rk, rq and T in Tf.
 __device__ __forceinline__ void store_w(const Ws& w, int64_t slot, int len, const float* b,
                                         const double* G, const float* Gx, const float* Ex,
-                                        const float* rks, const float* rqs, const float* Tf) {
-  store_hilo(w.T + slot * C * C, Tf);
+                                        const float* rks, const float* rqs, const float* Tf,
+                                        bool lo) {
+  store_hilo(w.T + slot * C * C, Tf, lo);
   const int r = threadIdx.x;
   if (r < C) {
     float* f = w.F + slot * kWF * C;
@@ -450,7 +454,7 @@ __device__ __forceinline__ void store_w(const Ws& w, int64_t slot, int len, cons
     f[C + r] = in ? b[r] : 0.f;
     f[2 * C + r] = in ? Ex[r] * rk : 0.f;
     f[3 * C + r] = in ? w.scale * Gx[r] * rq : 0.f;
-    f[4 * C + r] = r == 0 ? expf(float(G[C - 1])) : 0.f;
+    f[4 * C + r] = r == 0 ? expf(float(G[C - 1])) : r == 1 && lo ? 1.f : 0.f;
   }
 }
 
@@ -1049,6 +1053,13 @@ inline int exact_mode() {
   return !ex ? 0 : std::strcmp(ex, "scans") == 0 ? 1 : std::strcmp(ex, "all") == 0 ? 2 : 0;
 }
 
+// Measurement override: DELTAC_CUDA_BWD_TLO=1 keeps T's and Aqk's low
+// halves for every chunk (the default: only chunks with a β above 1).
+inline int lo_always() {
+  const char* e = std::getenv("DELTAC_CUDA_BWD_TLO");
+  return e && std::strcmp(e, "1") == 0;
+}
+
 // Whether the warp scans and grad16 run p (bf16 in and out, no override):
 // then the workspace states are bf16, else f32. Dtypes and environment only,
 // so a size query and its call agree.
@@ -1186,6 +1197,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.dqa = at(l.dqa), w.dka = at(l.dka), w.T = at(l.T), w.Aqk = at(l.Aqk);
   w.hs = ws + l.hs, w.dhs = ws + l.dhs, w.us = ws + l.us, w.drs = ws + l.drs, w.F = at(l.F);
   w.atomic = p.HV != p.H;
+  w.lo_always = lo_always();
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
   cudaError_t e;

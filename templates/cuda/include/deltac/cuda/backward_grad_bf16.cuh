@@ -199,6 +199,10 @@ __global__ void __launch_bounds__(kThreads, 4) prep16_kernel(const __grid_consta
     bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
   row_norms<K>(w, ts, len, hk, j % (p.HV / p.H) == 0, kb, qb, L::LK, rk, rq);  // (barrier)
+  // T's and Aqk's low halves where a β exceeds 1 (docs/performance.md,
+  // backward version 16): elsewhere the transitions contract, and bf16 T and
+  // Aqk keep the gradients' error near the bf16 operands' own
+  const bool lo = __syncthreads_or(w.lo_always || (int(threadIdx.x) < C && b[threadIdx.x] > 1.f));
   const int64_t slot = s * p.HV + j;
   const uint32_t skb = saddr(kb), sqb = saddr(qb);
   units<C, C, 4>([&](int m0, int n0) {
@@ -214,10 +218,10 @@ __global__ void __launch_bounds__(kThreads, 4) prep16_kernel(const __grid_consta
     });
   });
   __syncthreads();
-  store_hilo(w.Aqk + slot * C * C, Tf);
+  store_hilo(w.Aqk + slot * C * C, Tf, lo);
   __syncthreads();
   solve_t(A, Tf, reinterpret_cast<float*>(qb));
-  store_w(w, slot, len, b, G, Gx, Ex, rk, rq, Tf);
+  store_w(w, slot, len, b, G, Gx, Ex, rk, rq, Tf, lo);
 }
 
 // M = dAqk ∘ scale e^(G_i - G_j) (j <= i) and N = dA ∘ β_i e^(G_i - G_j) (j

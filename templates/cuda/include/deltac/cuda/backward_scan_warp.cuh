@@ -6,9 +6,10 @@
 // from registers (accumulators split into bf16 hi + lo, ~2^-17 relative)
 // and their B operands by ldmatrix from bf16 rows staged in shared memory by
 // a producer warp (a ring of stages, full / empty mbarriers, no block
-// barrier in the loop). T and Aqk come from prep as bf16 hi + lo pairs, the
-// per-row factors as f32 (Ws::F, below), so every product keeps ~16 bits
-// beyond bf16; q, k, v, dO are exact in bf16.
+// barrier in the loop). T and Aqk come from prep as bf16 hi + lo pairs in
+// chunks where a β exceeds 1, else as bf16 hi with zero lo (F's [4][1] says
+// which), the per-row factors as f32 (Ws::F, below); the state, r, u, du,
+// dr enter the products as hi + lo; q, k, v, dO are exact in bf16.
 //
 // Forward scan, per chunk (S = the chunk-start state; r, u per token i):
 //   hs <- Sᵀ (bf16);  rᵀ = fb ∘ Vᵀ - fa ∘ (Sᵀ Kᵀ);  uᵀ = rᵀ Tᵀ (us <- uᵀ, bf16);
@@ -113,16 +114,20 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
     else
       rows(std::true_type{});
     // T, Aqk: lower triangular, only their lower blocks are written and read
+    // T, Aqk: lower triangular, only their lower blocks are written and
+    // read; their low halves read only where prep wrote them (F's [4][1]),
+    // else zero-filled (the products run the same either way)
+    const float* fs = w.F + slot * kWF * C;
+    const bool lo = fs[4 * C + 1] != 0.f;
     const Ts* tsrc = reinterpret_cast<const Ts*>(w.T + slot * C * C);
     copy_lower<C, 32, LC>(b + Tw::oTh, tsrc, lane);
-    copy_lower<C, 32, LC>(b + Tw::oTl, tsrc + C * C, lane);
+    copy_lower<C, 32, LC>(b + Tw::oTl, tsrc + C * C, lane, lo);
     if constexpr (Rev) {
       const Ts* asrc = reinterpret_cast<const Ts*>(w.Aqk + slot * C * C);
       copy_lower<C, 32, LC>(b + Tw::oAh, asrc, lane);
-      copy_lower<C, 32, LC>(b + Tw::oAl, asrc + C * C, lane);
+      copy_lower<C, 32, LC>(b + Tw::oAl, asrc + C * C, lane, lo);
     }
     float* fd = reinterpret_cast<float*>(b + Tw::oF);
-    const float* fs = w.F + slot * kWF * C;
     for (int i = lane; i < kWF * C / 4; i += 32) cp_async16(fd + 4 * i, fs + 4 * i);
     cp_async_mbar_arrive(full(s));
   };

@@ -32,10 +32,10 @@ namespace deltac::cuda::detail {
 
 // The lower block triangle of a [C][C] 16-bit matrix (row r: its 16-column
 // blocks up to and including the diagonal one), from global (row stride C)
-// into shared memory (row stride LD), by cp.async over NTH threads; the
-// blocks above the diagonal are not copied.
+// into shared memory (row stride LD), by cp.async over NTH threads (!on:
+// zeros, nothing read); the blocks above the diagonal are not copied.
 template <int C, int NTH, int LD, class Ts>
-__device__ __forceinline__ void copy_lower(Ts* dst, const Ts* src, int tid) {
+__device__ __forceinline__ void copy_lower(Ts* dst, const Ts* src, int tid, bool on = true) {
   static_assert(sizeof(Ts) == 2 && C % 16 == 0, "16-bit, 16-row blocks");
 #pragma unroll
   for (int b = 0; b < C / 16; ++b) {
@@ -43,7 +43,7 @@ __device__ __forceinline__ void copy_lower(Ts* dst, const Ts* src, int tid) {
     const int n = 2 * (b + 1);  // 16-byte segments a row of block row b
     for (int i = tid; i < 16 * n; i += NTH) {
       const int r = 16 * b + i / n, c = (i % n) * E;
-      cp_async16(dst + r * LD + c, src + r * C + c);
+      cp_async16_zfill(dst + r * LD + c, src + r * C + c, on);
     }
   }
 }
