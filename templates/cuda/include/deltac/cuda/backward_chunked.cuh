@@ -33,8 +33,9 @@
 // Every product runs on tensor cores from f32 shared memory: three TF32
 // products (f32 accuracy) for f32 inputs, one for 16-bit ones (Tf32 below).
 // For bf16 inputs both scans are instead the chains per warp of
-// backward_scan_warp.cuh (prep then writes T and Aqk as bf16 hi + lo and
-// the row factors F) and the gradient kernel that of backward_grad_bf16.cuh
+// backward_scan_warp.cuh (prep16 then writes T and Aqk as bf16 hi, + lo in
+// chunks with a β above 1, their lower blocks only, and the row factors F)
+// and the gradient kernel that of backward_grad_bf16.cuh
 // (bf16 operands by ldmatrix). The workspace holds the chunk data and the
 // states h, dh, u, dr: bf16 on the warp-scan path (states16), else f32.
 #ifndef DELTAC_CUDA_BACKWARD_CHUNKED_CUH

@@ -160,9 +160,10 @@ __device__ __forceinline__ void row_norms(const Ws& w, int64_t ts, int len, int 
 
 // prep for the warp scans (bf16 inputs), per (chunk slot, value head): A =
 // K^ K^ᵀ and Aqk = Q^ K^ᵀ as bf16 mma on the raw rows (exact products, the
-// L2 norm's 1/|x| on the results), T by solve_t; T and Aqk out as bf16 hi +
-// lo ([C][C] hi then [C][C] lo, in the f32 arrays' place), the factors F by
-// store_w.
+// L2 norm's 1/|x| on the results; the 1/|x| from the staged rows), T by
+// solve_t; T and Aqk out as bf16 hi (+ lo where a β exceeds 1; [C][C] hi
+// then [C][C] lo, in the f32 arrays' place, lower blocks only), the factors
+// F by store_w.
 template <int K>
 struct Prep16Smem {
   static constexpr int LK = K + 8;
