@@ -777,12 +777,12 @@ __device__ __forceinline__ void mn_sums(int m0, int n0, float (&rg)[2], float (&
   for (int h = 0; h < 2; ++h) {
 #pragma unroll
     for (int o = 1; o < 4; o <<= 1) {
-      if (DG)
+      if constexpr (DG)
         rg[h] += __shfl_xor_sync(0xffffffffu, rg[h], o);
       rb[h] += __shfl_xor_sync(0xffffffffu, rb[h], o);
     }
     if (t == 0) {
-      if (DG)
+      if constexpr (DG)
         atomicAdd(dG + m0 + g + 8 * h, rg[h]);
       atomicAdd(db + m0 + g + 8 * h, rb[h]);
     }
