@@ -48,6 +48,9 @@ __device__ __forceinline__ void ld8(const void* p, int dt, int64_t i, bool vec, 
   }
 }
 
+// The L2 norm's 1/|x| from s = sum x^2 (deltac/params.h: x / sqrt(s + 1e-6)).
+__device__ __forceinline__ float inv_norm(float s) { return 1.0f / sqrtf(s + 1e-6f); }
+
 // 1 / sqrt(sum x^2 + 1e-6) of each [K] row of q and k: K / 8 lanes a row,
 // eight elements a lane (vec: q and k 16-byte aligned), 256 / K rows a warp.
 template <int K>
@@ -74,8 +77,8 @@ __global__ void rnorm_kernel(const __grid_constant__ Args a, float* rq, float* r
     sk += __shfl_xor_sync(0xffffffffu, sk, m);
   }
   if (row < rows && li == 0) {
-    rq[row] = 1.0f / sqrtf(sq + 1e-6f);
-    rk[row] = 1.0f / sqrtf(sk + 1e-6f);
+    rq[row] = inv_norm(sq);
+    rk[row] = inv_norm(sk);
   }
 }
 

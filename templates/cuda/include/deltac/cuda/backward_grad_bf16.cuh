@@ -83,22 +83,14 @@ __device__ __forceinline__ float dot2(uint32_t x, uint32_t y) {
 }
 
 // A chunk's raw bf16 k, q rows of q/k head hk into shared rows kb, qb
-// (stride ld; rows past len zero) and (R) their 1/|x| from w.rk, w.rq (1
-// without the L2 norm, 0 past len) into rk, rq [C]; no barrier.
-template <int K, int NTH, bool R = true>
-__device__ __forceinline__ void stage_qk(const Ws& w, int64_t ts, int len, int hk, b16* kb,
-                                         b16* qb, int ld, float* rk, float* rq) {
-  const deltac_bwd_params& p = w.p;
+// (stride ld; rows past len zero); no barrier.
+template <int K, int NTH>
+__device__ __forceinline__ void stage_qk(const deltac_bwd_params& p, int64_t ts, int len, int hk,
+                                         b16* kb, b16* qb, int ld) {
   Tile<C, K, NTH> tk, tq;
   fetch_qk<K>(tk, p.k, nullptr, p, ts, len, hk);
   fetch_qk<K>(tq, p.q, nullptr, p, ts, len, hk);
   const int tid = threadIdx.x;
-  if (R && tid < C) {
-    const bool in = tid < len;
-    const int64_t ri = (ts + tid) * p.H + hk;
-    rk[tid] = in ? (w.rk ? w.rk[ri] : 1.f) : 0.f;
-    rq[tid] = in ? (w.rq ? w.rq[ri] : 1.f) : 0.f;
-  }
   using Tl = Tile<C, K, NTH>;
 #pragma unroll
   for (int m = 0; m < Tl::N; ++m) {  // the tiles hold the 16-bit rows as they are
@@ -131,7 +123,7 @@ struct Grad16Smem {
   static constexpr size_t bytes = vec + (15 * C + 4) * 4;
 };
 
-// The L2 norm's 1/|x| = 1 / sqrt(Σ x² + 1e-6) (as bwd::rnorm_kernel) of the
+// The L2 norm's 1/|x| (bwd::inv_norm, as bwd::rnorm_kernel) of the
 // staged rows kb, qb into rk, rq [C] (1 without the norm, 0 past len), and
 // (out) into w.rk, w.rq; two threads a row; ends with a barrier.
 template <int K>
@@ -149,7 +141,7 @@ __device__ __forceinline__ void row_norms(const Ws& w, int64_t ts, int len, int 
     ss += dot2(u.x, u.x) + dot2(u.y, u.y) + dot2(u.z, u.z) + dot2(u.w, u.w);
   }
   ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-  const float rn = !in ? 0.f : w.rk ? 1.0f / sqrtf(ss + 1e-6f) : 1.f;
+  const float rn = !in ? 0.f : w.rk ? bwd::inv_norm(ss) : 1.f;
   if (!half) {
     (isq ? rq : rk)[r] = rn;
     if (out && in && w.rk)
@@ -196,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 4) prep16_kernel(const __grid_consta
   {
     Bg bg;
     bg.fetch<Var>(p, ts, len, j);
-    stage_qk<K, kThreads, false>(w, ts, len, hk, kb, qb, L::LK, rk, rq);
+    stage_qk<K, kThreads>(p, ts, len, hk, kb, qb, L::LK);
     bg.put<Var>(b, G, Gx, Ex);  // (barriers)
   }
   row_norms<K>(w, ts, len, hk, j % (p.HV / p.H) == 0, kb, qb, L::LK, rk, rq);  // (barrier)
