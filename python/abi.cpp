@@ -61,10 +61,13 @@ int deltac_abi_layout(long long *out, int n) {
 // deltac_forward_info with deltac_default_options() and these set; flags:
 // bit 0 device_pointers, bit 1 allow_neg_eigval (beta may exceed 1).
 // ran (may be NULL) receives what ran: device, mode, chunk, specialized.
-int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
-                      int32_t chunk, int32_t flags, void *cuda_stream,
-                      int32_t *ran) {
+// saved, saved_bytes: options.saved_states (deltac_py_call_forward_saved).
+static int py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode, int32_t chunk,
+                      int32_t flags, void *cuda_stream, int32_t *ran, void *saved,
+                      size_t saved_bytes) {
   deltac_options opt = deltac_default_options();
+  opt.saved_states = saved;
+  opt.saved_states_bytes = saved_bytes;
   opt.device = device;
   opt.mode = mode;
   opt.chunk = chunk;
@@ -80,6 +83,12 @@ int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
     ran[3] = info.specialized;
   }
   return rc;
+}
+
+int deltac_py_forward(const deltac_fwd_params *p, int32_t device, int32_t mode,
+                      int32_t chunk, int32_t flags, void *cuda_stream,
+                      int32_t *ran) {
+  return py_forward(p, device, mode, chunk, flags, cuda_stream, ran, nullptr, 0);
 }
 
 // One call in one struct: the params, then deltac_py_forward's options. The
@@ -115,6 +124,14 @@ int deltac_py_call_forward(const deltac_py_call *c) {
                            nullptr);
 }
 
+// The same with options.saved_states (the backward's saved states).
+int deltac_py_call_forward_saved(const deltac_py_call *c, void *saved, size_t saved_bytes) {
+  if (!c)
+    return deltac_forward_info(nullptr, nullptr, nullptr);
+  return py_forward(&c->p, c->device, c->mode, c->chunk, c->flags, c->cuda_stream, nullptr,
+                    saved, saved_bytes);
+}
+
 // deltac_abi_layout for deltac_bwd_params (deltac/backward.h).
 int deltac_abi_bwd_layout(long long *out, int n) {
 #define DELTAC_OFF(f) (long long)offsetof(deltac_bwd_params, f)
@@ -128,7 +145,7 @@ int deltac_abi_bwd_layout(long long *out, int n) {
       DELTAC_OFF(dq), DELTAC_OFF(dk), DELTAC_OFF(dv), DELTAC_OFF(dg),
       DELTAC_OFF(dbeta), DELTAC_OFF(dh0), DELTAC_OFF(cu_seqlens),
       DELTAC_OFF(scale), DELTAC_OFF(qk_l2norm), DELTAC_OFF(threads),
-      DELTAC_OFF(chunk),
+      DELTAC_OFF(chunk), DELTAC_OFF(saved_states), DELTAC_OFF(saved_states_bytes),
   };
 #undef DELTAC_OFF
   return copy_layout(v, int(sizeof(v) / sizeof(v[0])), out, n);

@@ -83,6 +83,8 @@ class BwdParams(ctypes.Structure):
         ("qk_l2norm", c_int32),
         ("threads", c_int32),
         ("chunk", c_int32),
+        ("saved_states", c_void_p),  # the forward's saved states (deltac_saved_states_size)
+        ("saved_states_bytes", c_size_t),
     ]
 
 
@@ -186,6 +188,11 @@ def _load():
             "checkout.")
     lib.deltac_py_call_forward.argtypes = [c_char_p]  # CALL_STRUCT bytes
     lib.deltac_py_call_forward.restype = c_int
+    lib.deltac_py_call_forward_saved.argtypes = [c_char_p, c_void_p, c_size_t]
+    lib.deltac_py_call_forward_saved.restype = c_int
+    lib.deltac_saved_states_size.argtypes = [c_int32, c_int64, c_int64, c_int32, c_int32,
+                                             c_int32, c_int32]
+    lib.deltac_saved_states_size.restype = c_size_t
 
     # The params argument is a FwdParams (byref) or its PARAMS_STRUCT bytes.
     lib.deltac_py_forward.argtypes = [c_void_p, c_int32, c_int32, c_int32, c_int32,
@@ -219,6 +226,10 @@ def _load():
 lib, library_path = _load()
 _py_forward = lib.deltac_py_forward
 call_forward = lib.deltac_py_call_forward  # (CALL_STRUCT bytes) -> rc; deltac.ops' eager path
+# (CALL_STRUCT bytes, saved states pointer, bytes) -> rc: options.saved_states
+call_forward_saved = lib.deltac_py_call_forward_saved
+# (variant, tokens, sequences, HV, K, V, in_dtype) -> bytes of options.saved_states (0: not offered)
+saved_states_size = lib.deltac_saved_states_size
 _last_error = lib.deltac_last_error
 
 

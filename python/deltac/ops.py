@@ -131,7 +131,10 @@ def _flags(device_pointers, beta_two):
 
 
 def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-         output_final_state, state_v_first, mode, chunk, beta_two=False, inplace=False):
+         output_final_state, state_v_first, mode, chunk, beta_two=False, inplace=False,
+         saved=None):
+    """The forward; saved (CUDA): a uint8 buffer for the backward's saved states
+    (runtime options.saved_states, ``_saved_bytes``)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
@@ -181,11 +184,13 @@ def _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
         index = dev.index if dev.index is not None else _current_device()
         # the raw cudaStream_t of torch.cuda.current_stream(dev), without building a Stream object
         p = call(DEVICE_CUDA, _raw_stream(index))
+        fwd = _call_forward if saved is None else (
+            lambda b: _lib.call_forward_saved(b, saved.data_ptr(), saved.numel()))
         if index != _current_device():
             with torch.cuda.device(index):
-                rc = _call_forward(p)
+                rc = fwd(p)
         else:
-            rc = _call_forward(p)
+            rc = fwd(p)
     if rc:
         raise _lib.DeltacError("deltac runtime: " + _lib.last_error())
     return o, ht
@@ -220,8 +225,8 @@ def delta_rule_fwd(
 
 
 @delta_rule_fwd.register_fake
-def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
-      output_final_state, state_v_first, mode, chunk, beta_two=False):
+def _fwd_fake(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+              output_final_state, state_v_first, mode, chunk, beta_two=False):
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
@@ -295,10 +300,12 @@ def delta_rule_bwd(
     scale: float,
     qk_l2norm: bool,
     state_v_first: bool,
+    saved: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """``torch.ops.deltac.bwd``: the gradients (dq, dk, dv, dg, dbeta, dh0) of ``fwd``'s
     inputs given do (o's gradient) and dht (final_state's, or None). dg is empty for
-    the delta rule, dh0 empty without initial_state (custom ops cannot return None)."""
+    the delta rule, dh0 empty without initial_state (custom ops cannot return None).
+    saved: ``fwd_saved``'s saved states (CUDA), read instead of recomputed."""
     dq, dk, dv, dg, dbeta, dh0 = _bwd_empty(q, k, v, g, beta, initial_state)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -321,7 +328,8 @@ def delta_rule_bwd(
         ptr(q), ptr(k), ptr(v), ptr(g), ptr(beta), ptr(initial_state), ptr(do), ptr(dht),
         ptr(dq), ptr(dk), ptr(dv), ptr(dg) if g is not None else None, ptr(dbeta),
         ptr(dh0) if initial_state is not None else None, ptr(cu_seqlens),
-        scale, 1 if qk_l2norm else 0, 0 if q.is_cuda else torch.get_num_threads(), 0)
+        scale, 1 if qk_l2norm else 0, 0 if q.is_cuda else torch.get_num_threads(), 0,
+        ptr(saved) if q.is_cuda else None, saved.numel() if saved is not None else 0)
     if not q.is_cuda:
         _lib.backward(p)
         return dq, dk, dv, dg, dbeta, dh0
@@ -345,19 +353,20 @@ def _bwd_empty(q, k, v, g, beta, initial_state):
 
 @delta_rule_bwd.register_fake
 def _(q, k, v, g, beta, initial_state, cu_seqlens, do, dht, variant, scale, qk_l2norm,
-      state_v_first):
+      state_v_first, saved=None):
     return _bwd_empty(q, k, v, g, beta, initial_state)
 
 
 def _fwd_setup_context(ctx, inputs, output):
     (q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
      output_final_state, state_v_first, mode, chunk) = inputs[:14]
-    ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens)
+    saved = output[2] if len(output) > 2 else None  # fwd_saved's
+    ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, saved)
     ctx.bwd_args = (variant, scale, qk_l2norm, output_final_state, state_v_first)
 
 
-def _fwd_backward(ctx, do, dht):
-    q, k, v, g, beta, initial_state, cu_seqlens = ctx.saved_tensors
+def _fwd_backward(ctx, do, dht, *_):
+    q, k, v, g, beta, initial_state, cu_seqlens, saved = ctx.saved_tensors
     variant, scale, qk_l2norm, output_final_state, state_v_first = ctx.bwd_args
     if not output_final_state or dht is None or dht.numel() == 0:
         dht = None
@@ -365,12 +374,81 @@ def _fwd_backward(ctx, do, dht):
         do = torch.zeros_like(v)
     dq, dk, dv, dg, dbeta, dh0 = delta_rule_bwd(
         q, k, v, g, beta, initial_state, cu_seqlens, do.contiguous(), dht, variant, scale,
-        qk_l2norm, state_v_first)
+        qk_l2norm, state_v_first, saved)
     return (dq, dk, dv, dg if g is not None else None, dbeta,
             dh0 if initial_state is not None else None) + (None,) * (len(ctx.needs_input_grad) - 6)
 
 
 delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
+
+
+# --------------------------------------------------------------------------
+# fwd_saved: the forward that keeps what the CUDA backward would recompute.
+# --------------------------------------------------------------------------
+
+# DELTAC_SAVE_STATES=0: autograd calls recompute the chunk states in the
+# backward (less memory held between forward and backward, a slower backward).
+_SAVE_STATES = os.environ.get("DELTAC_SAVE_STATES", "1") != "0"
+
+
+def _saved_bytes(variant, q, v, cu_seqlens):
+    """Bytes of the backward's saved states for this call (deltac_saved_states_size:
+    0 where none are offered or the backward would not read them)."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
+    return _lib.saved_states_size(variant, int(B * T), int(N), int(HV), int(K), int(V),
+                                  _IN_DTYPES.get(q.dtype, -1))
+
+
+def _saves_states(variant, q, v, cu_seqlens, beta_two):
+    """Whether an autograd call runs ``fwd_saved``: CUDA, states offered for its
+    dims and dtype, beta within (0, 1) (with beta up to 2 the forward runs a scan
+    that writes none), DELTAC_SAVE_STATES not 0."""
+    return (_SAVE_STATES and q.is_cuda and not beta_two and q.dtype is _BF16
+            and _saved_bytes(variant, q, v, cu_seqlens) > 0)
+
+
+@torch.library.custom_op("deltac::fwd_saved", mutates_args=(), device_types=("cuda",))
+def delta_rule_fwd_saved(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Optional[Tensor],
+    beta: Tensor,
+    initial_state: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    variant: int,
+    scale: float,
+    qk_l2norm: bool,
+    output_final_state: bool,
+    state_v_first: bool,
+    mode: int,
+    chunk: int,
+    beta_two: bool = False,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """``torch.ops.deltac.fwd_saved``: ``fwd`` that also returns the backward's saved
+    states (uint8, ``_saved_bytes``; runtime options.saved_states), which its autograd
+    backward reads instead of recomputing the chunk states. The runs autograd takes
+    where ``_saves_states`` holds."""
+    saved = torch.empty(max(_saved_bytes(variant, q, v, cu_seqlens), 256), dtype=torch.uint8,
+                        device=q.device)
+    saved[:4].zero_()  # the header's flag: the forward's kernel sets it where it writes
+    o, ht = _run(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+                 output_final_state, state_v_first, mode, chunk, beta_two, saved=saved)
+    return o, ht, saved
+
+
+@delta_rule_fwd_saved.register_fake
+def _(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+      output_final_state, state_v_first, mode, chunk, beta_two=False):
+    o, ht = _fwd_fake(q, k, v, g, beta, initial_state, cu_seqlens, variant, scale, qk_l2norm,
+                      output_final_state, state_v_first, mode, chunk, beta_two)
+    n = max(_saved_bytes(variant, q, v, cu_seqlens), 256)
+    return o, ht, q.new_empty((n,), dtype=torch.uint8)
+
+
+delta_rule_fwd_saved.register_autograd(_fwd_backward, setup_context=_fwd_setup_context)
 
 
 @torch.library.custom_op("deltac::fwd_inplace", mutates_args=("state",),
@@ -622,6 +700,9 @@ def _dispatch(variant, mode, chunk, q, k, v, g, beta, scale, initial_state, outp
             bool(beta_two))
     if _direct_ok(q) and not _needs_grad(q, k, v, g, beta, initial_state):
         o, ht = _run(*args)
+    elif (_needs_grad(q, k, v, g, beta, initial_state)
+          and _saves_states(variant, q, v, cu_seqlens, beta_two)):
+        o, ht, _ = delta_rule_fwd_saved(*args)  # autograd keeps the backward's states
     else:  # the dispatcher: torch.compile, and autograd (register_autograd)
         o, ht = delta_rule_fwd(*args)
     return o, (ht if output_final_state else None)

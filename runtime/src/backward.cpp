@@ -3,6 +3,7 @@
 // device pointers the CUDA backward (cuda_backward.cu).
 #include "deltac/runtime.h"
 
+#include "deltac/backward_rules.h"
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
 #include "cuda_backward.h"
@@ -95,6 +96,21 @@ std::string check(const deltac_bwd_params& p, bool cuda = false) {
   if (p.qk_l2norm != 0 && p.qk_l2norm != 1) return field("qk_l2norm", p.qk_l2norm, "0 or 1");
   if (p.threads < 0) return field("threads", p.threads, ">= 0 (0 = all cores)");
   if (p.chunk < 0 || p.chunk > 4096) return field("chunk", p.chunk, "0 (default) or 1..4096");
+  if (p.saved_states) {
+    if (!cuda)
+      return "params.saved_states is set: the saved states are device memory (a CUDA call, "
+             "options.device_pointers = 1)";
+    if (!deltac::bwd_saves_states(p.variant, p.K, p.V, p.in_dtype))
+      return "params.saved_states: offered for bf16 inputs, variant delta or gated, K = 64 or "
+             "128, V a multiple of 32 up to 256 (bwd_saves_states)";
+    const uint64_t need = deltac::bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
+                                                   p.HV, p.K, p.V).total;
+    if (p.saved_states_bytes < need)
+      return "params.saved_states_bytes = " + std::to_string(p.saved_states_bytes) +
+             ": expected at least " + std::to_string(need) + " (bwd_saved_layout)";
+    if (reinterpret_cast<uintptr_t>(p.saved_states) % 256 != 0)
+      return "params.saved_states: must be 256-byte aligned";
+  }
   return "";
 }
 

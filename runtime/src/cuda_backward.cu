@@ -148,7 +148,8 @@ std::string host_pointer(const deltac_bwd_params &p) {
   } ptrs[] = {{"q", p.q},         {"k", p.k},     {"v", p.v},       {"g", p.g},
               {"beta", p.beta},   {"h0", p.h0},   {"dout", p.dout}, {"dht", p.dht},
               {"dq", p.dq},       {"dk", p.dk},   {"dv", p.dv},     {"dg", p.dg},
-              {"dbeta", p.dbeta}, {"dh0", p.dh0}, {"cu_seqlens", p.cu_seqlens}};
+              {"dbeta", p.dbeta}, {"dh0", p.dh0}, {"cu_seqlens", p.cu_seqlens},
+              {"saved_states", p.saved_states}};
   for (const auto &x : ptrs) {
     if (!x.ptr) continue;
     if (x.name == std::string("g") || x.name == std::string("dg"))

@@ -92,7 +92,9 @@ bool launchCall(const deltac_fwd_params &p, const KernelConfig &c,
     *error = "a padded call runs both kernels of a mixed batch (Mixed.parts = 3)";
     return false;
   }
-  return run_padded(p, pad, pad_shares_state(c.family, mixed.route), s, l, both, error);
+  Launch lp = l;
+  lp.saved = nullptr; // the padded dims' states are not the backward's
+  return run_padded(p, pad, pad_shares_state(c.family, mixed.route), s, lp, both, error);
 }
 
 // One device allocation holding every tensor at 256-byte aligned offsets.
@@ -292,6 +294,14 @@ bool runDevicePointers(const deltac_fwd_params &p, const KernelConfig &c,
   l.route = mixed.route;
   l.cstates = opt.chunk_states;
   l.cstates_count = opt.chunk_states ? opt.chunk_states_count : 0;
+  if (opt.saved_states) { // the kernel that writes them sets the flag
+    cudaError_t e = cudaMemsetAsync(opt.saved_states, 0, sizeof(int32_t), stream);
+    if (e != cudaSuccess) {
+      *error = cudaMsg("zeroing options.saved_states' flag", e);
+      return false;
+    }
+    l.saved = opt.saved_states;
+  }
   return launchCall(p, c, stream, l, mixed, pad, error);
 }
 

@@ -28,6 +28,9 @@ struct Launch {
   // Chunk-end states (device memory; cuda_chunked only): see ChunkedWs.
   float *cstates = nullptr;
   int64_t cstates_count = 0;
+  // The backward's saved states (options.saved_states; device memory, its
+  // flag zeroed): see chunked_run_stages.
+  void *saved = nullptr;
 };
 
 // The precompiled instances, one translation unit each (so one CUDA module

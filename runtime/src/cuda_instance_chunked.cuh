@@ -16,7 +16,7 @@ cudaError_t cuda_chunked_instance(const deltac_fwd_params &p, const KernelConfig
                                   cudaStream_t s, const Launch &l, bool *found) {
   return cuda::detail::launch_chunked<Var, K, V, InT>(c, p, s, l.skip, l.ws, l.ws_bytes,
                                                       found, l.deterministic, l.route,
-                                                      l.cstates, l.cstates_count);
+                                                      l.cstates, l.cstates_count, l.saved);
 }
 
 template <deltac_variant Var, class InT, int K, int V>

@@ -2,6 +2,7 @@
 // (select.cpp) and dispatch to the one launch point per device.
 #include "deltac/runtime.h"
 
+#include "deltac/backward_rules.h"
 #include "deltac/catalogue.h"
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
@@ -74,9 +75,29 @@ std::string validateOptions(const deltac_options &opt) {
     return "options.chunk_states_count = " +
            std::to_string(opt.chunk_states_count) +
            ": expected the entries options.chunk_states holds (>= 0)";
+  if (opt.saved_states && !opt.device_pointers)
+    return "options.saved_states is set: it needs options.device_pointers = 1 "
+           "(device memory the CUDA backward reads)";
   if (opt.check_values && opt.device_pointers && !opt.check_flag)
     return "options.check_flag is null: checking mode with device pointers "
            "needs a device int32 flag (zeroed by the caller)";
+  return "";
+}
+
+// Why options.saved_states does not suit p, or "" when it does.
+std::string savedStatesRefusal(const deltac_fwd_params &p, const deltac_options &opt) {
+  if (!bwd_saves_states(p.variant, p.K, p.V, p.in_dtype))
+    return "options.saved_states: offered for bf16 inputs (in_dtype 1), variant delta or "
+           "gated, K = 64 or 128, V a multiple of 32 up to 256 (bwd_saves_states); got "
+           "variant " + std::to_string(p.variant) + ", K = " + std::to_string(p.K) +
+           ", V = " + std::to_string(p.V) + ", in_dtype " + std::to_string(p.in_dtype);
+  const uint64_t need =
+      bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B, p.HV, p.K, p.V).total;
+  if (opt.saved_states_bytes < need)
+    return "options.saved_states_bytes = " + std::to_string(opt.saved_states_bytes) +
+           ": expected at least " + std::to_string(need) + " (bwd_saved_layout)";
+  if (reinterpret_cast<uintptr_t>(opt.saved_states) % 256 != 0)
+    return "options.saved_states: must be 256-byte aligned";
   return "";
 }
 
@@ -320,6 +341,8 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (opt.check_values && hostMemory &&
       !check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f, &err))
     return failWith("checking mode: " + err);
+  if (opt.saved_states && !(err = savedStatesRefusal(p, opt)).empty())
+    return failWith(err);
 
   // With device cu_seqlens the longest sequence is unknown: T bounds it.
   Problem prob = problem_of(p, hostMemory ? max_seqlen(p) : int64_t(p.T));
@@ -361,7 +384,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
     choice.config = call_knobs(choice.config, prob);
   rt::Mixed mixed;
   if (device == Device::CUDA && choice.config.family == Family::CudaChunked &&
-      !opt.chunk_states)
+      !opt.chunk_states && !opt.saved_states)
     mixed = mixedBatch(p, opt, prob, hostMemory, &choice.note);
   if (pad.K)
     choice.note = "padded K=" + std::to_string(p.K) + ",V=" + std::to_string(p.V) +
@@ -475,6 +498,14 @@ int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
 }
 
 const char *deltac_last_error(void) { return lastError.c_str(); }
+
+size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequences,
+                                int32_t HV, int32_t K, int32_t V, int32_t in_dtype) {
+  if (!deltac::bwd_saves_states(variant, K, V, in_dtype) || tokens < 0 || sequences < 0 ||
+      HV <= 0 || !deltac::bwd_use_chunked(variant, K, V, tokens, sequences))
+    return 0;
+  return size_t(deltac::bwd_saved_layout(tokens, sequences, HV, K, V).total);
+}
 
 int deltac_cuda_available(void) {
   return rt::cuda_built() && rt::cuda_available() ? 1 : 0;

@@ -53,6 +53,19 @@ struct Case {
                               // copy 16-byte rows; bwdc::aligned: the sweep runs)
 };
 
+// Saved states (deltac_options.saved_states, deltac_bwd_params.saved_states):
+// none; a buffer the forward wrote (deltac_forward with the transposed TMA
+// scan forced: options.config scan 4); a buffer with its flag 0 (the
+// backward fills it).
+enum class Saved { none, forward, fill };
+
+// What a run with saved states saw: the header flag after the forward, and
+// the forward's o (bf16 bits) with and without the saved states.
+struct SavedRun {
+  int32_t flag = -1;
+  std::vector<uint16_t> o_saved, o_plain;
+};
+
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 // Host data of one problem: inputs as the call's dtype (raw bits) and as the
@@ -170,9 +183,42 @@ const void* in_ptr(const Case& c, const std::vector<uint16_t>& b16, const std::v
   return c.dtype == DELTAC_F32 ? static_cast<const void*>(b32.data()) : b16.data();
 }
 
+// The forward of p's inputs (device pointers, bf16 o) on s with the
+// transposed TMA scan (cuda_chunked's default knobs, scan 4), into o, writing
+// saved (null: none). "" or the failure.
+std::string forward_tmat(const Case& c, const deltac_bwd_params& b, void* o, void* saved,
+                         size_t saved_bytes, cudaStream_t s) {
+  deltac_fwd_params f{};
+  f.variant = b.variant;
+  f.B = b.B, f.T = b.T, f.H = b.H, f.HV = b.HV, f.K = b.K, f.V = b.V, f.N = b.N;
+  f.in_dtype = f.out_dtype = c.dtype;
+  f.state_dtype = DELTAC_F32;
+  f.state_layout = b.state_layout;
+  f.q = b.q, f.k = b.k, f.v = b.v;
+  f.g = static_cast<const float*>(b.g), f.beta = static_cast<const float*>(b.beta);
+  f.h0 = b.h0, f.o = o, f.cu_seqlens = b.cu_seqlens;
+  f.scale = b.scale, f.qk_l2norm = b.qk_l2norm;
+  deltac_options opt = deltac_default_options();
+  opt.device = DELTAC_DEVICE_CUDA;
+  opt.device_pointers = 1;
+  opt.cuda_stream = s;
+  opt.chunk = 64;
+  deltac_run_info info{};
+  if (deltac_forward_info(&f, &opt, &info) != 0) return deltac_last_error();
+  opt.chunk = 0;
+  opt.config.family = "cuda_chunked";
+  opt.config.chunk = info.chunk, opt.config.tile_v = info.tile_v, opt.config.warps = info.warps;
+  opt.config.stages = info.stages, opt.config.scan = 4;
+  opt.saved_states = saved, opt.saved_states_bytes = saved_bytes;
+  if (deltac_forward(&f, &opt) != 0) return deltac_last_error();
+  return "";
+}
+
 // The gradients from deltac_backward: on the GPU (device pointers) or, with
-// cpu, host pointers. "" or the failure in *err.
-Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
+// cpu, host pointers. "" or the failure in *err. sv: saved states (GPU
+// only; what the run saw in *sr).
+Grads run(const Case& c, const Data& d, bool cpu, std::string* err, Saved sv = Saved::none,
+          SavedRun* sr = nullptr) {
   deltac_bwd_params p = base(c, d);
   p.in_dtype = p.out_dtype = c.dtype;
   const size_t nqk = d.q.size(), nv = d.v.size(), ng = d.g.size(), nb = d.beta.size();
@@ -240,6 +286,31 @@ Grads run(const Case& c, const Data& d, bool cpu, std::string* err) {
     cudaStreamCreate(&s);
     opt.device_pointers = 1;
     opt.cuda_stream = s;
+  }
+  if (!cpu && sv != Saved::none && err->empty()) {
+    const size_t sb = deltac::bwd_saved_layout(d.tokens, d.N, c.HV, c.K, c.V).total;
+    void* saved = nullptr;
+    if (cudaMalloc(&saved, sb) != cudaSuccess) *err = "cudaMalloc of the saved states";
+    bufs.push_back(saved);
+    cudaMemset(saved, 0xff, sb);  // the flag too: the forward must zero it
+    if (sv == Saved::fill) cudaMemset(saved, 0, 4);
+    p.saved_states = saved, p.saved_states_bytes = sb;
+    if (sv == Saved::forward && err->empty()) {
+      const size_t ob = nv * in;
+      void *o1 = out_buf(nullptr, ob), *o2 = out_buf(nullptr, ob);
+      std::string e1 = forward_tmat(c, p, o1, saved, sb, s);
+      std::string e2 = e1.empty() ? forward_tmat(c, p, o2, nullptr, 0, s) : "";
+      *err = e1.empty() ? e2 : e1;
+      cudaStreamSynchronize(s);
+      if (sr) {
+        cudaMemcpy(&sr->flag, saved, 4, cudaMemcpyDeviceToHost);
+        sr->o_saved.resize(nv), sr->o_plain.resize(nv);
+        cudaMemcpy(sr->o_saved.data(), o1, ob, cudaMemcpyDeviceToHost);
+        cudaMemcpy(sr->o_plain.data(), o2, ob, cudaMemcpyDeviceToHost);
+      }
+    }
+  }
+  if (!cpu) {
     size_t bytes = 0;
     if (deltac_backward_workspace_size(&p, &opt, &bytes) != 0) {
       *err = deltac_last_error();
@@ -554,6 +625,93 @@ std::vector<Case> chunked_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, BackwardChunked, ::testing::ValuesIn(chunked_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Saved states (deltac/backward_rules.h): the forward, its transposed TMA
+// scan forced, writes them (its flag set on sm_90 where its dims have a
+// precompiled instance; o bitwise the same as without), and the chunked
+// backward reading them agrees with float64 and with its own recomputation;
+// a buffer whose flag is 0 the backward fills, bitwise the same as without.
+class BackwardSaved : public ::testing::TestWithParam<Case> {};
+
+bool sm90() {
+  int dev = 0, major = 0;
+  return cudaGetDevice(&dev) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+         major == 9;
+}
+
+void expect_same(const Grads& a, const Grads& b, const char* what) {
+  EXPECT_TRUE(a.dq == b.dq && a.dk == b.dk && a.dv == b.dv && a.dg == b.dg &&
+              a.dbeta == b.dbeta && a.dh0 == b.dh0)
+      << what << ": not bitwise equal";
+}
+
+TEST_P(BackwardSaved, MatchesRecomputedAndFloat64) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Case& c = GetParam();
+  const uint64_t seed = deltac::test_seed();
+  SCOPED_TRACE(deltac::test_seed_note(seed));
+  std::printf("%s: %s\n", c.name.c_str(), deltac::test_seed_note(seed).c_str());
+  const Data d = make(c, seed);
+  std::string err;
+  SavedRun sr;
+  Grads plain, saved, fill;
+  {
+    ForcePath f("chunked");
+    plain = run(c, d, false, &err);
+    ASSERT_EQ(err, "");
+    saved = run(c, d, false, &err, Saved::forward, &sr);
+    ASSERT_EQ(err, "");
+    fill = run(c, d, false, &err, Saved::fill);
+    ASSERT_EQ(err, "");
+  }
+  const bool precompiled = c.K == c.V || (c.K == 128 && c.V == 256);
+  std::printf("saved states flag after the forward: %d\n", sr.flag);
+  if (sm90() && precompiled)
+    EXPECT_NE(sr.flag, 0) << "the forward wrote no saved states";
+  EXPECT_TRUE(sr.o_saved == sr.o_plain) << "o differs with saved states";
+  expect_close(saved, reference(c, d), chunked_tol(c), "saved vs f64");
+  expect_close(saved, plain, chunked_tol(c), "saved vs recomputed");
+  expect_same(fill, plain, "filled by the backward vs recomputed");
+}
+
+std::vector<Case> saved_cases() {
+  std::vector<Case> cs;
+  for (deltac_variant var : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
+    auto mk = [&](const std::string& what) {
+      Case c;
+      c.var = var;
+      c.dtype = DELTAC_BF16;
+      c.name = std::string(vname(var)) + "_" + what;
+      return c;
+    };
+    Case c = mk("T256_b2_gva1");
+    c.B = 2, c.T = 256, c.H = c.HV = 2;
+    cs.push_back(c);
+    c = mk("T300_K128_gva4_vk");
+    c.T = 300, c.K = c.V = 128, c.H = 1, c.HV = 4, c.layout = DELTAC_STATE_VK;
+    cs.push_back(c);
+    c = mk("varlen_tail1_gva8");
+    c.T = 202, c.H = 1, c.HV = 8, c.cu = {0, 65, 130, 201, 202};
+    cs.push_back(c);
+    c = mk("varlen_empty_nodht_noh0");
+    c.T = 190, c.cu = {0, 0, 64, 190}, c.dht = false, c.h0 = false;
+    cs.push_back(c);
+    c = mk("T130_K128_V256_b3");
+    c.B = 3, c.T = 130, c.K = 128, c.V = 256, c.H = 1, c.HV = 2;
+    cs.push_back(c);
+    c = mk("T150_K128_V64_padded");  // no precompiled forward: the backward fills them
+    c.T = 150, c.K = 128, c.V = 64;
+    cs.push_back(c);
+    c = mk("T4096_gva2");
+    c.T = 4096, c.H = 1, c.HV = 2;
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, BackwardSaved, ::testing::ValuesIn(saved_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 // Refusals name the field; nothing runs.

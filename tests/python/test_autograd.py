@@ -339,3 +339,28 @@ def test_cuda_training_step_in_a_graph(seed):
     torch.cuda.synchronize()
     for a, b in zip(got, want):
         assert rel_err(a.float(), b.float()) <= 1e-3  # atomics: not bit-identical
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", ["delta", "gated"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_cuda_saved_states(variant, D, seed, monkeypatch):
+    """bf16 autograd on CUDA runs fwd_saved (the backward reads the forward's chunk
+    states); its gradients agree with the recomputing backward (DELTAC_SAVE_STATES=0)
+    and with the float64 reference."""
+    calls = []
+    fwd_saved = ops.delta_rule_fwd_saved
+    monkeypatch.setattr(ops, "delta_rule_fwd_saved",
+                        lambda *a: calls.append(1) or fwd_saved(*a))
+    torch.manual_seed(seed)
+    errs, finite = grads_vs_reference(variant, torch.bfloat16, 2, 300, 1, 2, D, D,
+                                      device="cuda")
+    assert calls, "fwd_saved did not run"
+    assert finite and max(errs.values()) <= 1e-2, errs
+    monkeypatch.setattr(ops, "_SAVE_STATES", False)
+    torch.manual_seed(seed)  # the same inputs
+    errs0, _ = grads_vs_reference(variant, torch.bfloat16, 2, 300, 1, 2, D, D, device="cuda")
+    assert len(calls) == 1
+    print(variant, D, "saved", errs, "recomputed", errs0)
+    for n in errs:  # the same accuracy either way
+        assert abs(errs[n] - errs0[n]) <= 2e-3, (n, errs[n], errs0[n])

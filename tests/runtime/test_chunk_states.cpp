@@ -215,3 +215,53 @@ TEST(ChunkStatesApi, InPlaceInitialState) {
 }
 
 } // namespace
+
+// The backward's saved states (deltac/backward_rules.h): their size, and the
+// calls that must refuse them (no GPU needed: refused before any device).
+namespace {
+
+TEST(SavedStatesApi, SizeFollowsTheRule) {
+  // 2 x 4096 tokens, 4 value heads, K = V = 64: 128 + 2 + 1 slots, bf16
+  // [V][K] and [V][64] per slot and head, after the 256-byte header.
+  const size_t per = size_t(131) * 4 * 64 * 64 * 2;
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_DELTA, 8192, 2, 4, 64, 64, DELTAC_BF16),
+            256 + 2 * per);
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, 8192, 2, 4, 64, 64, DELTAC_BF16),
+            256 + 2 * per);
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, 8192, 2, 4, 64, 64, DELTAC_F32), 0u);
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_KDA, 8192, 2, 4, 64, 64, DELTAC_BF16), 0u);
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, 8192, 2, 4, 256, 256, DELTAC_BF16),
+            0u);
+  // sequences under two chunks on average: the backward runs its sweep
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, 8192, 65, 4, 64, 64, DELTAC_BF16), 0u);
+  EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, -1, 1, 4, 64, 64, DELTAC_BF16), 0u);
+}
+
+TEST(SavedStatesApi, ForwardNeedsDevicePointers) {
+  Call c(7);
+  c.opt.chunk_states = nullptr;
+  c.opt.chunk_states_count = 0;
+  std::vector<char> buf(1 << 20);
+  c.opt.saved_states = buf.data();
+  c.opt.saved_states_bytes = buf.size();
+  c.expectRefused("options.saved_states is set: it needs options.device_pointers = 1");
+}
+
+TEST(SavedStatesApi, BackwardOnTheCpuRefusesThem) {
+  std::vector<float> x(4096, 0.f);
+  deltac_bwd_params p{};
+  p.variant = DELTAC_VARIANT_DELTA;
+  p.B = p.N = 1, p.T = 4, p.H = p.HV = 1, p.K = p.V = 16;
+  p.in_dtype = p.out_dtype = DELTAC_F32;
+  p.q = p.k = p.v = p.beta = p.dout = x.data();
+  p.dq = p.dk = p.dv = p.dbeta = x.data() + 1024;
+  p.saved_states = x.data() + 2048;
+  p.saved_states_bytes = 4096;
+  deltac_options opt = deltac_default_options();
+  EXPECT_NE(deltac_backward(&p, &opt), 0);
+  EXPECT_NE(std::string(deltac_last_error()).find("params.saved_states is set"),
+            std::string::npos)
+      << deltac_last_error();
+}
+
+} // namespace

@@ -56,6 +56,40 @@ constexpr bool bwd_chunked_workspace_ok(uint64_t chunked_bytes, uint64_t recurre
   return chunked_bytes <= cap || chunked_bytes <= kBwdChunkedWorkspaceRatio * recurrent_bytes;
 }
 
+// Saved states: the forward (deltac_options.saved_states) may keep what the
+// chunked backward's forward scan recomputes, so that the backward skips that
+// scan (a memory / time option: the buffer lives from the forward to the
+// backward instead of inside the backward's workspace). Chunk slot of chunk c
+// of sequence n (first token t0): t0 / kBwdChunk + n + c, slots in all:
+// tokens / kBwdChunk + sequences + 1. The buffer (device memory, 256-byte
+// aligned): a 256-byte header whose first int32 is nonzero once the forward
+// wrote every chunk's data, then bf16 per (slot, value head) the chunk-start
+// state transposed [V][K] (at h), then u, the chunk's per-token update
+// ("v_new"), transposed [V][kBwdChunk] (at u). Where the forward's kernel
+// does not write them (the header stays 0) the backward fills the buffer
+// itself. Offered where the chunked backward runs bf16 states: bf16 inputs
+// (and dO), delta or gated, bwd_chunked_covers.
+constexpr uint64_t kBwdSavedHeader = 256;
+constexpr int64_t bwd_slots(int64_t tokens, int64_t sequences) {
+  return tokens / kBwdChunk + sequences + 1;
+}
+struct BwdSavedLayout {
+  uint64_t h = 0, u = 0, total = 0;  // byte offsets, total bytes
+};
+constexpr uint64_t bwd_align256(uint64_t b) { return (b + 255) / 256 * 256; }
+constexpr BwdSavedLayout bwd_saved_layout(int64_t tokens, int64_t sequences, int32_t HV,
+                                          int32_t K, int32_t V) {
+  const uint64_t sh = uint64_t(bwd_slots(tokens, sequences)) * uint64_t(HV);
+  BwdSavedLayout l;
+  l.h = kBwdSavedHeader;
+  l.u = l.h + bwd_align256(sh * uint64_t(K) * uint64_t(V) * 2);
+  l.total = l.u + bwd_align256(sh * uint64_t(kBwdChunk) * uint64_t(V) * 2);
+  return l;
+}
+constexpr bool bwd_saves_states(int32_t variant, int32_t K, int32_t V, int32_t in_dtype) {
+  return in_dtype == DELTAC_BF16 && bwd_chunked_covers(variant, K, V);
+}
+
 }  // namespace deltac
 
 #endif  // DELTAC_BACKWARD_RULES_H

@@ -160,6 +160,21 @@ typedef struct deltac_options {
    * With device pointers: device memory, 16-byte aligned. */
   float *chunk_states;
   int64_t chunk_states_count;
+  /* Saved states for the backward (NULL, the default: none): what the
+   * chunked CUDA backward would otherwise recompute, so that
+   * deltac_backward given the same buffer (deltac_bwd_params.saved_states)
+   * skips that scan: a memory / time option (the buffer lives from the
+   * forward to the backward). Device memory (options.device_pointers),
+   * 256-byte aligned, at least deltac_saved_states_size() bytes; offered for
+   * bf16 inputs, delta or gated, K = 64 or 128, V a multiple of 32 up to
+   * 256 (deltac/backward_rules.h: bwd_saves_states, the layout). The forward
+   * zeroes its header flag and its kernel sets it where it writes the states
+   * (the transposed TMA scan of cuda_chunked, sm_90a, at the call's own dims,
+   * no mixed-batch split: a call with it runs every sequence chunked); where
+   * the flag stays 0 the backward fills the buffer itself, so any call may
+   * pass one. */
+  void *saved_states;
+  size_t saved_states_bytes;
 } deltac_options;
 
 /* What deltac_forward ran; filled when the call succeeds. */
@@ -222,6 +237,15 @@ int deltac_chunk_states_count(const deltac_fwd_params *p, const deltac_options *
  * nonzero with deltac_last_error() set when the call would be refused. */
 int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
                           size_t *bytes);
+
+/* Bytes of options.saved_states for a forward of B * T tokens in `sequences`
+ * sequences (N with cu_seqlens, else B), HV value heads, K, V
+ * (bwd_saved_layout); 0 where passing none is the better choice: not offered
+ * (bwd_saves_states: variant, K, V, in_dtype) or the backward's rule runs
+ * the recurrent sweep, which reads none (bwd_use_chunked: sequences under
+ * two chunks on average). */
+size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequences,
+                                int32_t HV, int32_t K, int32_t V, int32_t in_dtype);
 
 /* Message of the last failing call on this thread ("" if none). */
 const char *deltac_last_error(void);

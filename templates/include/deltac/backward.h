@@ -31,6 +31,8 @@
 
 #include "deltac/params.h"
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,6 +63,14 @@ typedef struct deltac_bwd_params {
   int32_t chunk;     /* CPU: tokens per chunk of the chunked form (delta,
                         gated; 1..256, else its default 64) and between
                         the sweep's saved states; 0 = the defaults (64, 16) */
+  /* The forward's saved states (deltac_options.saved_states; NULL: none):
+   * the chunked CUDA backward with bf16 states reads them where the
+   * forward's kernel wrote them (the buffer's flag), else fills the buffer
+   * itself and then needs that much less workspace; other paths ignore it.
+   * Device memory, 256-byte aligned, saved_states_bytes at least
+   * deltac_saved_states_size() for the same call. */
+  void *saved_states;
+  size_t saved_states_bytes;
 } deltac_bwd_params;
 
 #ifdef __cplusplus

@@ -81,6 +81,9 @@ struct Ws {
   void *us, *drs;        // u, dr of the chunk's tokens
   float* F;              // [slot][HV][kWF][C]: the warp scans' row factors (backward_scan_warp.cuh)
   int lo_always;         // prep16: T's and Aqk's low halves for every chunk (else where β > 1)
+  // hs, us in the forward's saved states (p.saved_states): their flag, set
+  // where the forward wrote them (the forward scan then has nothing to do)
+  const int32_t* saved_flag;
   int atomic;            // grad_kernel: dq^, dk^ summed over value heads (atomicAdd), else stored
 };
 
@@ -1084,12 +1087,16 @@ inline bool aligned(const deltac_bwd_params& p) {
                           al(p.dq, 8) && al(p.dk, 8));
 }
 
+// Whether hs and us live in p's saved states (bf16 states only).
+inline bool saved(const deltac_bwd_params& p) { return p.saved_states && states16(p); }
+
 inline Layout layout(const deltac_bwd_params& p, int K) {
   Layout l;
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T;
-  l.slots = tokens / C + N + 1;
+  l.slots = bwd_slots(tokens, N);
   const size_t sh = size_t(l.slots) * p.HV, es = states16(p) ? 2 : 4;
+  const size_t own = saved(p) ? 0 : 1;  // hs, us: in the saved states
   size_t o = 0;
   auto take = [&](size_t& at, size_t elems, size_t size = 4) {
     at = o;
@@ -1105,9 +1112,9 @@ inline Layout layout(const deltac_bwd_params& p, int K) {
   take(l.dka, acc);
   take(l.T, sh * C * C);
   take(l.Aqk, sh * C * C);
-  take(l.hs, sh * K * p.V, es);
+  take(l.hs, own * sh * K * p.V, es);
   take(l.dhs, sh * K * p.V, es);
-  take(l.us, sh * C * p.V, es);
+  take(l.us, own * sh * C * p.V, es);
   take(l.drs, sh * C * p.V, es);
   take(l.F, sh * kWF * C);
   l.total = o;
@@ -1199,6 +1206,13 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.hs = ws + l.hs, w.dhs = ws + l.dhs, w.us = ws + l.us, w.drs = ws + l.drs, w.F = at(l.F);
   w.atomic = p.HV != p.H;
   w.lo_always = lo_always();
+  if (saved(p)) {
+    char* b = static_cast<char*>(p.saved_states);
+    const BwdSavedLayout sl = bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
+                                               p.HV, K, p.V);
+    w.saved_flag = reinterpret_cast<const int32_t*>(b);
+    w.hs = b + sl.h, w.us = b + sl.u;
+  }
   const int N = p.cu_seqlens ? p.N : p.B;
   const int64_t tokens = int64_t(p.B) * p.T, rows = tokens * p.H;
   cudaError_t e;

@@ -77,6 +77,8 @@ __device__ __forceinline__ void wscan_block(const Ws& w, int vt) {
   const int64_t t0 = seq_t0(p, n);
   const int64_t t1 = p.cu_seqlens ? p.cu_seqlens[n + 1] : t0 + p.T;
   const int64_t nc = (t1 - t0 + C - 1) / C, sl0 = slot0(p, n);
+  if (!Rev && w.saved_flag && *w.saved_flag)
+    return;  // the forward saved hs and us
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;

@@ -41,6 +41,7 @@
 #ifndef DELTAC_CUDA_CHUNKED_CUH
 #define DELTAC_CUDA_CHUNKED_CUH
 
+#include "deltac/backward_rules.h"
 #include "deltac/cuda/chunked_fused.cuh"
 #include "deltac/cuda/chunked_mma.cuh"
 #include "deltac/cuda/chunked_prep.cuh"
@@ -680,13 +681,16 @@ cudaError_t chunked_fused_launch(const ChunkedKernels& k, int i, const deltac_fw
 // The stages of k's config on p: see chunked_stages below (its arguments
 // after the workspace). Ts: the input type (the workspace's compute type).
 // cstates (null: none): chunk-end states, cstates_count entries (ChunkedWs);
-// they take no route and run the knobs chunked_knobs gives.
+// they take no route and run the knobs chunked_knobs gives. saved (null:
+// none): the backward's saved states (deltac/backward_rules.h), written where
+// the transposed TMA scan runs a bf16 call bwd_saves_states offers, with no
+// route; the caller zeroes its header's flag first (the scan sets it).
 template <class Ts>
 cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params& p,
                                void* workspace, size_t workspace_bytes, cudaStream_t stream,
                                int stages, const int32_t* skip, int force_bv, int force_split,
                                int fuse, int32_t route, int scan, float* cstates = nullptr,
-                               int64_t cstates_count = 0) {
+                               int64_t cstates_count = 0, void* saved = nullptr) {
   if (!chunked_matches(p, k.var, k.K, k.V, chunked_dtype<Ts>()))
     return cudaErrorInvalidValue;
   if (p.N == 0)
@@ -764,6 +768,15 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
       return e;
   }
   if (tmat && (stages & 2)) {
+    if (saved && route == 0 && k.C == kBwdChunk && chunked_dtype<Ts>() == DELTAC_BF16 &&
+        bwd_saves_states(k.var, k.K, k.V, DELTAC_BF16) && chunked_aligned(saved, 256)) {
+      const BwdSavedLayout sl = bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
+                                                 p.HV, k.K, k.V);
+      char* b = static_cast<char*>(saved);
+      ws.saved_flag = reinterpret_cast<int32_t*>(b);
+      ws.saved_h = reinterpret_cast<Ts*>(b + sl.h);
+      ws.saved_u = reinterpret_cast<Ts*>(b + sl.u);
+    }
     TmaScanMaps maps;
     if ((e = chunked_tma_maps<Ts>(k, p, ws, &maps, 64, true)) != cudaSuccess)
       return e;

@@ -79,6 +79,12 @@ struct ChunkedWs {
   // ([e][HV][V][K] for the VK layout), f32, for e < cstates_count.
   float* cstates;
   int64_t cstates_count;
+  // Saved states for the backward (deltac_options.saved_states; null: none):
+  // the transposed TMA scan writes each chunk's start state and u there in
+  // the chunked backward's layout (deltac/backward_rules.h, bwd_saved_layout)
+  // and sets *saved_flag.
+  Ts *saved_h, *saved_u;
+  int32_t* saved_flag;
 };
 
 // Token range of sequence n, clamped into [0, B*T) so that a bad cu_seqlens

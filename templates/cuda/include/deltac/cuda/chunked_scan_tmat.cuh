@@ -101,6 +101,16 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     return;
   const int n = bk.n;
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
+  // Saved states: the slot of this block's chunk 0 (bwd_slots' numbering:
+  // the sequence's first token / C + n + its chunk); block (0, 0, 0) flags them.
+  int64_t slot0 = 0;
+  if (ws.saved_h) {
+    int64_t q0 = 0, q1 = 0;
+    seq_bounds(p, n, q0, q1);
+    slot0 = q0 / C + n + (s0 - q0) / C;
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      *ws.saved_flag = 1;
+  }
   unsigned char* const smem = bk.smem;
   const uint32_t sm0 = bk.sm0;
   const int tid = int(threadIdx.x), lane = tid & 31, wid = tid >> 5;
@@ -173,6 +183,20 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   int s = 0;
   uint32_t ph = 0;
   for (int64_t c = 0; c < nchunks; ++c) {
+    const bool save = ws.saved_h && c >= bk.out0;
+    if (save) {  // the chunk-start state Sᵀ, [V][K] (16-bit pairs of keys)
+      Ts* hb = ws.saved_h + ((slot0 + c) * p.HV + j) * int64_t(K) * V;
+#pragma unroll
+      for (int h = 0; h < NHW; ++h)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int key = 64 * (kh0 + h) + 8 * nt + 2 * t, col = v0 + m0 + 8 * hh;
+            *reinterpret_cast<uint32_t*>(hb + int64_t(col) * K + key) =
+                pack2<Ts>(S[h][nt][2 * hh], S[h][nt][2 * hh + 1]);
+          }
+    }
     // Sᵀ as A fragments: key step kk = 4 h + kb covers S[h][2 kb], S[h][2 kb + 1].
     uint32_t shi[NHW * 4][4], slo[NHW * 4][4];
 #pragma unroll
@@ -280,6 +304,15 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     uint32_t va[4][4], vd[4][4];
     acc_to_a<Ts>(x, nullptr, t, va);
     acc_to_a<Ts>(x, F + 3 * C, t, vd);
+    if (save && lead) {  // u = v'ᵀ, [V][C] (16-bit pairs of tokens)
+      Ts* ub = ws.saved_u + ((slot0 + c) * p.HV + j) * int64_t(C) * V;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+          *reinterpret_cast<uint32_t*>(ub + int64_t(v0 + m0 + 8 * hh) * C + 8 * nt + 2 * t) =
+              va[nt >> 1][2 * (nt & 1) + hh];
+    }
     {
       const float* gam = F + 4 * C;
 #pragma unroll

@@ -19,7 +19,8 @@ namespace deltac::cuda {
 // chunked_run's arguments in its order and sizes what that call carves.
 // cstates (chunk-end states) run chunked_knobs' knobs (chunked_rules.h):
 // chunked_run_stages, chunked_run_with, chunked_cfg_workspace(..., cstates)
-// and the runtime all take them from there.
+// and the runtime all take them from there. saved: the backward's saved
+// states (chunked_run_stages says where they are written).
 namespace detail {
 template <class InT>
 size_t chunked_workspace_with(const ChunkedKernels& k, const deltac_fwd_params& p, bool det,
@@ -39,7 +40,8 @@ template <class InT>
 cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p,
                         cudaStream_t stream, void* workspace, size_t workspace_bytes,
                         const int32_t* skip, bool det, int32_t route, int split, int fuse,
-                        int scan, float* cstates = nullptr, int64_t cstates_count = 0) {
+                        int scan, float* cstates = nullptr, int64_t cstates_count = 0,
+                        void* saved = nullptr) {
   const int force_bv = det ? k.bv0 : 0;
   if (det || route)
     split = 1, fuse = 0;
@@ -47,14 +49,14 @@ cudaError_t chunked_run_with(const ChunkedKernels& k, const deltac_fwd_params& p
   split = kn.split, fuse = kn.fuse, scan = kn.scan;  // as chunked_run_stages: the workspace fits
   if (workspace)
     return chunked_run_stages<InT>(k, p, workspace, workspace_bytes, stream, 3, skip, force_bv,
-                                   split, fuse, route, scan, cstates, cstates_count);
+                                   split, fuse, route, scan, cstates, cstates_count, saved);
   const size_t need = chunked_workspace_with<InT>(k, p, det, route, split, fuse, scan);
   void* ws = nullptr;
   cudaError_t e = cudaMallocAsync(&ws, need ? need : 256, stream);
   if (e != cudaSuccess)
     return e;
   e = chunked_run_stages<InT>(k, p, ws, need, stream, 3, skip, force_bv, split, fuse, route,
-                              scan, cstates, cstates_count);
+                              scan, cstates, cstates_count, saved);
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return e != cudaSuccess ? e : f;
 }
@@ -74,13 +76,13 @@ template <deltac_variant Var, int K, int V, class InT, int Chunk, int BV, int Wa
 cudaError_t chunked_run(const deltac_fwd_params& p, cudaStream_t stream, void* workspace,
                         size_t workspace_bytes, const int32_t* skip, bool det, int32_t route,
                         int split, int fuse, int scan, float* cstates = nullptr,
-                        int64_t cstates_count = 0) {
+                        int64_t cstates_count = 0, void* saved = nullptr) {
   static_assert(chunked_legal(Var, K, V, sizeof(InT), Chunk, BV, Warps, Stages),
                 "chunked config: see chunked_rules.h");
   return detail::chunked_run_with<InT>(
       detail::chunked_kernels<Var, K, V, InT, ChunkedConfig<Chunk, BV, Warps, Stages>>(), p,
       stream, workspace, workspace_bytes, skip, det, route, split, fuse, scan, cstates,
-      cstates_count);
+      cstates_count, saved);
 }
 
 // cstates: the workspace of a call writing chunk-end states (chunked_knobs'
@@ -118,7 +120,8 @@ template <deltac_variant Var, int K, int V, class InT>
 cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
                            cudaStream_t stream, const int32_t* skip, void* ws,
                            size_t ws_bytes, bool* found, bool det, int32_t route,
-                           float* cstates = nullptr, int64_t cstates_count = 0) {
+                           float* cstates = nullptr, int64_t cstates_count = 0,
+                           void* saved = nullptr) {
   constexpr ChunkedChoice d = chunked_default(Var, K, V, sizeof(InT));
   *found = false;
   if constexpr (d.chunk != 0) {
@@ -126,7 +129,7 @@ cudaError_t launch_chunked(const KernelConfig& c, const deltac_fwd_params& p,
       *found = true;
       return chunked_run<Var, K, V, InT, d.chunk, d.bv, d.warps, d.stages>(
           p, stream, ws, ws_bytes, skip, det, route, c.split, c.fuse, c.scan, cstates,
-          cstates_count);
+          cstates_count, saved);
     }
   }
   return cudaErrorInvalidValue;
