@@ -118,14 +118,16 @@ bool chunked(const deltac_bwd_params &p) {
   return chunked_by_rule(p) && cuda::bwdc::aligned(p);
 }
 
-// Enough for either path where the rule picks the chunked one (the pointers'
-// alignment, which may differ between query and call, aside), else the
-// recurrent sweep's.
+// The chunked path's where the rule picks it and p's pointers suit it
+// (bwdc::aligned), enough for either path where the rule picks it but they
+// do not (the call may run the sweep), else the recurrent sweep's. A call
+// needs what the query with its own pointers gave.
 cudaError_t workspace(const deltac_bwd_params &p, size_t *bytes) {
   size_t simt = 0, chk = 0;
   const cudaError_t e = path_sizes(p, &simt, &chk);
   if (e != cudaSuccess) return e;
-  *bytes = chk && chunked_by_rule(p) ? std::max(simt, chk) : simt;
+  const bool rule = chk && chunked_by_rule(p);
+  *bytes = rule && cuda::bwdc::aligned(p) ? chk : rule ? std::max(simt, chk) : simt;
   return cudaSuccess;
 }
 

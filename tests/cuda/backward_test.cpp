@@ -631,7 +631,8 @@ INSTANTIATE_TEST_SUITE_P(Cuda, BackwardChunked, ::testing::ValuesIn(chunked_case
 // scan forced, writes them (its flag set on sm_90 where its dims have a
 // precompiled instance; o bitwise the same as without), and the chunked
 // backward reading them agrees with float64 and with its own recomputation;
-// a buffer whose flag is 0 the backward fills, bitwise the same as without.
+// a buffer whose flag is 0 the backward fills, the same as without (up to
+// the order of dg's and dbeta's atomic sums: 1e-6).
 class BackwardSaved : public ::testing::TestWithParam<Case> {};
 
 bool sm90() {
@@ -641,11 +642,6 @@ bool sm90() {
          major == 9;
 }
 
-void expect_same(const Grads& a, const Grads& b, const char* what) {
-  EXPECT_TRUE(a.dq == b.dq && a.dk == b.dk && a.dv == b.dv && a.dg == b.dg &&
-              a.dbeta == b.dbeta && a.dh0 == b.dh0)
-      << what << ": not bitwise equal";
-}
 
 TEST_P(BackwardSaved, MatchesRecomputedAndFloat64) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
@@ -673,7 +669,7 @@ TEST_P(BackwardSaved, MatchesRecomputedAndFloat64) {
   EXPECT_TRUE(sr.o_saved == sr.o_plain) << "o differs with saved states";
   expect_close(saved, reference(c, d), chunked_tol(c), "saved vs f64");
   expect_close(saved, plain, chunked_tol(c), "saved vs recomputed");
-  expect_same(fill, plain, "filled by the backward vs recomputed");
+  expect_close(fill, plain, 1e-6, "filled by the backward vs recomputed");
 }
 
 std::vector<Case> saved_cases() {
