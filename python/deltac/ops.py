@@ -386,9 +386,11 @@ delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context
 # fwd_saved: the forward that keeps what the CUDA backward would recompute.
 # --------------------------------------------------------------------------
 
-# DELTAC_SAVE_STATES=0: autograd calls recompute the chunk states in the
-# backward (less memory held between forward and backward, a slower backward).
-_SAVE_STATES = os.environ.get("DELTAC_SAVE_STATES", "1") != "0"
+# DELTAC_SAVE_STATES=1: autograd calls keep the backward's chunk states from
+# the forward (fwd_saved) instead of recomputing them: memory held between
+# forward and backward for a shorter backward. Off by default until it pays
+# (docs/performance.md, "Backward (CUDA)", version 17).
+_SAVE_STATES = os.environ.get("DELTAC_SAVE_STATES", "0") == "1"
 
 
 def _saved_bytes(variant, q, v, cu_seqlens):
@@ -402,9 +404,9 @@ def _saved_bytes(variant, q, v, cu_seqlens):
 
 
 def _saves_states(variant, q, v, cu_seqlens, beta_two):
-    """Whether an autograd call runs ``fwd_saved``: CUDA, states offered for its
-    dims and dtype, beta within (0, 1) (with beta up to 2 the forward runs a scan
-    that writes none), DELTAC_SAVE_STATES not 0."""
+    """Whether an autograd call runs ``fwd_saved``: DELTAC_SAVE_STATES=1, CUDA, states
+    offered for its dims and dtype, beta within (0, 1) (with beta up to 2 the forward
+    runs a scan that writes none)."""
     return (_SAVE_STATES and q.is_cuda and not beta_two and q.dtype is _BF16
             and _saved_bytes(variant, q, v, cu_seqlens) > 0)
 

@@ -345,9 +345,10 @@ def test_cuda_training_step_in_a_graph(seed):
 @pytest.mark.parametrize("variant", ["delta", "gated"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_cuda_saved_states(variant, D, seed, monkeypatch):
-    """bf16 autograd on CUDA runs fwd_saved (the backward reads the forward's chunk
-    states); its gradients agree with the recomputing backward (DELTAC_SAVE_STATES=0)
-    and with the float64 reference."""
+    """bf16 autograd on CUDA with DELTAC_SAVE_STATES=1 runs fwd_saved (the backward
+    reads the forward's chunk states); its gradients agree with the recomputing
+    backward (the default) and with the float64 reference."""
+    monkeypatch.setattr(ops, "_SAVE_STATES", True)
     calls = []
     fwd_saved = ops.delta_rule_fwd_saved
     monkeypatch.setattr(ops, "delta_rule_fwd_saved",
