@@ -431,7 +431,7 @@ def delta_rule_fwd_saved(
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """``torch.ops.deltac.fwd_saved``: ``fwd`` that also returns the backward's saved
     states (uint8, ``_saved_bytes``; runtime options.saved_states), which its autograd
-    backward reads instead of recomputing the chunk states. The runs autograd takes
+    backward reads instead of recomputing the chunk states. Autograd calls run it
     where ``_saves_states`` holds."""
     saved = torch.empty(max(_saved_bytes(variant, q, v, cu_seqlens), 256), dtype=torch.uint8,
                         device=q.device)
