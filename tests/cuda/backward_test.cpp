@@ -758,6 +758,29 @@ TEST(BackwardRule, WorkspaceSizeFollowsTheBound) {
   EXPECT_LT(small16, small * 65 / 100);
 }
 
+// Saved states take hs and u out of the bf16 chunked path's workspace: the
+// query asks for that much less (bwd_saved_layout's two regions, 256-aligned).
+TEST(BackwardRule, SavedStatesShrinkTheWorkspace) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  deltac_bwd_params p{};
+  p.variant = DELTAC_VARIANT_GATED;
+  p.B = 1, p.N = 1, p.T = 32768, p.H = 16, p.HV = 32, p.K = p.V = 128, p.qk_l2norm = 1;
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  void* x = reinterpret_cast<void*>(uintptr_t(1) << 20);  // never read by the query
+  p.q = p.k = p.v = p.dout = p.g = p.beta = x;
+  p.dq = p.dk = p.dv = p.dg = p.dbeta = x;
+  deltac_options opt = deltac_default_options();
+  opt.device_pointers = 1;
+  size_t plain = 0, with = 0;
+  ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &plain), 0) << deltac_last_error();
+  const deltac::BwdSavedLayout sl = deltac::bwd_saved_layout(p.T, 1, p.HV, p.K, p.V);
+  p.saved_states = x, p.saved_states_bytes = sl.total;
+  ASSERT_EQ(deltac_backward_workspace_size(&p, &opt, &with), 0) << deltac_last_error();
+  std::printf("workspace %.3f GB, with saved states %.3f GB (the buffer %.3f GB)\n",
+              plain / 1e9, with / 1e9, sl.total / 1e9);
+  EXPECT_EQ(plain - with, sl.total - deltac::kBwdSavedHeader);
+}
+
 TEST(BackwardErrors, NamesTheField) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Case c;
