@@ -3,7 +3,6 @@
 // device pointers the CUDA backward (cuda_backward.cu).
 #include "deltac/runtime.h"
 
-#include "deltac/backward_rules.h"
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
 #include "cuda_backward.h"
@@ -100,16 +99,7 @@ std::string check(const deltac_bwd_params& p, bool cuda = false) {
     if (!cuda)
       return "params.saved_states is set: the saved states are device memory (a CUDA call, "
              "options.device_pointers = 1)";
-    if (!deltac::bwd_saves_states(p.variant, p.K, p.V, p.in_dtype))
-      return "params.saved_states: offered for bf16 inputs, variant delta or gated, K = 64 or "
-             "128, V a multiple of 32 up to 256 (bwd_saves_states)";
-    const uint64_t need = deltac::bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
-                                                   p.HV, p.K, p.V).total;
-    if (p.saved_states_bytes < need)
-      return "params.saved_states_bytes = " + std::to_string(p.saved_states_bytes) +
-             ": expected at least " + std::to_string(need) + " (bwd_saved_layout)";
-    if (reinterpret_cast<uintptr_t>(p.saved_states) % 256 != 0)
-      return "params.saved_states: must be 256-byte aligned";
+    return deltac::rt::saved_states_refusal("params", p, p.saved_states, p.saved_states_bytes);
   }
   return "";
 }

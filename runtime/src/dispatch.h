@@ -3,10 +3,12 @@
 #ifndef DELTAC_RUNTIME_DISPATCH_H
 #define DELTAC_RUNTIME_DISPATCH_H
 
+#include "deltac/backward_rules.h"
 #include "deltac/catalogue.h"
 #include "deltac/params.h"
 #include "deltac/runtime.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -16,6 +18,27 @@ namespace rt {
 // Sets this thread's deltac_last_error() message (runtime.cpp); returns 1,
 // the C API's error status. For C API calls outside runtime.cpp.
 int set_last_error(const std::string &msg);
+
+// Why the saved states buf (bytes long) do not suit the call of params p
+// (the forward's or the backward's), or "" when they do; field names the
+// struct holding them ("options", "params").
+template <class P>
+std::string saved_states_refusal(const char *field, const P &p, const void *buf,
+                                 size_t bytes) {
+  const std::string f = field;
+  if (!bwd_saves_states(p.variant, p.K, p.V, p.in_dtype))
+    return f + ".saved_states: offered for bf16 inputs (in_dtype 1), variant delta or "
+               "gated, K = 64 or 128, V a multiple of 32 up to 256 (bwd_saves_states); got "
+               "variant " + std::to_string(p.variant) + ", K = " + std::to_string(p.K) +
+           ", V = " + std::to_string(p.V) + ", in_dtype " + std::to_string(p.in_dtype);
+  const uint64_t need = bwd_saved_layout_of(p).total;
+  if (bytes < need)
+    return f + ".saved_states_bytes = " + std::to_string(bytes) + ": expected at least " +
+           std::to_string(need) + " (bwd_saved_layout)";
+  if (reinterpret_cast<uintptr_t>(buf) % 256 != 0)
+    return f + ".saved_states: must be 256-byte aligned";
+  return "";
+}
 
 // CPU: runs the validated host-pointer params p with config c (a CPU family,
 // legal for p) on instruction-set instance isa (check_cpu_isa passed).

@@ -2,7 +2,6 @@
 // (select.cpp) and dispatch to the one launch point per device.
 #include "deltac/runtime.h"
 
-#include "deltac/backward_rules.h"
 #include "deltac/catalogue.h"
 #include "deltac/check.h"
 #include "deltac/cpu/isa.h"
@@ -81,23 +80,6 @@ std::string validateOptions(const deltac_options &opt) {
   if (opt.check_values && opt.device_pointers && !opt.check_flag)
     return "options.check_flag is null: checking mode with device pointers "
            "needs a device int32 flag (zeroed by the caller)";
-  return "";
-}
-
-// Why options.saved_states does not suit p, or "" when it does.
-std::string savedStatesRefusal(const deltac_fwd_params &p, const deltac_options &opt) {
-  if (!bwd_saves_states(p.variant, p.K, p.V, p.in_dtype))
-    return "options.saved_states: offered for bf16 inputs (in_dtype 1), variant delta or "
-           "gated, K = 64 or 128, V a multiple of 32 up to 256 (bwd_saves_states); got "
-           "variant " + std::to_string(p.variant) + ", K = " + std::to_string(p.K) +
-           ", V = " + std::to_string(p.V) + ", in_dtype " + std::to_string(p.in_dtype);
-  const uint64_t need =
-      bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B, p.HV, p.K, p.V).total;
-  if (opt.saved_states_bytes < need)
-    return "options.saved_states_bytes = " + std::to_string(opt.saved_states_bytes) +
-           ": expected at least " + std::to_string(need) + " (bwd_saved_layout)";
-  if (reinterpret_cast<uintptr_t>(opt.saved_states) % 256 != 0)
-    return "options.saved_states: must be 256-byte aligned";
   return "";
 }
 
@@ -341,7 +323,9 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (opt.check_values && hostMemory &&
       !check_values(p, opt.allow_neg_eigval ? 2.0f : 1.0f, &err))
     return failWith("checking mode: " + err);
-  if (opt.saved_states && !(err = savedStatesRefusal(p, opt)).empty())
+  if (opt.saved_states &&
+      !(err = rt::saved_states_refusal("options", p, opt.saved_states, opt.saved_states_bytes))
+           .empty())
     return failWith(err);
 
   // With device cu_seqlens the longest sequence is unknown: T bounds it.

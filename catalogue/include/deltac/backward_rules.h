@@ -86,6 +86,12 @@ constexpr BwdSavedLayout bwd_saved_layout(int64_t tokens, int64_t sequences, int
   l.total = l.u + bwd_align256(sh * uint64_t(kBwdChunk) * uint64_t(V) * 2);
   return l;
 }
+// The layout for a call's params (the forward's or the backward's: B, T, N,
+// cu_seqlens, HV, K, V): sequences are N with cu_seqlens, else B.
+template <class P>
+constexpr BwdSavedLayout bwd_saved_layout_of(const P& p) {
+  return bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B, p.HV, p.K, p.V);
+}
 constexpr bool bwd_saves_states(int32_t variant, int32_t K, int32_t V, int32_t in_dtype) {
   return in_dtype == DELTAC_BF16 && bwd_chunked_covers(variant, K, V);
 }

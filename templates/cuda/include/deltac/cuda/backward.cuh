@@ -18,6 +18,7 @@
 #ifndef DELTAC_CUDA_BACKWARD_CUH
 #define DELTAC_CUDA_BACKWARD_CUH
 
+#include "deltac/backward_rules.h"
 #include "deltac/cuda/backward_kernel.cuh"
 
 #include <cuda_runtime.h>
@@ -128,7 +129,7 @@ struct Layout {
   int grid = 0;
 };
 
-inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+inline size_t align256(size_t x) { return size_t(bwd_align256(x)); }
 
 template <deltac_variant Var, int K>
 cudaError_t layout(const deltac_bwd_params& p, Layout* out) {

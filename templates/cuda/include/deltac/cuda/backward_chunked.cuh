@@ -1208,8 +1208,7 @@ cudaError_t run(const deltac_bwd_params& p, const Layout& l, char* ws, cudaStrea
   w.lo_always = lo_always();
   if (saved(p)) {
     char* b = static_cast<char*>(p.saved_states);
-    const BwdSavedLayout sl = bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
-                                               p.HV, K, p.V);
+    const BwdSavedLayout sl = bwd_saved_layout_of(p);
     w.saved_flag = reinterpret_cast<const int32_t*>(b);
     w.hs = b + sl.h, w.us = b + sl.u;
   }

@@ -770,8 +770,7 @@ cudaError_t chunked_run_stages(const ChunkedKernels& k, const deltac_fwd_params&
   if (tmat && (stages & 2)) {
     if (saved && route == 0 && k.C == kBwdChunk && chunked_dtype<Ts>() == DELTAC_BF16 &&
         bwd_saves_states(k.var, k.K, k.V, DELTAC_BF16) && chunked_aligned(saved, 256)) {
-      const BwdSavedLayout sl = bwd_saved_layout(int64_t(p.B) * p.T, p.cu_seqlens ? p.N : p.B,
-                                                 p.HV, k.K, k.V);
+      const BwdSavedLayout sl = bwd_saved_layout_of(p);  // p's K, V are k's (chunked_matches)
       char* b = static_cast<char*>(saved);
       ws.saved_flag = reinterpret_cast<int32_t*>(b);
       ws.saved_h = reinterpret_cast<Ts*>(b + sl.h);
