@@ -13,7 +13,10 @@ against fla's (relative RMS per gradient).
 
 Usage: PYTHONPATH=python:<dir holding fla/> DELTAC_LIBRARY=<libdeltac_c.so> \\
            python3 bench/cuda/backward_bench.py [--quick] [--rows=i,j] [--ours-only]
-           [--fla-triton-unchecked]
+           [--saved-both] [--fla-triton-unchecked]
+--saved-both times deltac twice, recomputing the chunk states in the backward
+("deltac") and keeping them from the forward ("deltac+s", ops' DELTAC_SAVE_STATES),
+in the same process as fla.
 fla refuses its gated backward on Hopper with Triton in [3.4, 3.7.1) (its issue
 #640: chunk_bwd_dqkwg gives wrong results there) unless tilelang is installed;
 --fla-triton-unchecked lifts that check to time it anyway (its gradients are then
@@ -94,6 +97,7 @@ def main():
     from deltac import ops
     quick = "--quick" in sys.argv
     ours_only = "--ours-only" in sys.argv
+    saved_both = "--saved-both" in sys.argv
     rows = ROWS
     for a in sys.argv:
         if a.startswith("--rows="):
@@ -104,6 +108,9 @@ def main():
             fla_chunk_o.TRITON_ABOVE_3_7_1 = True
         from fla.ops.delta_rule import chunk_delta_rule as fla_delta
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_gated
+    save0 = ops._SAVE_STATES  # "deltac" alone follows DELTAC_SAVE_STATES
+    if saved_both:
+        save0 = False
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, torch {torch.__version__}")
     reps = 5 if quick else 20
@@ -116,33 +123,39 @@ def main():
         kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
 
         def fwd(lib):
+            ours = lib.startswith("deltac")
+            if ours:
+                ops._SAVE_STATES = lib == "deltac+s" or (lib == "deltac" and save0)
             if var == "gated":
-                fn = ops.chunk_gated_delta_rule if lib == "deltac" else fla_gated
+                fn = ops.chunk_gated_delta_rule if ours else fla_gated
                 return fn(q, k, v, g, beta, **kw)
-            fn = ops.chunk_delta_rule if lib == "deltac" else fla_delta
+            fn = ops.chunk_delta_rule if ours else fla_delta
             return fn(q, k, v, beta, **kw)
 
         def step(lib):
             o, ht = fwd(lib)
             return torch.autograd.grad((o, ht), ins, (do, dht))
 
-        libs = ["deltac"] if ours_only else ["deltac", "fla"]
+        libs = ["deltac", "deltac+s"] if saved_both else ["deltac"]
+        libs += [] if ours_only else ["fla"]
         res, grads = {}, {}
         for lib in libs:
             try:
                 res[lib], grads[lib] = measure(lib, fwd, step, reps)
             except Exception as exc:  # noqa: BLE001 - report the row and go on
-                print(f"{name:<27} {lib:<6} failed: {type(exc).__name__}: {str(exc)[:300]}",
+                print(f"{name:<27} {lib:<8} failed: {type(exc).__name__}: {str(exc)[:300]}",
                       flush=True)
                 continue
             t_f, t_fb, how_f, how, peak = res[lib]
-            print(f"{name:<27} {lib:<6} fwd {t_f:8.3f} ms ({how_f})  fwd+bwd {t_fb:8.3f} ms "
+            print(f"{name:<27} {lib:<8} fwd {t_f:8.3f} ms ({how_f})  fwd+bwd {t_fb:8.3f} ms "
                   f"({how})  peak extra {peak:8.0f} MiB", flush=True)
-        if len(res) == 2:
-            ratio = res["fla"][1] / res["deltac"][1]
+        for ours in [lib for lib in res if lib.startswith("deltac")]:
+            if "fla" not in res:
+                break
+            ratio = res["fla"][1] / res[ours][1]
             errs = ", ".join(f"{n} {rel(a, b):.2e}"
-                             for n, a, b in zip(names, grads["deltac"], grads["fla"]))
-            print(f"{name:<27} fla/deltac fwd+bwd {ratio:.3f}x; deltac vs fla grads: {errs}",
+                             for n, a, b in zip(names, grads[ours], grads["fla"]))
+            print(f"{name:<27} fla/{ours} fwd+bwd {ratio:.3f}x; {ours} vs fla grads: {errs}",
                   flush=True)
 
 
