@@ -108,9 +108,10 @@ def main():
             fla_chunk_o.TRITON_ABOVE_3_7_1 = True
         from fla.ops.delta_rule import chunk_delta_rule as fla_delta
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_gated
-    save0 = ops._SAVE_STATES  # "deltac" alone follows DELTAC_SAVE_STATES
-    if saved_both:
-        save0 = False
+    # "deltac" alone follows DELTAC_SAVE_STATES (unset: where the runtime says
+    # keeping them pays); with --saved-both it recomputes.
+    env0 = ops._SAVE_STATES
+    save0 = False if saved_both else env0
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, torch {torch.__version__}")
     reps = 5 if quick else 20
@@ -125,7 +126,7 @@ def main():
         def fwd(lib):
             ours = lib.startswith("deltac")
             if ours:
-                ops._SAVE_STATES = lib == "deltac+s" or (lib == "deltac" and save0)
+                ops._SAVE_STATES = True if lib == "deltac+s" else save0
             if var == "gated":
                 fn = ops.chunk_gated_delta_rule if ours else fla_gated
                 return fn(q, k, v, g, beta, **kw)
@@ -136,6 +137,10 @@ def main():
             o, ht = fwd(lib)
             return torch.autograd.grad((o, ht), ins, (do, dht))
 
+        code = ops.VARIANT_GATED if var == "gated" else ops.VARIANT_DELTA
+        ops._SAVE_STATES = env0
+        pays = ops._saves_states(code, q, v, None, False)
+        print(f"{name:<27} deltac keeps the states by default here: {'yes' if pays else 'no'}")
         libs = ["deltac", "deltac+s"] if saved_both else ["deltac"]
         libs += [] if ours_only else ["fla"]
         res, grads = {}, {}

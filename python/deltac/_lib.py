@@ -193,6 +193,9 @@ def _load():
     lib.deltac_saved_states_size.argtypes = [c_int32, c_int64, c_int64, c_int32, c_int32,
                                              c_int32, c_int32]
     lib.deltac_saved_states_size.restype = c_size_t
+    lib.deltac_saved_states_pay.argtypes = [c_int32, c_int64, c_int64, c_int32, c_int32,
+                                            c_int32, c_int32]
+    lib.deltac_saved_states_pay.restype = c_int
 
     # The params argument is a FwdParams (byref) or its PARAMS_STRUCT bytes.
     lib.deltac_py_forward.argtypes = [c_void_p, c_int32, c_int32, c_int32, c_int32,
@@ -230,6 +233,8 @@ call_forward = lib.deltac_py_call_forward  # (CALL_STRUCT bytes) -> rc; deltac.o
 call_forward_saved = lib.deltac_py_call_forward_saved
 # (variant, tokens, sequences, HV, K, V, in_dtype) -> bytes of options.saved_states (0: not offered)
 saved_states_size = lib.deltac_saved_states_size
+# (same arguments) -> 1 where keeping them is the faster choice on this GPU, else 0
+saved_states_pay = lib.deltac_saved_states_pay
 _last_error = lib.deltac_last_error
 
 

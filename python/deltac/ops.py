@@ -386,29 +386,39 @@ delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context
 # fwd_saved: the forward that keeps what the CUDA backward would recompute.
 # --------------------------------------------------------------------------
 
-# DELTAC_SAVE_STATES=1: autograd calls keep the backward's chunk states from
-# the forward (fwd_saved) instead of recomputing them: memory held between
-# forward and backward for a shorter backward. Off by default until it pays
-# (docs/performance.md, "Backward (CUDA)", version 17).
-_SAVE_STATES = os.environ.get("DELTAC_SAVE_STATES", "0") == "1"
+# Whether autograd calls keep the backward's chunk states from the forward
+# (fwd_saved) instead of the backward recomputing them: memory held between
+# forward and backward for a shorter backward. DELTAC_SAVE_STATES=1 always
+# where offered, =0 never; unset: where the runtime says it pays on this GPU
+# (deltac_saved_states_pay: the forward's own kernel writes them;
+# docs/performance.md, "Backward (CUDA)", versions 17 and 18).
+_SAVE_STATES = {"1": True, "0": False}.get(os.environ.get("DELTAC_SAVE_STATES", ""))
+
+
+def _saved_args(variant, q, v, cu_seqlens):
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
+    return (variant, int(B * T), int(N), int(HV), int(K), int(V), _IN_DTYPES.get(q.dtype, -1))
 
 
 def _saved_bytes(variant, q, v, cu_seqlens):
     """Bytes of the backward's saved states for this call (deltac_saved_states_size:
     0 where none are offered or the backward would not read them)."""
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else B
-    return _lib.saved_states_size(variant, int(B * T), int(N), int(HV), int(K), int(V),
-                                  _IN_DTYPES.get(q.dtype, -1))
+    return _lib.saved_states_size(*_saved_args(variant, q, v, cu_seqlens))
 
 
 def _saves_states(variant, q, v, cu_seqlens, beta_two):
-    """Whether an autograd call runs ``fwd_saved``: DELTAC_SAVE_STATES=1, CUDA, states
-    offered for its dims and dtype, beta within (0, 1) (with beta up to 2 the forward
-    runs a scan that writes none)."""
-    return (_SAVE_STATES and q.is_cuda and not beta_two and q.dtype is _BF16
-            and _saved_bytes(variant, q, v, cu_seqlens) > 0)
+    """Whether an autograd call runs ``fwd_saved``: CUDA, bf16, beta within (0, 1)
+    (with beta up to 2 the forward runs a scan that writes none), states offered
+    for its dims, and DELTAC_SAVE_STATES=1 or, unset, the runtime's
+    deltac_saved_states_pay."""
+    if _SAVE_STATES is False or not q.is_cuda or beta_two or q.dtype is not _BF16:
+        return False
+    args = _saved_args(variant, q, v, cu_seqlens)
+    if _SAVE_STATES:
+        return _lib.saved_states_size(*args) > 0
+    return _lib.saved_states_pay(*args) == 1
 
 
 @torch.library.custom_op("deltac::fwd_saved", mutates_args=(), device_types=("cuda",))

@@ -84,7 +84,7 @@ bool launchCall(const deltac_fwd_params &p, const KernelConfig &c,
   };
   if (!pad.K)
     return both(p, l);
-  if (l.cstates) { // runtime.cpp refuses these first: states of the padded dims
+  if (l.cstates && (pad.K != p.K || pad.V != p.V)) { // runtime.cpp refuses these first
     *error = "a padded call writes no chunk-end states";
     return false;
   }
@@ -192,6 +192,28 @@ int cuda_sm_count() {
     cache[dev].store(sms, std::memory_order_relaxed);
   }
   return sms;
+}
+
+int cuda_cc() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
+    cudaGetLastError();
+    return 0;
+  }
+  int cc = cache[dev].load(std::memory_order_relaxed);
+  if (cc == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    cc = 10 * major + minor;
+    cache[dev].store(cc, std::memory_order_relaxed);
+  }
+  return cc;
 }
 
 namespace {

@@ -7,6 +7,7 @@ namespace rt {
 bool cuda_built() { return false; }
 bool cuda_available() { return false; }
 int cuda_sm_count() { return 0; }
+int cuda_cc() { return 0; }
 bool cuda_jit_enabled(Family, std::string *why) {
   if (why)
     *why = "this build of deltac has no CUDA support";

@@ -1,10 +1,14 @@
 // Zero padding of a CUDA call to a precompiled instance of larger K, V
 // (cuda_pad.h): one kernel copies rows into wider zeroed rows (and gathers a
 // pool's slots), one copies the corner back (and scatters to write slots).
+// With Pad::dtype the copies of q, k, v and o also change dtype (16-bit to
+// f32 and back).
 #include "cuda_pad.h"
 
 #include "deltac/check.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -80,6 +84,47 @@ dim3 gridFor(int64_t rows) {
   return dim3(unsigned(blocks < 65535 * 16 ? (blocks ? blocks : 1) : 65535 * 16));
 }
 
+// Element conversions (S -> D through float) of the dtype-changing copies.
+template <class T> __device__ float toF(T x);
+template <> __device__ float toF(float x) { return x; }
+template <> __device__ float toF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ float toF(__half x) { return __half2float(x); }
+template <class T> __device__ T fromF(float x);
+template <> __device__ float fromF(float x) { return x; }
+template <> __device__ __nv_bfloat16 fromF(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __half fromF(float x) { return __float2half_rn(x); }
+
+template <class S, class D>
+__global__ void padConvertKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s) {
+  const int64_t rows = s.outer * s.Rp;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
+       row += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t o = row / s.Rp;
+    const int32_t r = int32_t(row - o * s.Rp);
+    const S *x = r < s.R ? src + (o * s.R + r) * s.C : nullptr;
+    D *d = dst + row * s.Cp;
+    for (int32_t c = threadIdx.x; c < s.Cp; c += blockDim.x)
+      d[c] = fromF<D>(x && c < s.C ? toF(x[c]) : 0.f);
+  }
+}
+
+template <class S, class D>
+__global__ void unpadConvertKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s,
+                                   const int32_t *skip) {
+  if (skip && *skip)
+    return;
+  const int64_t rows = s.outer * s.R;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
+       row += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t o = row / s.R;
+    const int32_t r = int32_t(row - o * s.R);
+    const S *x = src + (o * s.Rp + r) * s.Cp;
+    D *d = dst + (o * s.R + r) * s.C;
+    for (int32_t c = threadIdx.x; c < s.C; c += blockDim.x)
+      d[c] = fromF<D>(toF(x[c]));
+  }
+}
+
 // Element copies by size (the bits move, so any 2- or 4-byte dtype).
 cudaError_t padRows(const void *src, void *dst, size_t elem, const Shape &s,
                 cudaStream_t stream) {
@@ -109,20 +154,57 @@ cudaError_t unpadRows(const void *src, void *dst, size_t elem, const Shape &s,
   return cudaGetLastError();
 }
 
+// Rows of 16-bit q, k, v (dtype from) into f32 copies (pad.dtype f32), and
+// o back: no pool slots (those are states, copied as bits).
+cudaError_t padConvert(const void *src, int32_t from, void *dst, const Shape &s,
+                       cudaStream_t stream) {
+  if (s.outer == 0)
+    return cudaSuccess;
+  const dim3 block(32, kRowsPerBlock);
+  float *d = static_cast<float *>(dst);
+  if (from == DELTAC_BF16)
+    padConvertKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+        static_cast<const __nv_bfloat16 *>(src), d, s);
+  else
+    padConvertKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+        static_cast<const __half *>(src), d, s);
+  return cudaGetLastError();
+}
+
+cudaError_t unpadConvert(const void *src, void *dst, int32_t to, const Shape &s,
+                         const int32_t *skip, cudaStream_t stream) {
+  if (s.outer == 0)
+    return cudaSuccess;
+  const dim3 block(32, kRowsPerBlock);
+  const float *x = static_cast<const float *>(src);
+  if (to == DELTAC_BF16)
+    unpadConvertKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
+        x, static_cast<__nv_bfloat16 *>(dst), s, skip);
+  else
+    unpadConvertKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
+        x, static_cast<__half *>(dst), s, skip);
+  return cudaGetLastError();
+}
+
+// The dtype of the copies of q, k, v and o.
+int32_t copyDtype(const deltac_fwd_params &p, const Pad &pad) {
+  return pad.dtype >= 0 ? pad.dtype : p.in_dtype;
+}
+
 // Byte sizes and offsets (256-byte aligned) of the padded tensors.
 struct PadLayout {
   size_t qk = 0, v = 0, g = 0, state = 0, o = 0, steps = 0;
   size_t qOff, kOff, vOff, gOff, h0Off, htOff, oOff, stepsOff, total = 0;
 
   PadLayout(const deltac_fwd_params &p, const Pad &pad, bool share) {
-    const size_t tok = size_t(p.B) * p.T, in = bytesOf(p.in_dtype);
+    const size_t tok = size_t(p.B) * p.T, in = bytesOf(copyDtype(p, pad));
     const size_t st = bytesOf(p.state_dtype);
     const size_t kv = size_t(pad.K) * pad.V;
     qk = tok * p.H * pad.K * in;
     v = tok * p.HV * pad.V * in;
     g = p.variant == DELTAC_VARIANT_KDA ? tok * p.HV * pad.K * 4 : 0;
     state = size_t(p.N) * p.HV * kv * st; // one per sequence, pool or not
-    o = tok * p.HV * pad.V * bytesOf(p.out_dtype);
+    o = tok * p.HV * pad.V * (pad.dtype >= 0 ? bytesOf(pad.dtype) : bytesOf(p.out_dtype));
     steps = p.state_steps ? tok * p.HV * kv * st : 0;
     qOff = place(qk), kOff = place(qk), vOff = place(v), gOff = place(g);
     h0Off = place(p.h0 ? state : 0);
@@ -160,6 +242,8 @@ deltac_fwd_params padded_params(const deltac_fwd_params &p, const Pad &pad,
   const PadLayout l(p, pad, share_state);
   deltac_fwd_params d = p;
   d.K = pad.K, d.V = pad.V;
+  if (pad.dtype >= 0)
+    d.in_dtype = d.out_dtype = pad.dtype;
   auto at = [&](size_t off) -> void * { return base ? base + off : nullptr; };
   d.q = at(l.qOff);
   d.k = at(l.kOff);
@@ -213,13 +297,17 @@ bool run_padded(const deltac_fwd_params &p, const Pad &pad, bool share_state,
   const deltac_fwd_params d = padded_params(p, pad, share_state, buf);
   const int64_t tok = int64_t(p.B) * p.T;
   const size_t in = bytesOf(p.in_dtype), st = bytesOf(p.state_dtype);
+  const bool conv = copyDtype(p, pad) != p.in_dtype; // 16-bit to f32 copies
+  auto inRows = [&](const void *src, const void *dst, const Shape &sh) {
+    return conv ? padConvert(src, p.in_dtype, const_cast<void *>(dst), sh, s)
+                : padRows(src, const_cast<void *>(dst), in, sh, s);
+  };
   bool ok = true;
-  cudaError_t e = padRows(p.q, const_cast<void *>(d.q), in,
-                      rowShape(tok * p.H, p.K, pad.K), s);
+  cudaError_t e = inRows(p.q, d.q, rowShape(tok * p.H, p.K, pad.K));
   if (e == cudaSuccess)
-    e = padRows(p.k, const_cast<void *>(d.k), in, rowShape(tok * p.H, p.K, pad.K), s);
+    e = inRows(p.k, d.k, rowShape(tok * p.H, p.K, pad.K));
   if (e == cudaSuccess)
-    e = padRows(p.v, const_cast<void *>(d.v), in, rowShape(tok * p.HV, p.V, pad.V), s);
+    e = inRows(p.v, d.v, rowShape(tok * p.HV, p.V, pad.V));
   if (e == cudaSuccess && p.variant == DELTAC_VARIANT_KDA) // g = 0: no decay
     e = padRows(p.g, const_cast<float *>(d.g), 4, rowShape(tok * p.HV, p.K, pad.K), s);
   if (e == cudaSuccess && p.h0) {
@@ -232,8 +320,9 @@ bool run_padded(const deltac_fwd_params &p, const Pad &pad, bool share_state,
     ok = fail("launch of the padding kernels", e);
   ok = ok && launch(d, lp);
   if (ok) {
-    e = unpadRows(d.o, p.o, bytesOf(p.out_dtype), rowShape(tok * p.HV, p.V, pad.V),
-              l.skip, s);
+    e = conv ? unpadConvert(d.o, p.o, p.out_dtype, rowShape(tok * p.HV, p.V, pad.V), l.skip, s)
+             : unpadRows(d.o, p.o, bytesOf(p.out_dtype), rowShape(tok * p.HV, p.V, pad.V),
+                         l.skip, s);
     if (e == cudaSuccess && p.ht) {
       Shape h = stateShape(p, pad, int64_t(p.N) * p.HV);
       if (p.read_slots)

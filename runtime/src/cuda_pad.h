@@ -5,6 +5,8 @@
 // zero value channels leave the extra columns at 0 (u_i = beta (0 - 0)), L2
 // norms do not change, and the scale is the call's own (set before). So o's
 // first V channels and the state's [K, V] corner are the unpadded results.
+// The same machinery runs a call on f32 copies of its 16-bit q, k, v at its
+// own dims (Pad::dtype: kda with beta up to 2), o rounded back.
 #ifndef DELTAC_RUNTIME_CUDA_PAD_H
 #define DELTAC_RUNTIME_CUDA_PAD_H
 

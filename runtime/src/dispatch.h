@@ -57,6 +57,9 @@ bool cuda_built();
 bool cuda_available();
 // Multiprocessors of the current device (0 when unknown).
 int cuda_sm_count();
+// Compute capability of the current device as 10 major + minor (90: sm_90;
+// 0 when unknown).
+int cuda_cc();
 // Whether family f's configs that are not precompiled run compiled at run
 // time by NVRTC here (cuda_jit.h; cuda_recurrent, cuda_chunked): not switched off
 // (DELTAC_JIT=0), a CUDA device is usable, NVRTC loads and a probe program
@@ -85,11 +88,15 @@ struct Mixed {
   int parts = 3; // bit 0: the short_config launch, bit 1: c's (tests run one)
 };
 // Padding (runtime/src/cuda_pad.cu): K, V > 0: c is an instance of these
-// larger dims; q, k (kda: g), v, h0 are padded with zero channels into
-// workspace buffers, c runs there, and o, ht, state_steps are cut back to
-// p's K, V. Exact: zero key / value channels leave the rest unchanged.
+// dims (larger, or p's own); q, k (kda: g), v, h0 are padded with zero
+// channels into workspace buffers, c runs there, and o, ht, state_steps are
+// cut back to p's K, V. Exact: zero key / value channels leave the rest
+// unchanged. dtype >= 0: the copies of q, k, v and o are of that dtype
+// (f32 copies of 16-bit inputs, o rounded back: kda with beta up to 2,
+// runtime.cpp's upcast_kda_beta_two).
 struct Pad {
   int32_t K = 0, V = 0;
+  int32_t dtype = -1;
 };
 size_t cuda_workspace_size(const deltac_fwd_params &p, const KernelConfig &c,
                            bool deterministic, int32_t route = 0,

@@ -299,6 +299,15 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
   return true;
 }
 
+// Whether a CUDA call runs on f32 copies: kda, 16-bit inputs, beta up to 2
+// (allow_neg_eigval), on the chunked family (the recurrent kernel computes
+// in f32 from the 16-bit values and is exact already).
+bool upcast_kda_beta_two(const Problem &prob, const KernelConfig &c) {
+  return prob.variant == DELTAC_VARIANT_KDA && prob.beta_two &&
+         (prob.in_dtype == DELTAC_BF16 || prob.in_dtype == DELTAC_F16) &&
+         c.family == Family::CudaChunked;
+}
+
 // ws_bytes: null for a run; else only the choice is made and the workspace
 // it needs is stored there (deltac_workspace_size).
 int forward(const deltac_fwd_params *pp, const deltac_options *optp,
@@ -345,16 +354,40 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   rt::Choice choice;
   if (!rt::choose_config(device, opt, prob, &choice, &err))
     return failWith(err);
+  // kda with beta up to 2 on 16-bit inputs: the chunked kernels' 16-bit
+  // decayed key operands keep the two reflections from cancelling (o
+  // 1.7e-2 from float64 at 2000 tokens, docs/performance.md "Scan 5"); the
+  // f32 instance on f32 copies of q, k, v (o rounded back) is exact.
+  const bool upcast = device == Device::CUDA && upcast_kda_beta_two(prob, choice.config);
+  if (upcast) {
+    Problem f = prob;
+    f.in_dtype = f.out_dtype = DELTAC_F32;
+    rt::Choice c32;
+    deltac_options o32 = opt; // a config pinned for the 16-bit call may not fit f32
+    if (!rt::choose_config(device, opt, f, &c32, &err)) {
+      o32.config = deltac_default_options().config;
+      if (!rt::choose_config(device, o32, f, &c32, &err))
+        return failWith("kda with allow_neg_eigval on 16-bit inputs runs the f32 chunked "
+                        "kernel on f32 copies: " + err);
+    }
+    err.clear();
+    c32.note = "kda with beta up to 2: f32 copies of q, k, v" +
+               (c32.note.empty() ? "" : "; " + c32.note);
+    choice = c32;
+    prob = f;
+  }
   // CUDA dims with no instance: the call runs padded (runtime/src/cuda_pad.cu).
   rt::Pad pad;
-  if (device == Device::CUDA && (choice.K != p.K || choice.V != p.V)) {
+  if (device == Device::CUDA && (upcast || choice.K != p.K || choice.V != p.V)) {
     pad.K = choice.K, pad.V = choice.V;
+    pad.dtype = upcast ? DELTAC_F32 : -1;
     prob.K = choice.K, prob.V = choice.V;
   }
+  const bool padDims = pad.K && (pad.K != p.K || pad.V != p.V);
   // Chunk-end states on CUDA: at the call's own dims, every sequence in one
   // launch (the knobs below).
   if (opt.chunk_states && device == Device::CUDA) {
-    if (pad.K)
+    if (padDims)
       return failWith("options.chunk_states: K = " + std::to_string(p.K) + ", V = " +
                       std::to_string(p.V) + " has no precompiled cuda_chunked instance "
                       "and would run padded to " + std::to_string(pad.K) + "/" +
@@ -370,7 +403,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   if (device == Device::CUDA && choice.config.family == Family::CudaChunked &&
       !opt.chunk_states && !opt.saved_states)
     mixed = mixedBatch(p, opt, prob, hostMemory, &choice.note);
-  if (pad.K)
+  if (padDims)
     choice.note = "padded K=" + std::to_string(p.K) + ",V=" + std::to_string(p.V) +
                   " to " + std::to_string(pad.K) + "/" + std::to_string(pad.V) +
                   (choice.note.empty() ? "" : "; " + choice.note);
@@ -483,12 +516,47 @@ int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
 
 const char *deltac_last_error(void) { return lastError.c_str(); }
 
+namespace {
+// Whether the forward on the current device writes the saved states itself
+// under the rule: the transposed TMA scan (sm_90a, a precompiled chunked
+// instance of K, V, chunk 64) runs where its grid of sequences x HV x V / 64
+// blocks leaves at most 1/8 of the SMs idle (chunked.cuh, chunked_run_plan;
+// K = 64 or 128 here, no warm-up segments). Elsewhere the backward would
+// fill the buffer and gain nothing (docs/performance.md, "Backward (CUDA)",
+// versions 17 and 18).
+bool forward_writes_saved(int32_t variant, int64_t sequences, int32_t HV, int32_t K,
+                          int32_t V) {
+  bool dims = false;
+#define DELTAC_X(k, v) dims = dims || (K == k && V == v);
+  DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
+#undef DELTAC_X
+  if (!dims || !deltac::cuda::chunked_tmat_runs(variant, K, V, 2, 64) ||
+      !rt::cuda_built() || !rt::cuda_available() || rt::cuda_cc() != 90)
+    return false;
+  return !deltac::cuda::chunked_grid_short(sequences * HV * (V / 64), rt::cuda_sm_count());
+}
+} // namespace
+
 size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequences,
                                 int32_t HV, int32_t K, int32_t V, int32_t in_dtype) {
   if (!deltac::bwd_saves_states(variant, K, V, in_dtype) || tokens < 0 || sequences < 0 ||
       HV <= 0 || !deltac::bwd_use_chunked(variant, K, V, tokens, sequences))
     return 0;
   return size_t(deltac::bwd_saved_layout(tokens, sequences, HV, K, V).total);
+}
+
+// Where keeping them pays (docs/performance.md, "Backward (CUDA)", version 18,
+// H100): K = 64, whose backward's forward chain is its own launch on the
+// critical path (delta 32/32 K = V = 64 8x4096: fwd+bwd 2.944 -> 2.881 ms);
+// not K = 128, whose two scans share one launch (GDN 16/32 4x8192: 5.420 ->
+// 5.433 ms, 0.8 GB more held).
+int deltac_saved_states_pay(int32_t variant, int64_t tokens, int64_t sequences, int32_t HV,
+                            int32_t K, int32_t V, int32_t in_dtype) {
+  return K == 64 &&
+                 deltac_saved_states_size(variant, tokens, sequences, HV, K, V, in_dtype) > 0 &&
+                 forward_writes_saved(variant, sequences, HV, K, V)
+             ? 1
+             : 0;
 }
 
 int deltac_cuda_available(void) {

@@ -781,6 +781,55 @@ TEST(BackwardRule, SavedStatesShrinkTheWorkspace) {
   EXPECT_EQ(plain - with, sl.total - deltac::kBwdSavedHeader);
 }
 
+// deltac_saved_states_pay is 1 exactly where a forward under the rule (no
+// forced config) writes the saved states itself (their flag): the runtime's
+// rule and the forward's plan agree. Delta, K = V = 64, bf16, 2 x 256 tokens,
+// on a grid far short of the SMs (2 value heads) and on one that fills them.
+TEST(BackwardRule, SavedStatesPayWhereTheForwardWritesThem) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  for (int HV : {2, sms}) {
+    deltac_fwd_params f{};
+    f.variant = DELTAC_VARIANT_DELTA;
+    f.B = f.N = 2, f.T = 256, f.H = 1, f.HV = HV, f.K = f.V = 64;
+    f.in_dtype = f.out_dtype = DELTAC_BF16;
+    f.state_dtype = DELTAC_F32;
+    const size_t tok = size_t(f.B) * f.T;
+    std::vector<void*> bufs;
+    auto dmem = [&](size_t bytes) {
+      void* x = nullptr;
+      EXPECT_EQ(cudaMalloc(&x, bytes), cudaSuccess);
+      if (x) cudaMemset(x, 0, bytes);
+      bufs.push_back(x);
+      return x;
+    };
+    f.q = dmem(tok * 64 * 2), f.k = dmem(tok * 64 * 2), f.v = dmem(tok * HV * 64 * 2);
+    f.beta = static_cast<const float*>(dmem(tok * HV * 4));
+    f.o = dmem(tok * HV * 64 * 2);
+    const size_t sb = deltac_saved_states_size(f.variant, int64_t(tok), f.N, HV, 64, 64,
+                                               DELTAC_BF16);
+    ASSERT_GT(sb, 0u);
+    void* saved = dmem(sb);
+    cudaMemset(saved, 0xff, 4);  // the forward zeroes the flag, its kernel sets it
+    deltac_options opt = deltac_default_options();
+    opt.device = DELTAC_DEVICE_CUDA;
+    opt.device_pointers = 1;
+    opt.saved_states = saved, opt.saved_states_bytes = sb;
+    EXPECT_EQ(deltac_forward(&f, &opt), 0) << deltac_last_error();
+    int32_t flag = -1;
+    EXPECT_EQ(cudaMemcpy(&flag, saved, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const int pay = deltac_saved_states_pay(f.variant, int64_t(tok), f.N, HV, 64, 64,
+                                            DELTAC_BF16);
+    std::printf("%d value heads on %d SMs: pay %d, the forward's flag %d\n", HV, sms, pay,
+                flag);
+    EXPECT_EQ(pay, flag != 0 ? 1 : 0);
+    if (sm90()) EXPECT_EQ(pay, HV == sms ? 1 : 0);
+    for (void* x : bufs) cudaFree(x);
+  }
+}
+
 TEST(BackwardErrors, NamesTheField) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   Case c;

@@ -365,3 +365,26 @@ def test_cuda_saved_states(variant, D, seed, monkeypatch):
     print(variant, D, "saved", errs, "recomputed", errs0)
     for n in errs:  # the same accuracy either way
         assert abs(errs[n] - errs0[n]) <= 2e-3, (n, errs[n], errs0[n])
+
+
+def test_saved_states_default_follows_the_runtime(monkeypatch):
+    """DELTAC_SAVE_STATES unset: an autograd call keeps the chunk states exactly
+    where the runtime says it pays (deltac_saved_states_pay); never for CPU tensors,
+    f32 inputs or beta up to 2; =0 never, =1 wherever they are offered."""
+    monkeypatch.setattr(ops, "_SAVE_STATES", None)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    q = torch.zeros(2, 256, 1, 64, dtype=torch.bfloat16, device=dev)
+    v = torch.zeros(2, 256, 4, 64, dtype=torch.bfloat16, device=dev)
+    args = (ops.VARIANT_DELTA, 512, 2, 4, 64, 64, _lib.DTYPE_BF16)
+    pay = _lib.saved_states_pay(*args)
+    assert pay in (0, 1)
+    if not torch.cuda.is_available():
+        assert pay == 0
+    assert ops._saves_states(ops.VARIANT_DELTA, q, v, None, False) == (pay == 1 and q.is_cuda)
+    assert not ops._saves_states(ops.VARIANT_DELTA, q, v, None, True)
+    assert not ops._saves_states(ops.VARIANT_DELTA, q.float(), v.float(), None, False)
+    assert not ops._saves_states(ops.VARIANT_DELTA, q.cpu(), v.cpu(), None, False)
+    monkeypatch.setattr(ops, "_SAVE_STATES", False)
+    assert not ops._saves_states(ops.VARIANT_DELTA, q, v, None, False)
+    monkeypatch.setattr(ops, "_SAVE_STATES", True)
+    assert ops._saves_states(ops.VARIANT_DELTA, q, v, None, False) == q.is_cuda

@@ -95,6 +95,23 @@ def test_cuda_beta_near_two_long(variant, seed):
     assert rel_err(o, ro) <= 5e-3 and rel_err(ht, rht) <= 5e-3
 
 
+def test_cuda_kda_beta_near_two_long(seed):
+    # kda, beta in [1.995, 1.998] given by its sigmoid, gates near 0, 1500 bf16 tokens:
+    # the runtime runs the f32 chunked kernel on f32 copies (the 16-bit scans reach
+    # ~1.7e-2 here), within 5e-3 of float64
+    cpu, _ = make("kda", 1, 1500, 2, 4, 128, 128, torch.bfloat16)
+    q, k, v, g, _, h0 = cpu
+    g = -1e-4 * torch.rand_like(g)
+    logits = 6.0 + torch.rand(1, 1500, 4)
+    beta = 2.0 * torch.sigmoid(logits)
+    d = [t.cuda() for t in (q, k, v, g, logits, h0)]
+    o, ht = ops.chunk_kda(*d[:5], initial_state=d[5], output_final_state=True,
+                          use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                          allow_neg_eigval=True)
+    ro, rht = delta_rule(q, k, v, beta, g, h0=h0, l2=True)
+    assert rel_err(o, ro) <= 5e-3 and rel_err(ht, rht) <= 5e-3, (rel_err(o, ro), rel_err(ht, rht))
+
+
 def test_cuda_beta_two_keyword_long(seed):
     # the same bound with beta given as 2 sigmoid(b) and declared by beta_two=True
     # (what deltac.nn.GatedDeltaNet passes with linear_allow_neg_eigval)

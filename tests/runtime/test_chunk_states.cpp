@@ -237,6 +237,18 @@ TEST(SavedStatesApi, SizeFollowsTheRule) {
   EXPECT_EQ(deltac_saved_states_size(DELTAC_VARIANT_GATED, -1, 1, 4, 64, 64, DELTAC_BF16), 0u);
 }
 
+// Keeping them pays only where a forward's kernel writes them: never where
+// they are not offered, nor without a CUDA device (the GPU side:
+// BackwardRule.SavedStatesPayWhereTheForwardWritesThem).
+TEST(SavedStatesApi, PayNeedsAForwardThatWritesThem) {
+  EXPECT_EQ(deltac_saved_states_pay(DELTAC_VARIANT_KDA, 8192, 2, 64, 64, 64, DELTAC_BF16), 0);
+  EXPECT_EQ(deltac_saved_states_pay(DELTAC_VARIANT_DELTA, 8192, 2, 64, 64, 64, DELTAC_F32), 0);
+  EXPECT_EQ(deltac_saved_states_pay(DELTAC_VARIANT_DELTA, 8192, 65, 64, 64, 64, DELTAC_BF16), 0);
+  if (deltac_cuda_available())
+    GTEST_SKIP() << "a CUDA device is present: the GPU suite checks the rule";
+  EXPECT_EQ(deltac_saved_states_pay(DELTAC_VARIANT_DELTA, 8192, 2, 64, 64, 64, DELTAC_BF16), 0);
+}
+
 TEST(SavedStatesApi, ForwardNeedsDevicePointers) {
   Call c(7);
   c.opt.chunk_states = nullptr;

@@ -247,6 +247,17 @@ int deltac_workspace_size(const deltac_fwd_params *p, const deltac_options *opt,
 size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequences,
                                 int32_t HV, int32_t K, int32_t V, int32_t in_dtype);
 
+/* 1 where passing saved states to such a forward (and its backward) is the
+ * faster choice on the current CUDA device, else 0: as measured, K = 64,
+ * deltac_saved_states_size is not 0, and the forward's own kernel writes
+ * them there (the transposed TMA scan on sm_90, K, V a precompiled chunked
+ * pair, sequences x HV x V / 64 blocks leaving at most 1/8 of the SMs idle).
+ * Elsewhere the backward fills the buffer itself (no faster), or at K = 128
+ * gains nothing measurable: more memory held between the calls for no time.
+ * Never fails; 0 without a usable CUDA device. */
+int deltac_saved_states_pay(int32_t variant, int64_t tokens, int64_t sequences, int32_t HV,
+                            int32_t K, int32_t V, int32_t in_dtype);
+
 /* Message of the last failing call on this thread ("" if none). */
 const char *deltac_last_error(void);
 

@@ -85,6 +85,41 @@ __device__ __forceinline__ void acc_to_a(const float (*x)[4], const float* f, in
     }
 }
 
+// A warp's 16 rows x 64 columns of 16-bit pairs (pk[nt][hh]: row g + 8 hh,
+// columns 8 nt + 2 t, + 1) out to 16 global rows of 128 bytes (row r at dst
+// + r * ld elements), staged through the warp's own 2 KB of the stage's V
+// tile (pieces pc0, pc0 + 1 of every token row: only this warp reads them,
+// and it has read them). Staging row r, piece q sits at token row (r % 8) +
+// 8 (q / 2 + 4 (r / 8)), piece pc0 + q % 2: no bank conflicts either way.
+// Ends on __syncwarp (the staging free again).
+template <int C, class Ts>
+__device__ __forceinline__ void strip_out(const uint32_t (&pk)[8][2], uint32_t vtile,
+                                          const unsigned char* vgen, int pc0, Ts* dst,
+                                          int64_t ld, int lane) {
+  auto at = [&](int r, int q) {
+    return tma_sw128<C>((r & 7) + 8 * ((q >> 1) + 4 * (r >> 3)), pc0 + (q & 1));
+  };
+  // stmatrix x4: matrix i = (nt = 2 a + i / 2, hh = i % 2); lane l gives
+  // matrix l / 8's row l % 8 (staging row 8 hh + l % 8, piece nt).
+  const int i = lane >> 3;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const uint32_t addr = vtile + at(8 * (i & 1) + (lane & 7), 2 * a + (i >> 1));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr),
+                 "r"(pk[2 * a][0]), "r"(pk[2 * a][1]), "r"(pk[2 * a + 1][0]),
+                 "r"(pk[2 * a + 1][1])
+                 : "memory");
+  }
+  __syncwarp();
+#pragma unroll
+  for (int it = 0; it < 4; ++it) {
+    const int r = 4 * it + (lane >> 3), q = lane & 7;
+    const uint4 w = *reinterpret_cast<const uint4*>(vgen + at(r, q));
+    *reinterpret_cast<uint4*>(dst + r * ld + 8 * q) = w;
+  }
+  __syncwarp();
+}
+
 template <deltac_variant Var, class Tt>
 __global__ void __launch_bounds__(Tt::kThreads, 1)
     chunked_scan_tmat_kernel(const deltac_fwd_params p, const ChunkedWs<typename Tt::Ts> ws,
@@ -103,8 +138,10 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   const int64_t s0 = bk.s0, s1 = bk.s1, nchunks = bk.nchunks;
   // Saved states: the slot of this block's chunk 0 (bwd_slots' numbering:
   // the sequence's first token / C + n + its chunk); block (0, 0, 0) flags them.
+  // (Not under the key split, whose warpgroups share the V tile's bytes: the
+  // backward then finds no flag and recomputes.)
   int64_t slot0 = 0;
-  if (ws.saved_h) {
+  if (!kSplit && ws.saved_h) {
     int64_t q0 = 0, q1 = 0;
     seq_bounds(p, n, q0, q1);
     slot0 = q0 / C + n + (s0 - q0) / C;
@@ -183,20 +220,7 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
   int s = 0;
   uint32_t ph = 0;
   for (int64_t c = 0; c < nchunks; ++c) {
-    const bool save = ws.saved_h && c >= bk.out0;
-    if (save) {  // the chunk-start state Sᵀ, [V][K] (16-bit pairs of keys)
-      Ts* hb = ws.saved_h + ((slot0 + c) * p.HV + j) * int64_t(K) * V;
-#pragma unroll
-      for (int h = 0; h < NHW; ++h)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int key = 64 * (kh0 + h) + 8 * nt + 2 * t, col = v0 + m0 + 8 * hh;
-            *reinterpret_cast<uint32_t*>(hb + int64_t(col) * K + key) =
-                pack2<Ts>(S[h][nt][2 * hh], S[h][nt][2 * hh + 1]);
-          }
-    }
+    const bool save = !kSplit && ws.saved_h && c >= bk.out0;
     // Sᵀ as A fragments: key step kk = 4 h + kb covers S[h][2 kb], S[h][2 kb + 1].
     uint32_t shi[NHW * 4][4], slo[NHW * 4][4];
 #pragma unroll
@@ -296,6 +320,22 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       wgmma_rs_n64<Ts, 0>(x, ra[kb], dsc_ak<C>(sb + Tt::kOffT, kb), kb);
     wg_commit();
     pass();
+    // The chunk-start Sᵀ, [V][K] 16-bit, under G2 (S is not written before G4).
+    const int pcw = (cw + 16 * ww) / 8;
+    const unsigned char* const vgen = bs + Tt::kOffV;
+    if (save) {
+      Ts* hb = ws.saved_h + ((slot0 + c) * p.HV + j) * int64_t(K) * V +
+               int64_t(v0 + cw + 16 * ww) * K + 64 * kh0;
+#pragma unroll
+      for (int h = 0; h < NHW; ++h) {
+        uint32_t pk[8][2];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) pk[nt][hh] = pack2<Ts>(S[h][nt][2 * hh], S[h][nt][2 * hh + 1]);
+        strip_out<C>(pk, sb + Tt::kOffV, vgen, pcw, hb + 64 * h, K, lane);
+      }
+    }
     wg_wait<0>();
     wg_keep<8>(x);
     wg_keep<8>(o);
@@ -304,15 +344,6 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
     uint32_t va[4][4], vd[4][4];
     acc_to_a<Ts>(x, nullptr, t, va);
     acc_to_a<Ts>(x, F + 3 * C, t, vd);
-    if (save && lead) {  // u = v'ᵀ, [V][C] (16-bit pairs of tokens)
-      Ts* ub = ws.saved_u + ((slot0 + c) * p.HV + j) * int64_t(C) * V;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-          *reinterpret_cast<uint32_t*>(ub + int64_t(v0 + m0 + 8 * hh) * C + 8 * nt + 2 * t) =
-              va[nt >> 1][2 * (nt & 1) + hh];
-    }
     {
       const float* gam = F + 4 * C;
 #pragma unroll
@@ -352,6 +383,17 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       wgmma_rs_n64<Ts, 0>(o, va[kb], dsc_ak<C>(sb + Tt::kOffA, kb), 1);
     wg_commit();
     pass();
+    if (save && lead) {  // u = v'ᵀ, [V][C] 16-bit, under G4 / G5
+      uint32_t pk[8][2];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) pk[nt][hh] = va[nt >> 1][2 * (nt & 1) + hh];
+      strip_out<C>(pk, sb + Tt::kOffV, vgen, pcw,
+                   ws.saved_u + ((slot0 + c) * p.HV + j) * int64_t(C) * V +
+                       int64_t(v0 + cw + 16 * ww) * C,
+                   C, lane);
+    }
     wg_wait<0>();
 #pragma unroll
     for (int h = 0; h < NHW; ++h) wg_keep<8>(S[h]);
@@ -373,6 +415,8 @@ __global__ void __launch_bounds__(Tt::kThreads, 1)
       }
       fence_proxy_async();  // these shared accesses before the stage's next TMA fill
     }
+    if (save)
+      fence_proxy_async();  // the staging writes before the stage's next TMA fill
     __syncwarp();
     if (lane == 0)
       mbar_arrive(bk.empty(s));  // this warp is done with the stage
