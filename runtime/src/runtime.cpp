@@ -533,7 +533,7 @@ bool forward_writes_saved(int32_t variant, int64_t sequences, int32_t HV, int32_
   if (!dims || !deltac::cuda::chunked_tmat_runs(variant, K, V, 2, 64) ||
       !rt::cuda_built() || !rt::cuda_available() || rt::cuda_cc() != 90)
     return false;
-  return !deltac::cuda::chunked_grid_short(sequences * HV * (V / 64), rt::cuda_sm_count());
+  return deltac::cuda::chunked_tmat_fills(sequences * HV, V, rt::cuda_sm_count());
 }
 } // namespace
 
@@ -545,11 +545,10 @@ size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequenc
   return size_t(deltac::bwd_saved_layout(tokens, sequences, HV, K, V).total);
 }
 
-// Where keeping them pays (docs/performance.md, "Backward (CUDA)", version 18,
-// H100): K = 64, whose backward's forward chain is its own launch on the
-// critical path (delta 32/32 K = V = 64 8x4096: fwd+bwd 2.944 -> 2.881 ms);
-// not K = 128, whose two scans share one launch (GDN 16/32 4x8192: 5.420 ->
-// 5.433 ms, 0.8 GB more held).
+// Where keeping them paid (docs/performance.md, "Backward (CUDA)", version 18,
+// H100): K = 64 (delta 32/32 K = V = 64 8x4096: fwd+bwd 2.944 -> 2.881 ms);
+// not K = 128 (GDN 16/32 4x8192: 5.420 -> 5.433 ms, 0.8 GB more held; not
+// profiled).
 int deltac_saved_states_pay(int32_t variant, int64_t tokens, int64_t sequences, int32_t HV,
                             int32_t K, int32_t V, int32_t in_dtype) {
   return K == 64 &&

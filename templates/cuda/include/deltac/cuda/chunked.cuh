@@ -582,8 +582,7 @@ inline ChunkedPlan chunked_run_plan(const ChunkedKernels& k, const deltac_fwd_pa
       if (int64_t(p.N) * warm > 65535)
         warm = 1;
     }
-    const bool full = scan == 4 || warm > 1 ||
-                      (dev && !chunked_grid_short(heads * (k.V / 64), d.sms));
+    const bool full = scan == 4 || warm > 1 || (dev && chunked_tmat_fills(heads, k.V, d.sms));
     if (k.tmat[kTmatKeySplit - 1]) {
       if (full) {
         *tmat = kTmatKeySplit;

@@ -113,6 +113,13 @@ constexpr ChunkedKnobs chunked_knobs(int split, int fuse, int scan, bool cstates
 constexpr bool chunked_grid_short(long long blocks, int sms) {
   return sms > 0 && blocks < (long long)(sms) * 7 / 8;
 }
+// Whether the transposed TMA scan's grid, `heads` (sequences x value heads)
+// x V / 64 blocks, fills a GPU of `sms` multiprocessors (known): where the
+// rule takes it unforced (chunked.cuh, chunked_run_plan) and where the
+// runtime's deltac_saved_states_pay expects the forward to write the states.
+constexpr bool chunked_tmat_fills(long long heads, int V, int sms) {
+  return sms > 0 && !chunked_grid_short(heads * (V / 64), sms);
+}
 
 namespace chunked_detail {
 constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
