@@ -172,48 +172,37 @@ void cuda_env(std::map<std::string, std::string> *env) {
   (*env)["cuda_runtime"] = std::to_string(runtime);
 }
 
-int cuda_sm_count() {
-  // Per device, read once (cudaDeviceGetAttribute is cheap, but this is on
-  // every call's path). 0 = unknown.
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
+namespace {
+// Attribute a of the current device, read once per device (cudaDeviceGetAttribute
+// is cheap, but these are on every call's path); 0 = unknown.
+constexpr int kMaxDevices = 64;
+int cachedAttribute(cudaDeviceAttr a, std::atomic<int> (&cache)[kMaxDevices]) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
     cudaGetLastError();
     return 0;
   }
-  int sms = cache[dev].load(std::memory_order_relaxed);
-  if (sms == 0) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-        cudaSuccess) {
+  int x = cache[dev].load(std::memory_order_relaxed);
+  if (x == 0) {
+    if (cudaDeviceGetAttribute(&x, a, dev) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
-    cache[dev].store(sms, std::memory_order_relaxed);
+    cache[dev].store(x, std::memory_order_relaxed);
   }
-  return sms;
+  return x;
+}
+} // namespace
+
+int cuda_sm_count() {
+  static std::atomic<int> cache[kMaxDevices] = {};
+  return cachedAttribute(cudaDevAttrMultiProcessorCount, cache);
 }
 
 int cuda_cc() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) {
-    cudaGetLastError();
-    return 0;
-  }
-  int cc = cache[dev].load(std::memory_order_relaxed);
-  if (cc == 0) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    cc = 10 * major + minor;
-    cache[dev].store(cc, std::memory_order_relaxed);
-  }
-  return cc;
+  static std::atomic<int> major[kMaxDevices] = {}, minor[kMaxDevices] = {};
+  const int ma = cachedAttribute(cudaDevAttrComputeCapabilityMajor, major);
+  return ma ? 10 * ma + cachedAttribute(cudaDevAttrComputeCapabilityMinor, minor) : 0;
 }
 
 namespace {

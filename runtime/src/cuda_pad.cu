@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace deltac {
 namespace rt {
@@ -40,25 +41,48 @@ __device__ int64_t unpaddedMatrix(const Shape &s, int64_t o) {
   return int64_t(slot) * s.group + (o - n * s.group);
 }
 
+// Element conversions (S -> D through float) where the copies change dtype;
+// else the bits move (uint16_t / uint32_t: any 2- or 4-byte dtype).
+template <class T> __device__ float toF(T x);
+template <> __device__ float toF(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ float toF(__half x) { return __half2float(x); }
+template <> __device__ float toF(float x) { return x; }
+template <class T> __device__ T fromF(float x);
+template <> __device__ float fromF(float x) { return x; }
+template <> __device__ __nv_bfloat16 fromF(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __half fromF(float x) { return __float2half_rn(x); }
+template <class D, class S> __device__ D elem(S x) {
+  if constexpr (std::is_same_v<S, D>)
+    return x;
+  else
+    return fromF<D>(toF(x));
+}
+template <class D> __device__ D zero() {
+  if constexpr (std::is_integral_v<D>)
+    return D(0);
+  else
+    return fromF<D>(0.f);
+}
+
 // dst (padded, every element written): src's element, or 0 outside it.
-template <class T>
-__global__ void padKernel(const T *__restrict__ src, T *__restrict__ dst, Shape s) {
+template <class S, class D>
+__global__ void padKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s) {
   const int64_t rows = s.outer * s.Rp;
   for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
        row += int64_t(gridDim.x) * blockDim.y) {
     const int64_t o = row / s.Rp;
     const int32_t r = int32_t(row - o * s.Rp);
     const int64_t so = src && r < s.R ? unpaddedMatrix(s, o) : -1;
-    const T *x = so >= 0 ? src + (so * s.R + r) * s.C : nullptr;
-    T *d = dst + row * s.Cp;
+    const S *x = so >= 0 ? src + (so * s.R + r) * s.C : nullptr;
+    D *d = dst + row * s.Cp;
     for (int32_t c = threadIdx.x; c < s.Cp; c += blockDim.x)
-      d[c] = x && c < s.C ? x[c] : T(0);
+      d[c] = x && c < s.C ? elem<D>(x[c]) : zero<D>();
   }
 }
 
 // dst (unpadded): the R x C corner of each padded matrix, unless *skip.
-template <class T>
-__global__ void unpadKernel(const T *__restrict__ src, T *__restrict__ dst, Shape s,
+template <class S, class D>
+__global__ void unpadKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s,
                             const int32_t *skip) {
   if (skip && *skip)
     return;
@@ -70,10 +94,10 @@ __global__ void unpadKernel(const T *__restrict__ src, T *__restrict__ dst, Shap
     const int64_t so = unpaddedMatrix(s, o);
     if (so < 0)
       continue;
-    const T *x = src + (o * s.Rp + r) * s.Cp;
-    T *d = dst + (so * s.R + r) * s.C;
+    const S *x = src + (o * s.Rp + r) * s.Cp;
+    D *d = dst + (so * s.R + r) * s.C;
     for (int32_t c = threadIdx.x; c < s.C; c += blockDim.x)
-      d[c] = x[c];
+      d[c] = elem<D>(x[c]);
   }
 }
 
@@ -84,47 +108,6 @@ dim3 gridFor(int64_t rows) {
   return dim3(unsigned(blocks < 65535 * 16 ? (blocks ? blocks : 1) : 65535 * 16));
 }
 
-// Element conversions (S -> D through float) of the dtype-changing copies.
-template <class T> __device__ float toF(T x);
-template <> __device__ float toF(float x) { return x; }
-template <> __device__ float toF(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <> __device__ float toF(__half x) { return __half2float(x); }
-template <class T> __device__ T fromF(float x);
-template <> __device__ float fromF(float x) { return x; }
-template <> __device__ __nv_bfloat16 fromF(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __half fromF(float x) { return __float2half_rn(x); }
-
-template <class S, class D>
-__global__ void padConvertKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s) {
-  const int64_t rows = s.outer * s.Rp;
-  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
-       row += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t o = row / s.Rp;
-    const int32_t r = int32_t(row - o * s.Rp);
-    const S *x = r < s.R ? src + (o * s.R + r) * s.C : nullptr;
-    D *d = dst + row * s.Cp;
-    for (int32_t c = threadIdx.x; c < s.Cp; c += blockDim.x)
-      d[c] = fromF<D>(x && c < s.C ? toF(x[c]) : 0.f);
-  }
-}
-
-template <class S, class D>
-__global__ void unpadConvertKernel(const S *__restrict__ src, D *__restrict__ dst, Shape s,
-                                   const int32_t *skip) {
-  if (skip && *skip)
-    return;
-  const int64_t rows = s.outer * s.R;
-  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < rows;
-       row += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t o = row / s.R;
-    const int32_t r = int32_t(row - o * s.R);
-    const S *x = src + (o * s.Rp + r) * s.Cp;
-    D *d = dst + (o * s.R + r) * s.C;
-    for (int32_t c = threadIdx.x; c < s.C; c += blockDim.x)
-      d[c] = fromF<D>(toF(x[c]));
-  }
-}
-
 // Element copies by size (the bits move, so any 2- or 4-byte dtype).
 cudaError_t padRows(const void *src, void *dst, size_t elem, const Shape &s,
                 cudaStream_t stream) {
@@ -132,10 +115,10 @@ cudaError_t padRows(const void *src, void *dst, size_t elem, const Shape &s,
     return cudaSuccess;
   const dim3 block(32, kRowsPerBlock);
   if (elem == 4)
-    padKernel<uint32_t><<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+    padKernel<uint32_t, uint32_t><<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
         static_cast<const uint32_t *>(src), static_cast<uint32_t *>(dst), s);
   else
-    padKernel<uint16_t><<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+    padKernel<uint16_t, uint16_t><<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
         static_cast<const uint16_t *>(src), static_cast<uint16_t *>(dst), s);
   return cudaGetLastError();
 }
@@ -146,10 +129,10 @@ cudaError_t unpadRows(const void *src, void *dst, size_t elem, const Shape &s,
     return cudaSuccess;
   const dim3 block(32, kRowsPerBlock);
   if (elem == 4)
-    unpadKernel<uint32_t><<<gridFor(s.outer * s.R), block, 0, stream>>>(
+    unpadKernel<uint32_t, uint32_t><<<gridFor(s.outer * s.R), block, 0, stream>>>(
         static_cast<const uint32_t *>(src), static_cast<uint32_t *>(dst), s, skip);
   else
-    unpadKernel<uint16_t><<<gridFor(s.outer * s.R), block, 0, stream>>>(
+    unpadKernel<uint16_t, uint16_t><<<gridFor(s.outer * s.R), block, 0, stream>>>(
         static_cast<const uint16_t *>(src), static_cast<uint16_t *>(dst), s, skip);
   return cudaGetLastError();
 }
@@ -163,10 +146,10 @@ cudaError_t padConvert(const void *src, int32_t from, void *dst, const Shape &s,
   const dim3 block(32, kRowsPerBlock);
   float *d = static_cast<float *>(dst);
   if (from == DELTAC_BF16)
-    padConvertKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+    padKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
         static_cast<const __nv_bfloat16 *>(src), d, s);
   else
-    padConvertKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
+    padKernel<<<gridFor(s.outer * s.Rp), block, 0, stream>>>(
         static_cast<const __half *>(src), d, s);
   return cudaGetLastError();
 }
@@ -178,10 +161,10 @@ cudaError_t unpadConvert(const void *src, void *dst, int32_t to, const Shape &s,
   const dim3 block(32, kRowsPerBlock);
   const float *x = static_cast<const float *>(src);
   if (to == DELTAC_BF16)
-    unpadConvertKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
+    unpadKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
         x, static_cast<__nv_bfloat16 *>(dst), s, skip);
   else
-    unpadConvertKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
+    unpadKernel<<<gridFor(s.outer * s.R), block, 0, stream>>>(
         x, static_cast<__half *>(dst), s, skip);
   return cudaGetLastError();
 }

@@ -526,11 +526,11 @@ namespace {
 // versions 17 and 18).
 bool forward_writes_saved(int32_t variant, int64_t sequences, int32_t HV, int32_t K,
                           int32_t V) {
-  bool dims = false;
-#define DELTAC_X(k, v) dims = dims || (K == k && V == v);
-  DELTAC_CUDA_CHUNKED_DIMS(DELTAC_X)
-#undef DELTAC_X
-  if (!dims || !deltac::cuda::chunked_tmat_runs(variant, K, V, 2, 64) ||
+  Problem pr;
+  pr.variant = variant, pr.K = K, pr.V = V;
+  pr.in_dtype = pr.out_dtype = DELTAC_BF16;
+  if (!deltac::precompiled(deltac::default_config(Family::CudaChunked, pr), pr) ||
+      !deltac::cuda::chunked_tmat_runs(variant, K, V, 2, 64) ||
       !rt::cuda_built() || !rt::cuda_available() || rt::cuda_cc() != 90)
     return false;
   return deltac::cuda::chunked_tmat_fills(sequences * HV, V, rt::cuda_sm_count());
