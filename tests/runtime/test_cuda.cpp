@@ -285,8 +285,8 @@ TEST_P(CudaBetaTwo, RunsScan5WithinTolerance) {
   const auto [eo, eh] = c.errors();
   EXPECT_LE(eo, 5e-3) << "o";
   EXPECT_LE(eh, 5e-3) << "ht";
-  std::printf("  %s%s: o %.2e ht %.2e\n", variantName(variant), pinned ? " pinned" : "", eo,
-              eh);
+  std::printf("  %s%s: o %.2e ht %.2e (%s)\n", variantName(variant), pinned ? " pinned" : "",
+              eo, eh, deltac::test_seed_note(seed).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaBetaTwo,
@@ -343,8 +343,8 @@ TEST_P(CudaBetaTwoKda, RunsOnF32CopiesWithinTolerance) {
   const auto [eo, eh] = c.errors();
   EXPECT_LE(eo, 5e-3) << "o";
   EXPECT_LE(eh, 5e-3) << "ht";
-  std::printf("  kda%s%s: o %.2e ht %.2e\n", device_pointers ? " device" : " host",
-              pinned ? " pinned" : "", eo, eh);
+  std::printf("  kda%s%s: o %.2e ht %.2e (%s)\n", device_pointers ? " device" : " host",
+              pinned ? " pinned" : "", eo, eh, deltac::test_seed_note(seed).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CudaBetaTwoKda,
