@@ -3,6 +3,7 @@
 #include "deltac/autotune.h"
 
 #include "bench.h"
+#include "deltac/backward_rules.h"
 #include "deltac/cpu/cache.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/tune_cuda.h"
@@ -538,23 +539,170 @@ bool same_key(const TuningRecord &a, const TuningRecord &b) {
          env_mismatch(da, b.env, a.env).empty();
 }
 
+bool same_backward_key(const BackwardRecord &a, const BackwardRecord &b) {
+  return a.variant == b.variant && a.K == b.K && a.V == b.V && a.in_dtype == b.in_dtype &&
+         a.HV == b.HV && a.max_tokens == b.max_tokens && a.env.empty() == b.env.empty() &&
+         env_mismatch(Device::CUDA, a.env, b.env).empty() &&
+         env_mismatch(Device::CUDA, b.env, a.env).empty();
+}
+
+namespace {
+// Adds r to out, or keeps the faster of r and the record of the same key
+// already there (the later when neither has a time).
+template <class R, class Same>
+void mergeInto(std::vector<R> *out, const R &r, Same same, int *dropped) {
+  auto it = std::find_if(out->begin(), out->end(), [&](const R &x) { return same(x, r); });
+  if (it == out->end()) {
+    out->push_back(r);
+    return;
+  }
+  ++*dropped;
+  const bool faster = r.time_us > 0 && (it->time_us == 0 || r.time_us < it->time_us);
+  if (faster || (r.time_us == 0 && it->time_us == 0))
+    *it = r;
+}
+} // namespace
+
 TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped) {
   TuningDB out;
   *dropped = 0;
-  for (const TuningDB &db : dbs)
-    for (const TuningRecord &r : db.records) {
-      auto it = std::find_if(out.records.begin(), out.records.end(),
-                             [&](const TuningRecord &x) { return same_key(x, r); });
-      if (it == out.records.end()) {
-        out.records.push_back(r);
-        continue;
-      }
-      ++*dropped;
-      const bool faster = r.time_us > 0 && (it->time_us == 0 || r.time_us < it->time_us);
-      if (faster || (r.time_us == 0 && it->time_us == 0))
-        *it = r;
-    }
+  for (const TuningDB &db : dbs) {
+    for (const TuningRecord &r : db.records)
+      mergeInto(&out.records, r, same_key, dropped);
+    for (const BackwardRecord &r : db.backward)
+      mergeInto(&out.backward, r, same_backward_key, dropped);
+  }
   return out;
+}
+
+BackwardRecord backward_record_of(const Spec &spec, const Settings &s,
+                                  const BackwardBucket &b) {
+  BackwardRecord r;
+  r.variant = spec.variant, r.K = spec.K, r.V = spec.V;
+  r.in_dtype = spec.in_dtype, r.HV = spec.HV;
+  r.max_tokens = b.tokens == s.buckets.back() ? 0 : b.tokens;
+  r.keep = b.keep;
+  r.time_us = b.keep ? b.keep_us : b.recompute_us;
+  r.other_us = b.keep ? b.recompute_us : b.keep_us;
+  r.env = current_env(Device::CUDA);
+  return r;
+}
+
+bool tune_backward(const Spec &spec, const Settings &s, const std::string &db_path,
+                   std::vector<BackwardBucket> *results, std::string *error) {
+  results->clear();
+  if (spec.device != Device::CUDA) {
+    *error = "--backward tunes the CUDA backward's saved-states option: use --target=cuda";
+    return false;
+  }
+  if (!bwd_saves_states(spec.variant, spec.K, spec.V, spec.in_dtype)) {
+    *error = std::string("--backward: ") + variant_name(spec.variant) + " K = " +
+             std::to_string(spec.K) + ", V = " + std::to_string(spec.V) + ", " +
+             dtype_name(spec.in_dtype) +
+             " inputs: the catalogue offers saved states only for bf16 delta or gated, K = 64 "
+             "or 128, V a multiple of 32 up to 256 (bwd_saves_states): nothing to tune";
+    return false;
+  }
+  if (std::string why = check_problem(problemOf(spec, 1, 1)); !why.empty()) {
+    *error = "spec: " + why;
+    return false;
+  }
+  if (s.buckets.empty() || !std::is_sorted(s.buckets.begin(), s.buckets.end()) ||
+      s.buckets.front() < 1) {
+    *error = "buckets must be ascending token counts >= 1";
+    return false;
+  }
+  if (s.workers != 1) {
+    *error = "--backward runs in one process (no --workers)";
+    return false;
+  }
+  int32_t sms = 0;
+  if (std::string why = cuda::usable(&sms); !why.empty()) {
+    *error = "target cuda: " + why;
+    return false;
+  }
+  // The runtime's own choice must be the rule's: no database.
+  deltac_load_tuning_db(nullptr);
+  TuningDB db;
+  if (!db_path.empty() && fileExists(db_path) && !load_tuning_db(db_path, &db, error)) {
+    *error += " (not overwritten: move it away or fix it)";
+    return false;
+  }
+  for (int64_t tokens : s.buckets) {
+    BackwardBucket b;
+    b.tokens = tokens, b.batch = s.batch;
+    const auto t0 = Clock::now();
+    const int64_t all = tokens * s.batch;
+    b.saved_bytes = deltac_saved_states_size(spec.variant, all, s.batch, spec.HV, spec.K,
+                                             spec.V, spec.in_dtype);
+    b.no_option = b.saved_bytes == 0;
+    const BackwardRecord key = backward_record_of(spec, s, b);
+    b.skipped = !b.no_option &&
+                std::any_of(db.backward.begin(), db.backward.end(),
+                            [&](const BackwardRecord &r) { return same_backward_key(r, key); });
+    if (b.no_option || b.skipped) {
+      results->push_back(b);
+      continue;
+    }
+    b.rule_keep = deltac_saved_states_pay(spec.variant, all, s.batch, spec.HV, spec.K, spec.V,
+                                          spec.in_dtype) != 0;
+    const int32_t checkT = int32_t(std::min<int64_t>(tokens, 256));
+    b.why_keep = cuda_backward_check(spec, s, 2, checkT, true, &b.err_keep);
+    b.why_recompute = cuda_backward_check(spec, s, 2, checkT, false, &b.err_recompute);
+    if (!b.why_recompute.empty()) {
+      *error = "bucket " + std::to_string(tokens) +
+               ": the backward recomputing its states: " + b.why_recompute;
+      return false;
+    }
+    std::string why;
+    std::unique_ptr<BackwardBench> bench =
+        cuda_backward_bench(spec, s, s.batch, int32_t(tokens), &why);
+    if (!bench) {
+      *error = "bucket " + std::to_string(tokens) + ": " + why;
+      return false;
+    }
+    b.ws_keep = bench->workspace_bytes(true);
+    b.ws_recompute = bench->workspace_bytes(false);
+    const bool keepOk = b.why_keep.empty();
+    int32_t ck = 1, cr = 1;
+    double usk = 0, usr = 0;
+    if (keepOk && !(why = bench->warm(true, &ck, &usk)).empty())
+      b.why_keep = "does not run: " + why;
+    if (!(why = bench->warm(false, &cr, &usr)).empty()) {
+      *error = "bucket " + std::to_string(tokens) + ": " + why;
+      return false;
+    }
+    const int32_t calls = std::max(ck, cr);
+    const int reps = std::max(5, s.repeats);
+    std::vector<double> tk, tr;
+    for (int r = 0; r < reps; ++r) { // interleaved, each first in turn
+      if (r % 2 == 0)
+        tr.push_back(bench->sample(false, calls));
+      if (b.why_keep.empty())
+        tk.push_back(bench->sample(true, calls));
+      if (r % 2 == 1)
+        tr.push_back(bench->sample(false, calls));
+    }
+    b.recompute_us = median(tr);
+    b.keep_us = tk.empty() ? 0 : median(tk);
+    // The rule's choice stays unless the other is clearly faster; a choice
+    // whose check failed never runs.
+    if (!b.why_keep.empty()) {
+      b.keep = false;
+    } else {
+      const double ruleUs = b.rule_keep ? b.keep_us : b.recompute_us;
+      const double otherUs = b.rule_keep ? b.recompute_us : b.keep_us;
+      b.keep = otherUs * (1 + s.min_gain) < ruleUs ? !b.rule_keep : b.rule_keep;
+    }
+    b.tune_s = secondsSince(t0);
+    results->push_back(b);
+    if (!db_path.empty()) {
+      db.backward.push_back(backward_record_of(spec, s, b));
+      if (!save_tuning_db(db_path, db, error))
+        return false;
+    }
+  }
+  return true;
 }
 
 bool verify(const Spec &spec, const Settings &s, const std::string &db_path,

@@ -62,6 +62,32 @@ public:
   virtual bool resources(const Candidate &, int *regs, int *spill) { return false; }
 };
 
+// The backward's saved-states option on CUDA (cuda_backward.cu): forward +
+// backward of one bucket's problem through the runtime's C API on device
+// buffers, the chunk states kept (options.saved_states, then
+// deltac_bwd_params.saved_states) or recomputed by the backward.
+class BackwardBench {
+public:
+  virtual ~BackwardBench() = default;
+  // Warm-up call and the calls per sample; *us: the warm-up's time.
+  virtual std::string warm(bool keep, int32_t *calls, double *us) = 0;
+  // Microseconds per forward + backward over `calls` calls (infinite when a
+  // call failed).
+  virtual double sample(bool keep, int32_t calls) = 0;
+  // Bytes of the saved states, and of the backward's workspace either way.
+  virtual uint64_t saved_bytes() const = 0;
+  virtual uint64_t workspace_bytes(bool keep) const = 0;
+};
+// nullptr with *why when it cannot run (no CUDA, allocation, a refused call).
+std::unique_ptr<BackwardBench> cuda_backward_bench(const Spec &sp, const Settings &s,
+                                                   int32_t B, int32_t T, std::string *why);
+// The gradients of one forward + backward of B sequences of T tokens, kept
+// or recomputed, against the float64 reference backward: "" or why not (a
+// failure, or "wrong answer: ..."), the worst relative RMS over dq, dk, dv,
+// dbeta, dg, dh0 in *err.
+std::string cuda_backward_check(const Spec &sp, const Settings &s, int32_t B, int32_t T,
+                                bool keep, double *err);
+
 // CUDA backend (cuda_bench.cu; cuda_bench_none.cpp without CUDA).
 std::unique_ptr<Bench> cuda_bench(const Spec &sp, const Settings &s, int32_t B, int32_t T);
 std::unique_ptr<Checker> cuda_checker(const Spec &sp, const Settings &s, int64_t tokens);

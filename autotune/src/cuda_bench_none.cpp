@@ -15,5 +15,15 @@ std::unique_ptr<Bench> cuda_bench(const Spec &, const Settings &, int32_t, int32
 std::unique_ptr<Checker> cuda_checker(const Spec &, const Settings &, int64_t) {
   return nullptr;
 }
+std::unique_ptr<BackwardBench> cuda_backward_bench(const Spec &, const Settings &, int32_t,
+                                                   int32_t, std::string *why) {
+  *why = "this build has no CUDA";
+  return nullptr;
+}
+std::string cuda_backward_check(const Spec &, const Settings &, int32_t, int32_t, bool,
+                                double *err) {
+  *err = 0;
+  return "this build has no CUDA";
+}
 
 } // namespace deltac::tune

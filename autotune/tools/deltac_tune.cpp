@@ -29,6 +29,7 @@ const char *kUsage =
     "                   [--fast] [--seed=N] [--quiet] [--workers=N|all]\n"
     "       deltac-tune --merge A.json B.json ... -o OUT.json\n"
     "       deltac-tune --verify=DB.json SPEC FLAGS [--buckets=..]\n"
+    "       deltac-tune --backward --target=cuda SPEC FLAGS [-o DB.json]\n"
     "       deltac-tune --env [--target=cpu|cuda]\n"
     "\n"
     "Tunes one spec: every kernel config the catalogue allows on the target\n"
@@ -49,6 +50,12 @@ const char *kUsage =
     "of each; o takes the input dtype unless --out-dtype says otherwise);\n"
     "the runtime ships only default CUDA configs,\n"
     "so a tuned one reaches a program through `deltac generate --tuning-db`.\n"
+    "--backward (CUDA, bf16 delta or gated, K = 64 or 128) tunes the\n"
+    "backward's saved-states option instead: per bucket of tokens per sequence\n"
+    "(--batch sequences), forward + backward with the chunk states kept and\n"
+    "recomputed, each checked against the float64 reference backward, timed\n"
+    "interleaved; the pick goes to DB.json's \"backward\" records, which\n"
+    "deltac_saved_states_pay (and deltac.ops) follow.\n"
     "--workers=N|all starts N tuning processes (all: one per visible GPU;\n"
     "worker i sees GPU i alone and tunes buckets i, i+N, ...; each writes\n"
     "DB.json.part<i>.json, merged into DB.json at the end or by the next run).\n"
@@ -136,6 +143,64 @@ int mergeMain(const std::vector<std::string> &inputs, const std::string &out) {
   return 0;
 }
 
+std::string mib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f MiB", double(bytes) / (1 << 20));
+  return b;
+}
+
+int backwardMain(const tune::Spec &spec, const tune::Settings &s, const std::string &out,
+                 const std::string &report, const std::string &workers) {
+  if (!report.empty() || !workers.empty())
+    die("--backward takes neither --report nor --workers");
+  std::vector<tune::BackwardBucket> results;
+  std::string err;
+  const bool ok = tune::tune_backward(spec, s, out, &results, &err);
+  for (const tune::BackwardBucket &b : results) {
+    std::printf("backward bucket %6lld x %d: ", (long long)b.tokens, b.batch);
+    if (b.no_option) {
+      std::printf("the recurrent sweep runs there (no saved states to choose)\n");
+      continue;
+    }
+    if (b.skipped) {
+      std::printf("already in %s, skipped\n", out.c_str());
+      continue;
+    }
+    std::printf("recompute %.1f us (grad err %.2g), keep ", b.recompute_us, b.err_recompute);
+    if (b.why_keep.empty())
+      std::printf("%.1f us (grad err %.2g)", b.keep_us, b.err_keep);
+    else
+      std::printf("refused: %s", b.why_keep.c_str());
+    const double ruleUs = b.rule_keep ? b.keep_us : b.recompute_us;
+    const double pickUs = b.keep ? b.keep_us : b.recompute_us;
+    std::printf("; rule %s, pick %s", b.rule_keep ? "keep" : "recompute",
+                b.keep ? "keep" : "recompute");
+    if (ruleUs > 0 && pickUs > 0)
+      std::printf(" (%.3fx faster than the rule's)", ruleUs / pickUs);
+    std::printf("; saved states %s, backward workspace %s keeping / %s recomputing; %.1f s\n",
+                mib(b.saved_bytes).c_str(), mib(b.ws_keep).c_str(), mib(b.ws_recompute).c_str(),
+                b.tune_s);
+  }
+  if (!ok)
+    die(err);
+  // What the runtime now answers with the database loaded (its env must
+  // match this machine and build).
+  if (!out.empty() && deltac_load_tuning_db(out.c_str()) == 0) {
+    for (const tune::BackwardBucket &b : results)
+      if (!b.no_option)
+        std::printf("backward bucket %6lld x %d: deltac_saved_states_pay with %s: %s\n",
+                    (long long)b.tokens, b.batch, out.c_str(),
+                    deltac_saved_states_pay(spec.variant, b.tokens * b.batch, b.batch, spec.HV,
+                                            spec.K, spec.V, spec.in_dtype)
+                        ? "keep"
+                        : "recompute");
+    deltac_load_tuning_db(nullptr);
+  }
+  std::printf("deltac-tune: backward tuned%s%s\n", out.empty() ? "" : ", database ",
+              out.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -144,7 +209,7 @@ int main(int argc, char **argv) {
   std::string out, report, target = "cpu", verifyDb;
   bool merge = false, quiet = false, env = false, haveVariant = false;
   bool haveHeads = false, haveK = false, haveV = false, haveHV = false;
-  bool fast = false, haveOut = false;
+  bool fast = false, haveOut = false, backward = false;
   std::string workers;
   std::vector<std::string> positional, passthrough;
   for (int i = 1; i < argc; ++i) {
@@ -179,6 +244,7 @@ int main(int argc, char **argv) {
     else if (key == "--qk-l2norm") spec.qk_l2norm = true;
     else if (key == "--compare-exhaustive") s.compare_exhaustive = true;
     else if (key == "--fast") fast = true;
+    else if (key == "--backward") backward = true;
     else {
       needValue();
       if (key == "--variant") {
@@ -298,6 +364,8 @@ int main(int argc, char **argv) {
                 "default rule, %d of them slower\n", differ, slower);
     return 0;
   }
+  if (backward)
+    return backwardMain(spec, s, out, report, workers);
   if (!workers.empty()) {
     tune::WorkerJob job;
     job.cuda = spec.device == Device::CUDA;

@@ -1,6 +1,8 @@
 // Tuning database reader and writer (tuning_db.h).
 #include "deltac/tuning_db.h"
 
+#include "deltac/backward_rules.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -24,12 +26,13 @@ struct Reader {
   const json &obj;
   size_t index;
   std::string error;
+  const char *what = "record"; // "record" or "backward record"
 
   void fail(const std::string &key, const std::string &expected) {
     if (!error.empty())
       return;
     std::string got = obj.contains(key) ? "got " + obj[key].dump() : "missing";
-    error = "record " + std::to_string(index) + ": field '" + key +
+    error = std::string(what) + " " + std::to_string(index) + ": field '" + key +
             "' must be " + expected + " (" + got + ")";
   }
 
@@ -59,6 +62,61 @@ struct Reader {
   }
 };
 
+void read_env(Reader &rd, std::map<std::string, std::string> *env) {
+  if (!rd.obj.contains("env"))
+    return;
+  const json &e = rd.obj["env"];
+  bool ok = e.is_object();
+  for (auto it = e.begin(); ok && it != e.end(); ++it)
+    ok = it->is_string();
+  if (ok)
+    for (auto it = e.begin(); it != e.end(); ++it)
+      (*env)[it.key()] = it->get<std::string>();
+  else
+    rd.fail("env", "an object of strings");
+}
+
+double read_time(Reader &rd, const char *key) {
+  if (!rd.obj.contains(key))
+    return 0;
+  const json &v = rd.obj[key];
+  if (v.is_number() && v.get<double>() >= 0)
+    return v.get<double>();
+  rd.fail(key, "a non-negative number");
+  return 0;
+}
+
+const char *const kSavedChoices[] = {"recompute", "keep"};
+
+bool read_backward(const json &obj, size_t i, BackwardRecord *r, std::string *error) {
+  if (!obj.is_object()) {
+    *error = "backward record " + std::to_string(i) + " must be an object";
+    return false;
+  }
+  Reader rd{obj, i, {}, "backward record"};
+  r->variant = rd.name("variant", kVariants);
+  r->K = int32_t(rd.integer("key_dim", 16, 256));
+  r->V = int32_t(rd.integer("value_dim", 16, 256));
+  r->in_dtype = rd.name("in_dtype", kDtypes);
+  r->HV = int32_t(rd.integer("v_heads", 1, 1 << 20));
+  r->max_tokens = obj.contains("max_tokens") ? rd.integer("max_tokens", 0, int64_t(1) << 40) : 0;
+  r->keep = rd.name("saved_states", kSavedChoices) == 1;
+  r->time_us = read_time(rd, "time_us");
+  r->other_us = read_time(rd, "other_us");
+  read_env(rd, &r->env);
+  if (rd.error.empty() && !bwd_saves_states(r->variant, r->K, r->V, r->in_dtype))
+    rd.error = "backward record " + std::to_string(i) + ": " + variant_name(r->variant) +
+               " K = " + std::to_string(r->K) + ", V = " + std::to_string(r->V) + ", " +
+               dtype_name(r->in_dtype) +
+               " inputs: the catalogue offers saved states only for bf16 delta or gated, "
+               "K = 64 or 128, V a multiple of 32 up to 256 (bwd_saves_states)";
+  if (!rd.error.empty()) {
+    *error = rd.error;
+    return false;
+  }
+  return true;
+}
+
 bool read_record(const json &obj, size_t i, TuningRecord *r,
                  std::string *error) {
   if (!obj.is_object()) {
@@ -83,12 +141,7 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
   r->max_tokens = obj.contains("max_tokens")
                       ? rd.integer("max_tokens", 0, int64_t(1) << 40)
                       : 0;
-  if (obj.contains("time_us")) {
-    if (obj["time_us"].is_number() && obj["time_us"].get<double>() >= 0)
-      r->time_us = obj["time_us"].get<double>();
-    else
-      rd.fail("time_us", "a non-negative number");
-  }
+  r->time_us = read_time(rd, "time_us");
   if (obj.contains("threads"))
     r->threads = int32_t(rd.integer("threads", 0, 1 << 16));
   if (obj.contains("isa")) {
@@ -101,17 +154,7 @@ bool read_record(const json &obj, size_t i, TuningRecord *r,
     else
       r->isa = v.get<std::string>();
   }
-  if (obj.contains("env")) {
-    const json &env = obj["env"];
-    bool ok = env.is_object();
-    for (auto e = env.begin(); ok && e != env.end(); ++e)
-      ok = e->is_string();
-    if (ok)
-      for (auto e = env.begin(); e != env.end(); ++e)
-        r->env[e.key()] = e->get<std::string>();
-    else
-      rd.fail("env", "an object of strings");
-  }
+  read_env(rd, &r->env);
   if (fam) {
     r->config = KernelConfig{};
     r->config.family = fam->family;
@@ -179,6 +222,21 @@ const TuningRecord *TuningDB::lookup(Device d, Mode m,
   return best;
 }
 
+const BackwardRecord *TuningDB::lookup_backward(int32_t variant, int32_t K, int32_t V,
+                                                int32_t in_dtype, int32_t HV,
+                                                int64_t seqlen) const {
+  const BackwardRecord *best = nullptr;
+  auto bucket = [](const BackwardRecord *x) { return x->max_tokens ? x->max_tokens : INT64_MAX; };
+  for (const BackwardRecord &r : backward) {
+    if (r.variant != variant || r.K != K || r.V != V || r.in_dtype != in_dtype || r.HV != HV ||
+        (r.max_tokens && seqlen > r.max_tokens))
+      continue;
+    if (!best || bucket(&r) < bucket(best))
+      best = &r;
+  }
+  return best;
+}
+
 bool parse_tuning_db(const std::string &text, const std::string &name,
                      TuningDB *out, std::string *error) {
   auto fail = [&](const std::string &msg) {
@@ -208,6 +266,18 @@ bool parse_tuning_db(const std::string &text, const std::string &name,
     if (!read_record(recs[i], i, &r, &why))
       return fail(why);
     db.records.push_back(r);
+  }
+  if (root.contains("backward")) {
+    const json &bw = root["backward"];
+    if (!bw.is_array())
+      return fail("'backward' must be an array");
+    for (size_t i = 0; i < bw.size(); ++i) {
+      BackwardRecord r;
+      std::string why;
+      if (!read_backward(bw[i], i, &r, &why))
+        return fail(why);
+      db.backward.push_back(r);
+    }
   }
   *out = std::move(db);
   return true;
@@ -255,6 +325,27 @@ std::string format_tuning_db(const TuningDB &db) {
   }
   json root = {{"format", "deltac-tuning-db"}, {"version", 2},
                {"records", recs}};
+  if (!db.backward.empty()) {
+    json bw = json::array();
+    for (const BackwardRecord &r : db.backward) {
+      json o;
+      o["variant"] = variant_name(r.variant);
+      o["key_dim"] = r.K;
+      o["value_dim"] = r.V;
+      o["in_dtype"] = dtype_name(r.in_dtype);
+      o["v_heads"] = r.HV;
+      o["max_tokens"] = r.max_tokens;
+      o["saved_states"] = kSavedChoices[r.keep ? 1 : 0];
+      if (r.time_us > 0)
+        o["time_us"] = r.time_us;
+      if (r.other_us > 0)
+        o["other_us"] = r.other_us;
+      if (!r.env.empty())
+        o["env"] = r.env;
+      bw.push_back(o);
+    }
+    root["backward"] = bw;
+  }
   return root.dump(1) + "\n";
 }
 

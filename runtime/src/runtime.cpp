@@ -545,17 +545,22 @@ size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequenc
   return size_t(deltac::bwd_saved_layout(tokens, sequences, HV, K, V).total);
 }
 
-// Where keeping them paid (docs/performance.md, "Backward (CUDA)", version 18,
-// H100): K = 64 (delta 32/32 K = V = 64 8x4096: fwd+bwd 2.944 -> 2.881 ms);
-// not K = 128 (GDN 16/32 4x8192: 5.420 -> 5.433 ms, 0.8 GB more held; not
-// profiled).
+// A tuning database's backward record (deltac-tune --backward) for the
+// call's dims, value heads and tokens per sequence decides where it has one;
+// else the rule: where keeping them paid (docs/performance.md, "Backward
+// (CUDA)", version 18, H100): K = 64 (delta 32/32 K = V = 64 8x4096:
+// fwd+bwd 2.944 -> 2.881 ms); not K = 128 (GDN 16/32 4x8192: 5.420 -> 5.433
+// ms, 0.8 GB more held; not profiled).
 int deltac_saved_states_pay(int32_t variant, int64_t tokens, int64_t sequences, int32_t HV,
                             int32_t K, int32_t V, int32_t in_dtype) {
-  return K == 64 &&
-                 deltac_saved_states_size(variant, tokens, sequences, HV, K, V, in_dtype) > 0 &&
-                 forward_writes_saved(variant, sequences, HV, K, V)
-             ? 1
-             : 0;
+  if (deltac_saved_states_size(variant, tokens, sequences, HV, K, V, in_dtype) == 0 ||
+      !rt::cuda_built() || !rt::cuda_available())
+    return 0;
+  const int tuned = rt::tuned_saved_states(variant, K, V, in_dtype, HV,
+                                           (tokens + sequences - 1) / sequences);
+  if (tuned >= 0)
+    return tuned;
+  return K == 64 && forward_writes_saved(variant, sequences, HV, K, V) ? 1 : 0;
 }
 
 int deltac_cuda_available(void) {

@@ -36,6 +36,10 @@ void partition(DbSnapshot *s) {
         index->push_back(i);
       }
     }
+    if (d == Device::CUDA) // the backward's records: CUDA only
+      for (const BackwardRecord &r : s->db->backward)
+        if (env_mismatch(d, r.env, current_env(d)).empty())
+          usable->backward.push_back(r);
     s->usable[int(d)] = std::move(usable);
     s->usableIndex[int(d)] = std::move(index);
   }
@@ -83,6 +87,16 @@ bool load_tuning_db(const char *path, std::string *error) {
   s.initialized = true;
   s.current = std::move(next);
   return true;
+}
+
+int tuned_saved_states(int32_t variant, int32_t K, int32_t V, int32_t in_dtype, int32_t HV,
+                       int64_t seqlen) {
+  DbSnapshot db = tuning_db();
+  if (!db.db)
+    return -1;
+  const BackwardRecord *r = db.usable[int(Device::CUDA)]->lookup_backward(
+      variant, K, V, in_dtype, HV, seqlen);
+  return r ? int(r->keep) : -1;
 }
 
 std::string config_string(const KernelConfig &c) {

@@ -30,6 +30,11 @@ struct DbSnapshot {
 DbSnapshot tuning_db();
 // deltac_load_tuning_db: path null or "" unloads. On failure nothing changes.
 bool load_tuning_db(const char *path, std::string *error);
+// The loaded database's saved-states choice for a backward of these dims
+// (TuningDB::lookup_backward over the records whose env matches this machine
+// and build): 1 keep, 0 recompute, -1 no record.
+int tuned_saved_states(int32_t variant, int32_t K, int32_t V, int32_t in_dtype, int32_t HV,
+                       int64_t seqlen);
 
 struct Choice {
   KernelConfig config;

@@ -18,6 +18,7 @@
 #include <functional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <sstream>
 #include <unistd.h>
 
@@ -497,6 +498,114 @@ TEST(TuneCuda, TunesACompiledSpecOnTheGpu) {
         << candidate_string(m.cand) << ": " << m.why;
   }
   std::printf("--max-spill=0: %d of %zu candidates spill\n", spilling, r2[0].all.size());
+}
+
+// --backward: only the CUDA backward's saved-states option, where the
+// catalogue offers it (bwd_saves_states), on one process.
+TEST(TuneBackward, RefusesWhereThereIsNoOption) {
+  Spec sp;
+  sp.variant = DELTAC_VARIANT_DELTA, sp.H = sp.HV = 4, sp.K = sp.V = 64;
+  sp.in_dtype = sp.out_dtype = DELTAC_BF16;
+  Settings s = fast();
+  s.buckets = {256};
+  std::vector<BackwardBucket> r;
+  std::string err;
+  EXPECT_FALSE(tune_backward(sp, s, "", &r, &err));
+  EXPECT_NE(err.find("--target=cuda"), std::string::npos) << err;
+  sp.device = Device::CUDA;
+  for (auto [variant, K, dtype] : {std::tuple{DELTAC_VARIANT_KDA, 64, DELTAC_BF16},
+                                   std::tuple{DELTAC_VARIANT_GATED, 64, DELTAC_F32},
+                                   std::tuple{DELTAC_VARIANT_GATED, 256, DELTAC_BF16}}) {
+    Spec x = sp;
+    x.variant = variant, x.K = x.V = K, x.in_dtype = x.out_dtype = dtype;
+    err.clear();
+    EXPECT_FALSE(tune_backward(x, s, "", &r, &err));
+    EXPECT_NE(err.find("bwd_saves_states"), std::string::npos) << err;
+  }
+  s.workers = 2;
+  err.clear();
+  EXPECT_FALSE(tune_backward(sp, s, "", &r, &err));
+  EXPECT_NE(err.find("one process"), std::string::npos) << err;
+  s.workers = 1;
+  int32_t sms = 0;
+  if (cuda::usable(&sms).empty())
+    GTEST_SKIP() << "a CUDA device is present: TuneBackward.WritesARecordTheRuntimeFollows";
+  err.clear();
+  EXPECT_FALSE(tune_backward(sp, s, "", &r, &err));
+  EXPECT_NE(err.find("target cuda: "), std::string::npos) << err;
+}
+
+TEST(TuneBackward, MergeKeepsTheFasterRecordPerKey) {
+  BackwardRecord a;
+  a.variant = DELTAC_VARIANT_DELTA, a.K = a.V = 64, a.in_dtype = DELTAC_BF16, a.HV = 32;
+  a.max_tokens = 4096, a.keep = true, a.time_us = 2900;
+  int n = 0; // a GPU machine's env (this one may have none)
+  const char *const *keys = env_identity_keys(Device::CUDA, &n);
+  for (int i = 0; i < n; ++i)
+    a.env[keys[i]] = "x";
+  BackwardRecord b = a; // same key, faster
+  b.keep = false, b.time_us = 2850;
+  BackwardRecord c = a; // other value heads
+  c.HV = 16;
+  TuningDB x, y;
+  x.backward = {a, c};
+  y.backward = {b};
+  int dropped = 0;
+  const TuningDB m = merge({x, y}, &dropped);
+  EXPECT_EQ(dropped, 1);
+  ASSERT_EQ(m.backward.size(), 2u);
+  EXPECT_FALSE(m.backward[0].keep);
+  EXPECT_EQ(m.backward[0].time_us, 2850);
+  EXPECT_EQ(m.backward[1].HV, 16);
+}
+
+// On a GPU: both choices checked against the float64 reference and timed,
+// the record written where the chunked backward runs (not in the 64-token
+// bucket: its sweep), the runtime following it; a choice corrupted
+// (Settings::corrupt) never wins.
+TEST(TuneBackward, WritesARecordTheRuntimeFollows) {
+  int32_t sms = 0;
+  const std::string why = cuda::usable(&sms);
+  if (!why.empty())
+    GTEST_SKIP() << why;
+  TempDir dir;
+  Spec sp;
+  sp.variant = DELTAC_VARIANT_DELTA, sp.H = 2, sp.HV = 4, sp.K = sp.V = 64;
+  sp.in_dtype = sp.out_dtype = DELTAC_BF16;
+  sp.device = Device::CUDA;
+  Settings s = fast();
+  s.buckets = {64, 512};
+  s.batch = 2;
+  std::vector<BackwardBucket> r;
+  std::string err;
+  const std::string db = dir.file("bwd.json");
+  ASSERT_TRUE(tune_backward(sp, s, db, &r, &err)) << err;
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].no_option);
+  const BackwardBucket &b = r[1];
+  EXPECT_FALSE(b.no_option);
+  EXPECT_TRUE(b.why_keep.empty()) << b.why_keep;
+  EXPECT_LE(b.err_keep, 1e-2);
+  EXPECT_LE(b.err_recompute, 1e-2);
+  EXPECT_GT(b.keep_us, 0);
+  EXPECT_GT(b.recompute_us, 0);
+  EXPECT_GT(b.saved_bytes, 0u);
+  EXPECT_LT(b.ws_keep, b.ws_recompute) << "kept states shrink the backward's workspace";
+  TuningDB back;
+  ASSERT_TRUE(load_tuning_db(db, &back, &err)) << err;
+  ASSERT_EQ(back.backward.size(), 1u);
+  EXPECT_EQ(back.backward[0].keep, b.keep);
+  EXPECT_EQ(back.backward[0].max_tokens, 0); // the last bucket: any length
+  ASSERT_EQ(deltac_load_tuning_db(db.c_str()), 0) << deltac_last_error();
+  EXPECT_EQ(deltac_saved_states_pay(sp.variant, 2 * 512, 2, sp.HV, 64, 64, DELTAC_BF16),
+            b.keep ? 1 : 0);
+  deltac_load_tuning_db(nullptr);
+
+  s.corrupt = "saved_states=keep";
+  s.min_gain = 0;
+  ASSERT_TRUE(tune_backward(sp, s, "", &r, &err)) << err;
+  EXPECT_NE(r[1].why_keep.find("wrong answer"), std::string::npos) << r[1].why_keep;
+  EXPECT_FALSE(r[1].keep);
 }
 
 } // namespace

@@ -239,5 +239,107 @@ TEST(TuningDb, LookupFiltersByModeAndDevice) {
   EXPECT_EQ(db.lookup(Device::CPU, Mode::Chunked, p), nullptr);
 }
 
+// Backward records (the saved-states choice, deltac-tune --backward): round
+// trip, lookup by dims, value heads and tokens per sequence.
+BackwardRecord backwardRecord(int variant, int K, int V, int HV, int64_t max_tokens, bool keep) {
+  BackwardRecord r;
+  r.variant = variant, r.K = K, r.V = V, r.in_dtype = DELTAC_BF16, r.HV = HV;
+  r.max_tokens = max_tokens, r.keep = keep;
+  return r;
+}
+
+TEST(TuningDb, BackwardRecordsRoundTripAndLookUp) {
+  TuningDB db;
+  db.backward.push_back(backwardRecord(DELTAC_VARIANT_DELTA, 64, 64, 32, 4096, true));
+  db.backward.back().time_us = 2881.5, db.backward.back().other_us = 2944.25;
+  db.backward.back().env["gpu"] = "H100";
+  db.backward.push_back(backwardRecord(DELTAC_VARIANT_DELTA, 64, 64, 32, 0, false));
+  db.backward.push_back(backwardRecord(DELTAC_VARIANT_GATED, 128, 128, 32, 0, true));
+  const std::string text = format_tuning_db(db);
+  EXPECT_NE(text.find("\"saved_states\": \"keep\""), std::string::npos) << text;
+  TuningDB back;
+  std::string err;
+  ASSERT_TRUE(parse_tuning_db(text, "mem", &back, &err)) << err;
+  ASSERT_EQ(back.backward.size(), 3u);
+  EXPECT_TRUE(back.records.empty());
+  const BackwardRecord &a = back.backward[0];
+  EXPECT_EQ(a.variant, DELTAC_VARIANT_DELTA);
+  EXPECT_EQ(a.K, 64);
+  EXPECT_EQ(a.HV, 32);
+  EXPECT_EQ(a.max_tokens, 4096);
+  EXPECT_TRUE(a.keep);
+  EXPECT_EQ(a.time_us, 2881.5);
+  EXPECT_EQ(a.other_us, 2944.25);
+  EXPECT_EQ(a.env.at("gpu"), "H100");
+  EXPECT_FALSE(back.backward[1].keep);
+  EXPECT_EQ(format_tuning_db(back), text);
+
+  // The smallest bucket holding the tokens per sequence; the unbounded one
+  // beyond; nothing for other heads, dims, dtypes or variants.
+  const BackwardRecord *r = back.lookup_backward(DELTAC_VARIANT_DELTA, 64, 64, DELTAC_BF16, 32, 4096);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->keep);
+  r = back.lookup_backward(DELTAC_VARIANT_DELTA, 64, 64, DELTAC_BF16, 32, 4097);
+  ASSERT_NE(r, nullptr);
+  EXPECT_FALSE(r->keep);
+  EXPECT_EQ(back.lookup_backward(DELTAC_VARIANT_DELTA, 64, 64, DELTAC_BF16, 16, 100), nullptr);
+  EXPECT_EQ(back.lookup_backward(DELTAC_VARIANT_GATED, 64, 64, DELTAC_BF16, 32, 100), nullptr);
+  EXPECT_EQ(back.lookup_backward(DELTAC_VARIANT_DELTA, 64, 128, DELTAC_BF16, 32, 100), nullptr);
+  EXPECT_EQ(back.lookup_backward(DELTAC_VARIANT_DELTA, 64, 64, DELTAC_F16, 32, 100), nullptr);
+
+  // A database without backward records writes no "backward" key.
+  TuningDB none;
+  EXPECT_EQ(format_tuning_db(none).find("backward"), std::string::npos);
+}
+
+TEST(TuningDb, BackwardRecordErrorsNameTheRecordAndField) {
+  auto wrapB = [](const std::string &b) {
+    return R"({"format": "deltac-tuning-db", "version": 2, "records": [], "backward": )" + b +
+           "}";
+  };
+  const std::string good = R"({"variant": "delta", "key_dim": 64, "value_dim": 64,
+      "in_dtype": "bf16", "v_heads": 32, "max_tokens": 4096, "saved_states": "keep"})";
+  const BadCase cases[] = {
+      {"not an array", wrapB("{}"), {"db.json", "'backward' must be an array"}},
+      {"not an object", wrapB("[" + good + ", 3]"), {"backward record 1 must be an object"}},
+      {"choice", wrapB(R"([{"variant": "delta", "key_dim": 64, "value_dim": 64,
+          "in_dtype": "bf16", "v_heads": 32, "saved_states": "sometimes"}])"),
+       {"backward record 0", "'saved_states'", "\"recompute\", \"keep\"", "sometimes"}},
+      {"heads", wrapB(R"([{"variant": "delta", "key_dim": 64, "value_dim": 64,
+          "in_dtype": "bf16", "saved_states": "keep"}])"),
+       {"backward record 0", "'v_heads'", "missing"}},
+      {"not offered (kda)", wrapB(R"([{"variant": "kda", "key_dim": 64, "value_dim": 64,
+          "in_dtype": "bf16", "v_heads": 8, "saved_states": "keep"}])"),
+       {"backward record 0", "kda", "bwd_saves_states"}},
+      {"not offered (f32)", wrapB(R"([{"variant": "gated", "key_dim": 128, "value_dim": 128,
+          "in_dtype": "f32", "v_heads": 8, "saved_states": "recompute"}])"),
+       {"backward record 0", "f32", "bwd_saves_states"}},
+      {"not offered (K = 256)", wrapB(R"([{"variant": "gated", "key_dim": 256, "value_dim": 256,
+          "in_dtype": "bf16", "v_heads": 8, "saved_states": "keep"}])"),
+       {"backward record 0", "K = 256", "bwd_saves_states"}},
+      {"time", wrapB(R"([{"variant": "delta", "key_dim": 64, "value_dim": 64,
+          "in_dtype": "bf16", "v_heads": 32, "saved_states": "keep", "other_us": "fast"}])"),
+       {"backward record 0", "'other_us'", "non-negative"}},
+      {"env", wrapB(R"([{"variant": "delta", "key_dim": 64, "value_dim": 64,
+          "in_dtype": "bf16", "v_heads": 32, "saved_states": "keep", "env": {"gpu": 1}}])"),
+       {"backward record 0", "'env'"}},
+  };
+  for (const BadCase &c : cases) {
+    SCOPED_TRACE(c.what);
+    TuningDB db;
+    db.backward.resize(3);
+    std::string err;
+    EXPECT_FALSE(parse_tuning_db(c.text, "db.json", &db, &err));
+    EXPECT_EQ(db.backward.size(), 3u) << "output touched on failure";
+    for (const std::string &m : c.mentions)
+      EXPECT_NE(err.find(m), std::string::npos) << "'" << m << "' in: " << err;
+  }
+  TuningDB db;
+  std::string err;
+  EXPECT_TRUE(parse_tuning_db(wrapB("[" + good + "]"), "db.json", &db, &err)) << err;
+  ASSERT_EQ(db.backward.size(), 1u);
+  EXPECT_TRUE(db.backward[0].keep);
+}
+
 } // namespace
 } // namespace deltac

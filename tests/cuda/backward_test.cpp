@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 bool have_gpu() {
@@ -828,6 +830,42 @@ TEST(BackwardRule, SavedStatesPayWhereTheForwardWritesThem) {
     if (sm90()) EXPECT_EQ(pay, HV == sms ? 1 : 0);
     for (void* x : bufs) cudaFree(x);
   }
+}
+
+// A tuning database's backward records (deltac-tune --backward) decide
+// deltac_saved_states_pay where they hold (dims, value heads, tokens per
+// sequence, this machine's env); elsewhere, and once unloaded, the rule.
+TEST(BackwardRule, TuningRecordsDecideSavedStates) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto pay = [](int32_t HV, int64_t seqlen) {
+    return deltac_saved_states_pay(DELTAC_VARIANT_DELTA, 2 * seqlen, 2, HV, 64, 64, DELTAC_BF16);
+  };
+  const int rule2 = pay(2, 256), rule4 = pay(4, 256), rule2long = pay(2, 8192);
+  const int ruleGated =
+      deltac_saved_states_pay(DELTAC_VARIANT_GATED, 512, 2, 2, 64, 64, DELTAC_BF16);
+  EXPECT_EQ(rule2, 0) << "2 value heads leave most SMs idle: the rule recomputes";
+  char path[] = "/tmp/deltac_bwd_db_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string db = R"({"format": "deltac-tuning-db", "version": 2, "records": [],
+    "backward": [
+      {"variant": "delta", "key_dim": 64, "value_dim": 64, "in_dtype": "bf16",
+       "v_heads": 2, "max_tokens": 1024, "saved_states": "keep"},
+      {"variant": "delta", "key_dim": 64, "value_dim": 64, "in_dtype": "bf16",
+       "v_heads": 4, "max_tokens": 0, "saved_states": "keep",
+       "env": {"deltac": "0.0.0-elsewhere"}}]})";
+  ASSERT_EQ(write(fd, db.data(), db.size()), ssize_t(db.size()));
+  close(fd);
+  ASSERT_EQ(deltac_load_tuning_db(path), 0) << deltac_last_error();
+  EXPECT_EQ(pay(2, 256), 1) << "the record for 2 value heads up to 1024 tokens keeps them";
+  EXPECT_EQ(pay(2, 1024), 1);
+  EXPECT_EQ(pay(2, 8192), rule2long) << "past the record's bucket: the rule";
+  EXPECT_EQ(pay(4, 256), rule4) << "a record from another build is never used";
+  EXPECT_EQ(deltac_saved_states_pay(DELTAC_VARIANT_GATED, 512, 2, 2, 64, 64, DELTAC_BF16),
+            ruleGated) << "no record for gated: the rule";
+  ASSERT_EQ(deltac_load_tuning_db(nullptr), 0);
+  EXPECT_EQ(pay(2, 256), rule2) << "unloaded: the rule again";
+  std::remove(path);
 }
 
 TEST(BackwardErrors, NamesTheField) {

@@ -184,9 +184,43 @@ TuningRecord record_of(const Spec &spec, const Settings &s,
 // in_dtype, bucket and identity env (deltac/env.h).
 bool same_key(const TuningRecord &a, const TuningRecord &b);
 
-// Merges databases: every record, and of records with the same key the
-// faster (the later when neither has a time). *dropped counts the rest.
+// Merges databases: every record (backward records too), and of records
+// with the same key the faster (the later when neither has a time).
+// *dropped counts the rest.
 TuningDB merge(const std::vector<TuningDB> &dbs, int *dropped);
+
+// ---------------------------------------------------------------------------
+// The backward's saved-states option (deltac-tune --backward; CUDA, where
+// the catalogue offers it: bwd_saves_states). Per bucket of tokens per
+// sequence where the chunked backward runs (deltac_saved_states_size > 0;
+// Settings::batch sequences), forward + backward through the runtime's C API
+// with the chunk states kept and recomputed, each first checked against the
+// float64 reference backward on a small problem (2 sequences of up to 256
+// tokens), then timed interleaved (Settings::repeats samples each, at least
+// 5). The pick replaces the runtime's own choice (deltac_saved_states_pay
+// with no database) only when at least Settings::min_gain faster; a choice
+// that gave a wrong answer never wins. Records: TuningDB::backward.
+struct BackwardBucket {
+  int64_t tokens = 0;     // tokens per sequence
+  int32_t batch = 0;      // sequences measured
+  bool no_option = false; // the recurrent sweep runs there: nothing to choose
+  bool skipped = false;   // a record for it was already in the database
+  bool rule_keep = false; // the runtime's choice without a record
+  bool keep = false;      // the pick
+  std::string why_keep, why_recompute; // a failed check ("" = passed)
+  double err_keep = 0, err_recompute = 0; // worst gradient rel. RMS vs float64
+  double keep_us = 0, recompute_us = 0;   // forward + backward medians
+  uint64_t saved_bytes = 0;               // the saved-states buffer
+  uint64_t ws_keep = 0, ws_recompute = 0; // the backward's workspace
+  double tune_s = 0;
+};
+bool tune_backward(const Spec &spec, const Settings &s, const std::string &db_path,
+                   std::vector<BackwardBucket> *results, std::string *error);
+BackwardRecord backward_record_of(const Spec &spec, const Settings &s,
+                                  const BackwardBucket &b);
+// Whether a and b are backward records of the same key: variant, K, V,
+// in_dtype, value heads, bucket and identity env.
+bool same_backward_key(const BackwardRecord &a, const BackwardRecord &b);
 
 // HTML (path ending .html) or SVG: time per candidate per bucket.
 bool write_report(const std::string &path, const Spec &spec,

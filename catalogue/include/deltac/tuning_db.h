@@ -15,7 +15,14 @@
 //                                            // instruction-set instance
 //                                            // (absent: the catalogue's
 //                                            // rule, cpu_isa_for)
-//                 "env": {"cpu": "...", ...}}]}  // optional: string values
+//                 "env": {"cpu": "...", ...}}],  // optional: string values
+//    "backward": [{"variant": "delta", "key_dim": 64, "value_dim": 64,
+//                  "in_dtype": "bf16", "v_heads": 32, "max_tokens": 4096,
+//                  "saved_states": "keep",    // or "recompute"
+//                  "time_us": 2881.0, "other_us": 2944.0,  // optional
+//                  "env": {...}}]}            // optional, as above
+// "backward" (optional) holds the backward's saved-states choice
+// (BackwardRecord).
 // "env" names the machine and build a record holds for (the autotuner writes
 // it: docs/autotune.md); this reader keeps it as strings, the runtime
 // compares it with the running machine (runtime/src/select.cpp).
@@ -42,14 +49,35 @@ struct TuningRecord {
   std::map<std::string, std::string> env; // empty = none recorded
 };
 
+// The CUDA chunked backward's saved-states option (deltac_options.
+// saved_states, deltac_saved_states_pay): keep the chunk states the forward
+// writes, or let the backward recompute them. A memory / time choice the
+// catalogue offers where bwd_saves_states holds (deltac/backward_rules.h);
+// deltac-tune --backward measures both and writes the pick.
+struct BackwardRecord {
+  int32_t variant = 0, K = 0, V = 0, in_dtype = 0;
+  int32_t HV = 0;         // value heads it was measured with
+  int64_t max_tokens = 0; // bucket: tokens per sequence it holds for (0 = any)
+  bool keep = false;      // "saved_states": "keep" or "recompute"
+  double time_us = 0;     // forward + backward with the pick (0 = not recorded)
+  double other_us = 0;    // ... with the other choice (0 = not recorded)
+  std::map<std::string, std::string> env; // empty = none recorded
+};
+
 struct TuningDB {
   std::vector<TuningRecord> records;
+  std::vector<BackwardRecord> backward;
 
   // The record for p on device d under mode m: same variant, K, V and
   // in_dtype, a family of d that m allows, legal for p (check_config), and
   // among those the smallest bucket that holds p.max_seqlen (unbounded
   // last); nullptr when none.
   const TuningRecord *lookup(Device d, Mode m, const Problem &p) const;
+  // The backward record for these dims and value heads whose bucket is the
+  // smallest holding seqlen tokens per sequence; nullptr when none.
+  const BackwardRecord *lookup_backward(int32_t variant, int32_t K, int32_t V,
+                                        int32_t in_dtype, int32_t HV,
+                                        int64_t seqlen) const;
 };
 
 // Parse JSON text; `name` names the source in messages. On failure returns

@@ -248,13 +248,17 @@ size_t deltac_saved_states_size(int32_t variant, int64_t tokens, int64_t sequenc
                                 int32_t HV, int32_t K, int32_t V, int32_t in_dtype);
 
 /* 1 where passing saved states to such a forward (and its backward) is the
- * faster choice on the current CUDA device, else 0: as measured, K = 64,
- * deltac_saved_states_size is not 0, and the forward's own kernel writes
- * them there (the transposed TMA scan on sm_90, K, V a precompiled chunked
- * pair, sequences x HV x V / 64 blocks leaving at most 1/8 of the SMs idle).
- * Elsewhere the backward fills the buffer itself (no faster), or at K = 128
- * gains nothing measurable: more memory held between the calls for no time.
- * Never fails; 0 without a usable CUDA device. */
+ * faster choice on the current CUDA device, else 0. Where
+ * deltac_saved_states_size is not 0: the loaded tuning database's backward
+ * record for the variant, K, V, in_dtype, HV and tokens per sequence
+ * (tokens / sequences, rounded up; deltac-tune --backward measures both
+ * choices and writes one) if it has one measured here; else the rule, as
+ * measured: K = 64 and the forward's own kernel writes them there (the
+ * transposed TMA scan on sm_90, K, V a precompiled chunked pair, sequences x
+ * HV x V / 64 blocks leaving at most 1/8 of the SMs idle). Elsewhere the
+ * backward fills the buffer itself (no faster), or at K = 128 gains nothing
+ * measurable: more memory held between the calls for no time. Never fails;
+ * 0 without a usable CUDA device. */
 int deltac_saved_states_pay(int32_t variant, int64_t tokens, int64_t sequences, int32_t HV,
                             int32_t K, int32_t V, int32_t in_dtype);
 
