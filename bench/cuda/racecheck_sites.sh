@@ -10,6 +10,9 @@
 # lives), MANGLED_REGEX 'Li64ELi64E.*' to pick one instance's SASS (default: the first
 # function whose name holds KERNEL_NAME). Prints the summary, each distinct report line
 # (kind, write site, read sites) with its count, and 4 SASS lines around every site.
+# LIBRARY may be any file cuobjdump reads: the 165 MB library's dump takes minutes, so
+# pass the instance's object (build/runtime/.../gen/cuda/chunked_<var>_<dtype>_<K>x<V>.cu.o),
+# or dump that object elsewhere (PyPI's nvidia-cuda-cuobjdump where the toolkit has none).
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n 2,12p "$0"; exit 2; }
 bin=$1 filter=$2 kernel=$3 lib=$4 pick=${5:-}
