@@ -93,7 +93,7 @@ struct Mixed {
 // cut back to p's K, V. Exact: zero key / value channels leave the rest
 // unchanged. dtype >= 0: the copies of q, k, v and o are of that dtype
 // (f32 copies of 16-bit inputs, o rounded back: kda with beta up to 2,
-// runtime.cpp's upcast_kda_beta_two).
+// deltac::f32_copies).
 struct Pad {
   int32_t K = 0, V = 0;
   int32_t dtype = -1;

@@ -299,15 +299,6 @@ bool runCpuMixed(const deltac_fwd_params &p, const deltac_options &opt,
   return true;
 }
 
-// Whether a CUDA call runs on f32 copies: kda, 16-bit inputs, beta up to 2
-// (allow_neg_eigval), on the chunked family (the recurrent kernel computes
-// in f32 from the 16-bit values and is exact already).
-bool upcast_kda_beta_two(const Problem &prob, const KernelConfig &c) {
-  return prob.variant == DELTAC_VARIANT_KDA && prob.beta_two &&
-         (prob.in_dtype == DELTAC_BF16 || prob.in_dtype == DELTAC_F16) &&
-         c.family == Family::CudaChunked;
-}
-
 // ws_bytes: null for a run; else only the choice is made and the workspace
 // it needs is stored there (deltac_workspace_size).
 int forward(const deltac_fwd_params *pp, const deltac_options *optp,
@@ -358,7 +349,7 @@ int forward(const deltac_fwd_params *pp, const deltac_options *optp,
   // decayed key operands keep the two reflections from cancelling (o
   // 1.7e-2 from float64 at 2000 tokens, docs/performance.md "Scan 5"); the
   // f32 instance on f32 copies of q, k, v (o rounded back) is exact.
-  const bool upcast = device == Device::CUDA && upcast_kda_beta_two(prob, choice.config);
+  const bool upcast = device == Device::CUDA && deltac::f32_copies(prob, choice.config.family);
   if (upcast) {
     Problem f = prob;
     f.in_dtype = f.out_dtype = DELTAC_F32;

@@ -457,5 +457,28 @@ TEST(Catalogue, FamilyOrderPerDeviceAndMode) {
   EXPECT_NE(why.find("state must be f32"), std::string::npos) << why;
 }
 
+// f32 copies: only kda with beta up to 2 on 16-bit inputs, on cuda_chunked
+// (the runtime and the dialect's templateInType both read this).
+TEST(Catalogue, F32CopiesOnlyForKdaBetaTwoOn16BitChunked) {
+  Problem p;
+  p.variant = DELTAC_VARIANT_KDA, p.K = p.V = 128, p.beta_two = true;
+  for (int32_t dt : {DELTAC_BF16, DELTAC_F16}) {
+    p.in_dtype = p.out_dtype = dt;
+    EXPECT_TRUE(f32_copies(p, Family::CudaChunked)) << dt;
+    EXPECT_FALSE(f32_copies(p, Family::CudaRecurrent)) << dt;
+    EXPECT_FALSE(f32_copies(p, Family::CpuChunked)) << dt;
+  }
+  p.in_dtype = p.out_dtype = DELTAC_F32;
+  EXPECT_FALSE(f32_copies(p, Family::CudaChunked));
+  p.in_dtype = p.out_dtype = DELTAC_BF16;
+  p.beta_two = false;
+  EXPECT_FALSE(f32_copies(p, Family::CudaChunked));
+  p.beta_two = true;
+  for (int32_t v : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED}) {
+    p.variant = v;
+    EXPECT_FALSE(f32_copies(p, Family::CudaChunked)) << v; // scan 5 covers them
+  }
+}
+
 } // namespace
 } // namespace deltac

@@ -538,6 +538,18 @@ inline KernelConfig call_knobs(KernelConfig c, const Problem &p) {
   return c;
 }
 
+// Whether family f runs p on f32 copies of its 16-bit q, k, v (o converted
+// back to the input dtype): kda with beta up to 2 on cuda_chunked, whose
+// 16-bit products drift past 5e-3 over long sequences there
+// (docs/performance.md, "kda with beta up to 2 on f32 copies"); the
+// recurrent kernel computes in f32 from the 16-bit values and is exact
+// already. The runtime copies around its call; generated code converts
+// (delta.convert, the dialect's templateInType).
+inline bool f32_copies(const Problem &p, Family f) {
+  return f == Family::CudaChunked && p.variant == DELTAC_VARIANT_KDA && p.beta_two &&
+         (p.in_dtype == DELTAC_BF16 || p.in_dtype == DELTAC_F16);
+}
+
 // Under Mode::Auto on CUDA, calls whose longest sequence has at most this
 // many tokens run the recurrent kernel (decode, speculative verify), longer
 // ones the chunked kernel. Not yet measured: the recurrence costs about one

@@ -39,14 +39,16 @@ ScheduleAttr scheduleOf(MLIRContext *ctx, Target t,
                         const deltac::KernelConfig &c, int64_t maxTokens,
                         llvm::StringRef source);
 
-/// The problem a kernel of `layer` on `t` solves, in the element types the
-/// templates see (f16 q/k/v and bf16 states are converted around the call;
-/// CUDA writes o in its input type). `maxTokens`: the longest sequence the
-/// kernel is dispatched for (0 = any).
-deltac::Problem problemOf(LayerOp layer, Target t, int64_t maxTokens);
-/// The template's element types for a kernel of `layer` on `t`.
-DType templateInType(LayerOp layer, Target t);
-DType templateOutType(LayerOp layer, Target t);
+/// The problem a kernel of family `f` for `layer` on `t` solves, in the
+/// element types the templates see (f16 q/k/v and bf16 states are converted
+/// around the call, and 16-bit q/k/v where the catalogue runs the family on
+/// f32 copies: deltac::f32_copies; CUDA writes o in its input type).
+/// `maxTokens`: the longest sequence the kernel is dispatched for (0 = any).
+deltac::Problem problemOf(LayerOp layer, Target t, int64_t maxTokens,
+                          deltac::Family f);
+/// The template's element types for a kernel of family `f` for `layer` on `t`.
+DType templateInType(LayerOp layer, Target t, deltac::Family f);
+DType templateOutType(LayerOp layer, Target t, deltac::Family f);
 
 /// "mode = chunked on target cuda:sm_90a: <catalogue reason>" style text of
 /// the family names of a list, e.g. "cpu_decode, cpu_recurrent".

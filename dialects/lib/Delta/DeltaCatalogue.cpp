@@ -90,33 +90,45 @@ static int32_t paramsDType(DType d) {
   return DELTAC_F32;
 }
 
-DType mlir::delta::templateInType(LayerOp layer, Target) {
-  return layer.getInDtype() == DType::f16 ? DType::f32 : layer.getInDtype();
-}
-
-DType mlir::delta::templateOutType(LayerOp layer, Target t) {
-  if (t == Target::sm_90a)
-    return templateInType(layer, t); // the CUDA template writes o as its input
-  DType out = layer.getOutputDType();
-  return out == DType::f16 ? DType::f32 : out;
-}
-
-deltac::Problem mlir::delta::problemOf(LayerOp layer, Target t,
-                                       int64_t maxTokens) {
+namespace {
+/// The catalogue's problem of `layer` before any conversion: its own dtypes.
+deltac::Problem ownProblem(LayerOp layer) {
   deltac::Problem p;
   p.variant = int32_t(layer.getVariant()); // same numbering as params.h
   p.K = int32_t(layer.getKeyDim());
   p.V = int32_t(layer.getValueDim());
   p.H = int32_t(layer.getHeads());
   p.HV = int32_t(layer.getNumValueHeads());
-  p.in_dtype = paramsDType(templateInType(layer, t));
-  p.out_dtype = paramsDType(templateOutType(layer, t));
+  p.in_dtype = paramsDType(layer.getInDtype());
+  p.beta_two = layer.getBetaRange() == BetaRange::zero_two;
+  return p;
+}
+} // namespace
+
+DType mlir::delta::templateInType(LayerOp layer, Target, deltac::Family f) {
+  if (layer.getInDtype() == DType::f16 ||
+      deltac::f32_copies(ownProblem(layer), f))
+    return DType::f32;
+  return layer.getInDtype();
+}
+
+DType mlir::delta::templateOutType(LayerOp layer, Target t, deltac::Family f) {
+  if (t == Target::sm_90a)
+    return templateInType(layer, t, f); // the CUDA template writes o as its input
+  DType out = layer.getOutputDType();
+  return out == DType::f16 ? DType::f32 : out;
+}
+
+deltac::Problem mlir::delta::problemOf(LayerOp layer, Target t,
+                                       int64_t maxTokens, deltac::Family f) {
+  deltac::Problem p = ownProblem(layer);
+  p.in_dtype = paramsDType(templateInType(layer, t, f));
+  p.out_dtype = paramsDType(templateOutType(layer, t, f));
   p.state_dtype = DELTAC_F32; // bf16 states are converted around the call
   p.state_layout = layer.getStateLayout() == StateLayout::kv ? DELTAC_STATE_KV
                                                              : DELTAC_STATE_VK;
   p.seqs = 0;
   p.max_seqlen = maxTokens;
-  p.beta_two = layer.getBetaRange() == BetaRange::zero_two;
   return p;
 }
 

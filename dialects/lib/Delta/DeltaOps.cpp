@@ -110,7 +110,7 @@ LogicalResult LayerOp::verify() {
         deltac::Family unused;
         deltac::default_family(deviceOf(s.getTarget()),
                                catalogueMode(getMode()),
-                               problemOf(*this, s.getTarget(), 0), &unused,
+                               problemOf(*this, s.getTarget(), 0, f->family), &unused,
                                &why);
         return emitOpError()
                << "schedule family " << f->name << " is not run by mode = "
@@ -120,7 +120,8 @@ LogicalResult LayerOp::verify() {
                << ")";
       }
       std::string why = deltac::check_config(
-          configOf(s), problemOf(*this, s.getTarget(), s.getMaxTokens()));
+          configOf(s),
+          problemOf(*this, s.getTarget(), s.getMaxTokens(), f->family));
       if (!why.empty())
         return emitOpError() << "schedule on " << targetName(s.getTarget())
                              << ": " << why;

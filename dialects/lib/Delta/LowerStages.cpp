@@ -61,8 +61,9 @@ void buildBody(OpBuilder &b, Location loc, LayerOp layer, ScheduleAttr s,
   for (StringRef name : kernelInputs(layer))
     in[name] = body.addArgument(T, loc);
   Target target = s.getTarget();
-  DType tplIn = templateInType(layer, target);
-  DType tplOut = templateOutType(layer, target);
+  const deltac::Family family = familyOf(s)->family;
+  DType tplIn = templateInType(layer, target, family);
+  DType tplOut = templateOutType(layer, target, family);
   bool bf16State = layer.getStateDtype() == DType::bf16;
   Value q = in["q"], k = in["k"], v = in["v"], beta = in["beta"];
   Value g = in.lookup("g"), h0 = in.lookup("h0");

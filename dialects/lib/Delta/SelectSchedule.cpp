@@ -103,7 +103,7 @@ private:
   const deltac::TuningRecord *lookup(LayerOp layer, Target t,
                                      deltac::Family f,
                                      int64_t maxTokens) const {
-    deltac::Problem p = problemOf(layer, t, maxTokens);
+    deltac::Problem p = problemOf(layer, t, maxTokens, f);
     const deltac::TuningRecord *best = nullptr;
     auto bucket = [](int64_t x) { return x ? x : INT64_MAX; };
     for (const deltac::TuningRecord &r : db.records) {
@@ -132,7 +132,8 @@ private:
     SmallVector<KernelSlot> set;
     for (int i = 0; i < l.n; ++i) {
       const int64_t bound = l.max_tokens[i];
-      if (!deltac::check_family(l.f[i], problemOf(layer, t, bound)).empty())
+      if (!deltac::check_family(l.f[i], problemOf(layer, t, bound, l.f[i]))
+               .empty())
         continue;
       auto same = llvm::find_if(
           set, [&](const KernelSlot &k) { return k.family == l.f[i]; });
@@ -144,8 +145,10 @@ private:
         return set;
     }
     std::string why;
-    deltac::Family unused;
-    deltac::default_family(d, catalogueMode(m), problemOf(layer, t, 0),
+    deltac::Family unused = deltac::Family::CpuRecurrent;
+    // The reason the list's first family gives (in its own element types).
+    deltac::default_family(d, catalogueMode(m),
+                           problemOf(layer, t, 0, l.n ? l.f[0] : unused),
                            &unused, &why);
     return layer.emitOpError()
            << "mode = " << stringifyMode(m) << " on target " << targetName(t)
@@ -209,7 +212,7 @@ private:
           own = s;
       int64_t maxTokens = own && !modeOverride ? own.getMaxTokens()
                                                : slot.maxTokens;
-      deltac::Problem p = problemOf(layer, t, maxTokens);
+      deltac::Problem p = problemOf(layer, t, maxTokens, slot.family);
       deltac::KernelConfig c = deltac::default_config(slot.family, p);
       StringRef source = "default";
       if (own) {
