@@ -390,8 +390,9 @@ delta_rule_fwd.register_autograd(_fwd_backward, setup_context=_fwd_setup_context
 # (fwd_saved) instead of the backward recomputing them: memory held between
 # forward and backward for a shorter backward. DELTAC_SAVE_STATES=1 always
 # where offered, =0 never; unset: where the runtime says it pays on this GPU
-# (deltac_saved_states_pay: K = 64 where the forward's own kernel writes them;
-# docs/performance.md, "Backward (CUDA)", versions 17 and 18).
+# (deltac_saved_states_pay: a loaded tuning database's backward record, from
+# deltac-tune --backward; else K = 64 where the forward's own kernel writes
+# them; docs/performance.md, "Backward (CUDA)", versions 17 and 18).
 _SAVE_STATES = {"1": True, "0": False}.get(os.environ.get("DELTAC_SAVE_STATES", ""))
 
 
