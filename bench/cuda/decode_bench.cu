@@ -148,6 +148,10 @@ __global__ void fill_state(T* x, size_t n, uint32_t seed) {
 }
 
 template <deltac_variant Var>
+// --pool-in-order: pool rows read slot n for sequence n (the indirection
+// alone, against the shuffled order's scattered slots).
+bool g_pool_in_order = false;
+
 Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   const int batch = s.batch, heads = s.HV;
   const size_t tokens = size_t(batch) * s.T, nqk = tokens * s.H * kK, nv = tokens * heads * kV;
@@ -167,7 +171,7 @@ Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   for (auto& x : g) x = -0.1f * unit(rng);
   std::vector<int32_t> slots(batch);
   for (int i = 0; i < batch; ++i) slots[i] = i;
-  std::shuffle(slots.begin(), slots.end(), rng);
+  if (!g_pool_in_order) std::shuffle(slots.begin(), slots.end(), rng);
 
   In *dq = upload(q), *dk = upload(k), *dv = upload(v), *dout = nullptr;
   float *dbeta = upload(beta), *dg = upload(g);
@@ -341,7 +345,7 @@ int main(int argc, char** argv) {
   }
   // --quick: the first 62 rows; --rows=I,J,..: only those rows (0-based, as
   // listed without options; for a profiler run); --floor: the batch-1 floor
-  // rows first.
+  // rows first; --pool-in-order: pools with slot n for sequence n.
   bool quick = false, floor = false;
   std::vector<int> only;
   for (int a = 1; a < argc; ++a) {
@@ -350,6 +354,8 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (arg == "--floor") {
       floor = true;
+    } else if (arg == "--pool-in-order") {
+      g_pool_in_order = true;
     } else if (arg.rfind("--rows=", 0) == 0) {
       for (size_t i = 7; i < arg.size();) {
         size_t e = arg.find(',', i);
@@ -364,7 +370,8 @@ int main(int argc, char** argv) {
         i = e + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--floor] [--rows=I,J,..]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--floor] [--pool-in-order] [--rows=I,J,..]\n",
+                   argv[0]);
       return 2;
     }
   }

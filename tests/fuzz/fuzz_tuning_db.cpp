@@ -1,7 +1,8 @@
 // libFuzzer target for the tuning database reader (-DDELTAC_BUILD_FUZZ=ON
 // with clang: build-fuzz/runtime/deltac_fuzz_tuning_db [corpus];
-// runtime/cmake/fuzz.cmake). An accepted database must look up without
-// trouble and survive a format / parse round trip unchanged.
+// runtime/cmake/fuzz.cmake). An accepted database must look up (forward and
+// backward records) without trouble and survive a format / parse round trip
+// unchanged.
 #include "deltac/tuning_db.h"
 
 #include <cstddef>
@@ -20,6 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (deltac::Device d : {deltac::Device::CPU, deltac::Device::CUDA})
     for (deltac::Mode m : {deltac::Mode::Auto, deltac::Mode::Chunked, deltac::Mode::Recurrent})
       (void)db.lookup(d, m, p);
+  for (int32_t variant : {DELTAC_VARIANT_DELTA, DELTAC_VARIANT_GATED})
+    (void)db.lookup_backward(variant, 64, 64, DELTAC_BF16, 32, 4096);
   const std::string again = deltac::format_tuning_db(db);
   deltac::TuningDB back;
   if (!deltac::parse_tuning_db(again, "round trip", &back, &err) ||
