@@ -685,6 +685,15 @@ bool tune_backward(const Spec &spec, const Settings &s, const std::string &db_pa
     }
     b.recompute_us = median(tr);
     b.keep_us = tk.empty() ? 0 : median(tk);
+    if (!(b.recompute_us < INFINITY)) {
+      *error = "bucket " + std::to_string(tokens) + ": a call recomputing the states failed "
+               "while timed";
+      return false;
+    }
+    if (!(b.keep_us < INFINITY)) {
+      b.why_keep = "a call keeping the states failed while timed";
+      b.keep_us = 0;
+    }
     // The rule's choice stays unless the other is clearly faster; a choice
     // whose check failed never runs.
     if (!b.why_keep.empty()) {

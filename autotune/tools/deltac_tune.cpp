@@ -175,8 +175,11 @@ int backwardMain(const tune::Spec &spec, const tune::Settings &s, const std::str
     const double pickUs = b.keep ? b.keep_us : b.recompute_us;
     std::printf("; rule %s, pick %s", b.rule_keep ? "keep" : "recompute",
                 b.keep ? "keep" : "recompute");
-    if (ruleUs > 0 && pickUs > 0)
+    const double otherUs = b.keep ? b.recompute_us : b.keep_us;
+    if (b.keep != b.rule_keep && ruleUs > 0 && pickUs > 0)
       std::printf(" (%.3fx faster than the rule's)", ruleUs / pickUs);
+    else if (otherUs > 0 && pickUs > 0)
+      std::printf(" (the other %.3fx its time)", otherUs / pickUs);
     std::printf("; saved states %s, backward workspace %s keeping / %s recomputing; %.1f s\n",
                 mib(b.saved_bytes).c_str(), mib(b.ws_keep).c_str(), mib(b.ws_recompute).c_str(),
                 b.tune_s);
