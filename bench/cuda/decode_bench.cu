@@ -147,11 +147,11 @@ __global__ void fill_state(T* x, size_t n, uint32_t seed) {
   }
 }
 
-template <deltac_variant Var>
 // --pool-in-order: pool rows read slot n for sequence n (the indirection
 // alone, against the shuffled order's scattered slots).
 bool g_pool_in_order = false;
 
+template <deltac_variant Var>
 Row bench(const Shape& s, size_t l2_bytes, std::mt19937& rng) {
   const int batch = s.batch, heads = s.HV;
   const size_t tokens = size_t(batch) * s.T, nqk = tokens * s.H * kK, nv = tokens * heads * kV;
