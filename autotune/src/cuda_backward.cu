@@ -6,6 +6,7 @@
 #include "bench.h"
 
 #include "deltac/convert.h"
+#include "deltac/reference.h"
 #include "deltac/reference_backward.h"
 #include "deltac/runtime.h"
 
@@ -241,18 +242,6 @@ private:
   cudaEvent_t a_ = nullptr, b_ = nullptr;
 };
 
-double rel_rms(const std::vector<double> &got, const std::vector<double> &want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = got[i] - want[i];
-    num += d * d;
-    den += want[i] * want[i];
-  }
-  if (!(num == num))
-    return INFINITY;
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 } // namespace
 
 std::unique_ptr<BackwardBench> cuda_backward_bench(const Spec &sp, const Settings &s,
@@ -289,38 +278,35 @@ std::string cuda_backward_check(const Spec &sp, const Settings &s, int32_t B, in
   hb.beta = t.beta.data(), hb.h0 = t.h0.data();
   hb.dout = h.dout.data(), hb.dht = h.dht.data();
   const ref::Grads want = ref::backward(hb);
-  auto fetch16 = [&](const void *src, size_t n) {
-    std::vector<uint16_t> x(n);
-    cudaMemcpy(x.data(), src, n * 2, cudaMemcpyDeviceToHost);
-    std::vector<double> y(n);
-    for (size_t i = 0; i < n; ++i)
-      y[i] = bf16_to_f32(x[i]);
-    return y;
-  };
-  auto fetch32 = [&](const void *src, size_t n) {
-    std::vector<float> x(n);
+  auto fetch = [&](const void *src, size_t n, auto *out) {
+    out->resize(n);
     if (n)
-      cudaMemcpy(x.data(), src, n * 4, cudaMemcpyDeviceToHost);
-    return std::vector<double>(x.begin(), x.end());
+      cudaMemcpy(out->data(), src, n * sizeof((*out)[0]), cudaMemcpyDeviceToHost);
   };
-  struct Named {
-    const char *name;
-    std::vector<double> got;
-    const std::vector<double> *want;
-  } grads[] = {{"dq", fetch16(d.b.dq, want.dq.size()), &want.dq},
-               {"dk", fetch16(d.b.dk, want.dk.size()), &want.dk},
-               {"dv", fetch16(d.b.dv, want.dv.size()), &want.dv},
-               {"dbeta", fetch32(d.b.dbeta, want.dbeta.size()), &want.dbeta},
-               {"dg", fetch32(d.b.dg, want.dg.size()), &want.dg},
-               {"dh0", fetch32(d.b.dh0, want.dh0.size()), &want.dh0}};
+  std::vector<uint16_t> dq, dk, dv; // bf16
+  std::vector<float> dbeta, dg, dh0;
+  fetch(d.b.dq, want.dq.size(), &dq);
+  fetch(d.b.dk, want.dk.size(), &dk);
+  fetch(d.b.dv, want.dv.size(), &dv);
+  fetch(d.b.dbeta, want.dbeta.size(), &dbeta);
+  fetch(d.b.dg, want.dg.size(), &dg);
+  fetch(d.b.dh0, want.dh0.size(), &dh0);
   if (!s.corrupt.empty() && s.corrupt == choice_name(keep))
-    for (double &x : grads[2].got)
-      x += 1.0;
+    for (uint16_t &x : dv)
+      x = f32_to_bf16(bf16_to_f32(x) + 1.0f);
+  const std::pair<const char *, double> errs[] = {
+      {"dq", ref::rel_rms(dq.data(), want.dq)},
+      {"dk", ref::rel_rms(dk.data(), want.dk)},
+      {"dv", ref::rel_rms(dv.data(), want.dv)},
+      {"dbeta", ref::rel_rms(dbeta.data(), want.dbeta)},
+      {"dg", ref::rel_rms(dg.data(), want.dg)},
+      {"dh0", ref::rel_rms(dh0.data(), want.dh0)}};
   std::string worst;
-  for (const Named &g : grads) {
-    const double e = rel_rms(g.got, *g.want); // infinite for a NaN
+  for (auto [name, e] : errs) {
+    if (!(e == e)) // a NaN counts as the worst
+      e = INFINITY;
     if (e > *err || worst.empty())
-      *err = e, worst = g.name;
+      *err = e, worst = name;
   }
   if (!(*err <= kGradTol)) {
     char b[160];
