@@ -6,6 +6,7 @@
 #include "deltac/autotune.h"
 #include "deltac/cpu/isa.h"
 #include "deltac/runtime.h"
+#include "deltac/test_seed.h"
 #include "deltac/tune_cuda.h"
 
 #include <gtest/gtest.h>
@@ -576,6 +577,9 @@ TEST(TuneBackward, WritesARecordTheRuntimeFollows) {
   Settings s = fast();
   s.buckets = {64, 512};
   s.batch = 2;
+  s.seed = deltac::test_seed(); // fresh inputs; DELTAC_TEST_SEED replays them
+  std::printf("%s\n", deltac::test_seed_note(s.seed).c_str());
+  SCOPED_TRACE(deltac::test_seed_note(s.seed));
   std::vector<BackwardBucket> r;
   std::string err;
   const std::string db = dir.file("bwd.json");
